@@ -1,0 +1,6 @@
+"""Wire types and framing shared by the supervisor (`agentd`) and the subagent child.
+
+Pure: nothing here performs I/O. `framing` turns bytes into typed messages (or typed errors),
+`control` holds the control-channel methods, `spawn` the spawn payload, `result` the terminal
+statuses, run result and exit-code mapping, and `events` the closed event vocabulary.
+"""

@@ -1,0 +1,234 @@
+"""The control channel between the supervisor and a subagent (DESIGN §3).
+
+JSON-RPC 2.0 messages, one per line. Each method is a small model discriminated by `method`;
+responses (which carry no method) are told apart by `result` / `error`. `DOWN_ADAPTER`
+validates what a child may receive, `UP_ADAPTER` what a supervisor may receive.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, JsonValue, Tag, TypeAdapter
+
+from protocol.events import EventName
+from protocol.result import RunResult
+from protocol.spawn import Handle, Limits, OutputContract, SeedMessage, SpawnPayload
+
+RequestId = Annotated[int, Field(strict=True, ge=0)] | Annotated[str, Field(max_length=64)]
+
+# JSON-RPC error codes used on the control channel.
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+
+
+class _Msg(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    jsonrpc: Literal["2.0"] = "2.0"
+
+
+class _Params(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# ---- down: supervisor -> child -------------------------------------------------------------
+
+
+class Spawn(_Msg):
+    method: Literal["ctrl/spawn"] = "ctrl/spawn"
+    params: SpawnPayload
+
+
+class PingParams(_Params):
+    seq: int = Field(ge=0)
+
+
+class Ping(_Msg):
+    id: RequestId
+    method: Literal["ctrl/ping"] = "ctrl/ping"
+    params: PingParams
+
+
+class PingResult(_Params):
+    seq: int = Field(ge=0)
+    # Age of the child's event loop's last tick: large while the thread answers = wedged loop.
+    loop_age_ms: int = Field(ge=0)
+
+
+class CancelParams(_Params):
+    reason: str = Field(default="cancelled", max_length=1000)
+
+
+class Cancel(_Msg):
+    method: Literal["ctrl/cancel"] = "ctrl/cancel"
+    params: CancelParams = CancelParams()
+
+
+class InjectParams(_Params):
+    message: str = Field(max_length=1_000_000)
+
+
+class Inject(_Msg):
+    method: Literal["ctrl/inject"] = "ctrl/inject"
+    params: InjectParams
+
+
+# ---- up: child -> supervisor ---------------------------------------------------------------
+
+
+class ReadyParams(_Params):
+    pid: int = Field(gt=0)
+
+
+class Ready(_Msg):
+    method: Literal["ev/ready"] = "ev/ready"
+    params: ReadyParams
+
+
+class EventParams(_Params):
+    event: EventName
+    fields: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+class Event(_Msg):
+    method: Literal["ev/event"] = "ev/event"
+    params: EventParams
+
+
+class UsageParams(_Params):
+    """Usage of one model call: deltas, so a supervisor can sum them as they arrive."""
+
+    tokens_in: int = Field(ge=0)
+    tokens_out: int = Field(ge=0)
+    steps: int = Field(ge=0)
+    model: str = Field(max_length=256)
+
+
+class Usage(_Msg):
+    method: Literal["ev/usage"] = "ev/usage"
+    params: UsageParams
+
+
+class TurnParams(_Params):
+    result: JsonValue = None
+
+
+class Turn(_Msg):
+    method: Literal["ev/turn"] = "ev/turn"
+    params: TurnParams
+
+
+class Result(_Msg):
+    method: Literal["ev/result"] = "ev/result"
+    params: RunResult
+
+
+class SpawnRequestParams(_Params):
+    """A child's request for a child. Identity fields are absent on purpose: the supervisor mints them."""
+
+    instruction: str = Field(min_length=1, max_length=1_000_000)
+    output_contract: OutputContract = OutputContract()
+    context_seed: list[SeedMessage] = Field(default_factory=list, max_length=256)
+    tool_scope: list[str] | None = None
+    limits: Limits | None = None
+    wait: bool = True
+
+    # A forged identity claim is tolerated on the wire and ignored (never trusted).
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class SupSpawn(_Msg):
+    id: RequestId
+    method: Literal["sup/spawn"] = "sup/spawn"
+    params: SpawnRequestParams
+
+
+class HandleParams(_Params):
+    handle: Handle
+    timeout_s: float | None = Field(default=None, ge=0)
+
+
+class SupWait(_Msg):
+    id: RequestId
+    method: Literal["sup/wait"] = "sup/wait"
+    params: HandleParams
+
+
+class SupStatus(_Msg):
+    id: RequestId
+    method: Literal["sup/status"] = "sup/status"
+    params: HandleParams
+
+
+class SupCancel(_Msg):
+    id: RequestId
+    method: Literal["sup/cancel"] = "sup/cancel"
+    params: HandleParams
+
+
+# ---- responses (both directions) -----------------------------------------------------------
+
+
+class Response(_Msg):
+    id: RequestId
+    result: JsonValue
+
+
+class ErrorData(_Params):
+    code: int
+    message: str = Field(max_length=4000)
+    data: JsonValue = None
+
+
+class ErrorResponse(_Msg):
+    id: RequestId | None
+    error: ErrorData
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, dict):
+        method = value.get("method")
+        if isinstance(method, str):
+            return method
+        if "error" in value:
+            return "error"
+        if "result" in value:
+            return "result"
+        return "unknown"
+    method = getattr(value, "method", None)
+    if isinstance(method, str):
+        return method
+    return "error" if isinstance(value, ErrorResponse) else "result"
+
+
+DownMessage = Annotated[
+    Annotated[Spawn, Tag("ctrl/spawn")]
+    | Annotated[Ping, Tag("ctrl/ping")]
+    | Annotated[Cancel, Tag("ctrl/cancel")]
+    | Annotated[Inject, Tag("ctrl/inject")]
+    | Annotated[Response, Tag("result")]
+    | Annotated[ErrorResponse, Tag("error")],
+    Discriminator(_kind),
+]
+
+UpMessage = Annotated[
+    Annotated[Ready, Tag("ev/ready")]
+    | Annotated[Event, Tag("ev/event")]
+    | Annotated[Usage, Tag("ev/usage")]
+    | Annotated[Turn, Tag("ev/turn")]
+    | Annotated[Result, Tag("ev/result")]
+    | Annotated[SupSpawn, Tag("sup/spawn")]
+    | Annotated[SupWait, Tag("sup/wait")]
+    | Annotated[SupStatus, Tag("sup/status")]
+    | Annotated[SupCancel, Tag("sup/cancel")]
+    | Annotated[Response, Tag("result")]
+    | Annotated[ErrorResponse, Tag("error")],
+    Discriminator(_kind),
+]
+
+DOWN_ADAPTER: TypeAdapter[DownMessage] = TypeAdapter(DownMessage)
+UP_ADAPTER: TypeAdapter[UpMessage] = TypeAdapter(UpMessage)

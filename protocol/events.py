@@ -1,0 +1,48 @@
+"""The closed event vocabulary of DESIGN §13.
+
+Every log line's `event` and every `ev/event` frame names one of these. Extend deliberately:
+add the name here, document it in docs/events.md, and the vocabulary test keeps both in step.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+EventName = Literal[
+    "proc.start",
+    "proc.ready",
+    "proc.drain",
+    "proc.exit",
+    "config.loaded",
+    "config.invalid",
+    "task.submitted",
+    "task.started",
+    "task.terminal",
+    "subagent.spawn",
+    "subagent.ready",
+    "subagent.exit",
+    "subagent.stuck",
+    "subagent.signal",
+    "subagent.restart",
+    "limit.exceeded",
+    "trigger.armed",
+    "trigger.fired",
+    "resource.updated",
+    "loop.start",
+    "loop.step",
+    "loop.final",
+    "loop.error",
+    "intel.call",
+    "intel.result",
+    "tool.call",
+    "tool.result",
+    # Extensions beyond DESIGN §13, each documented in docs/events.md.
+    "mcp.connect",
+    "mcp.disconnect",
+    "loop.compact",
+    "log.stderr",
+]
+
+EVENT_NAMES: frozenset[str] = frozenset(get_args(EventName))
+
+Component = Literal["supervisor", "agent", "mcp", "intel"]

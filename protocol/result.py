@@ -1,0 +1,119 @@
+"""Terminal statuses, the run result a subagent reports, and the exit-code mapping.
+
+`TerminalStatus` is the closed set of RFC 0007; no other module may introduce a status.
+`exit_code` is DESIGN §12 (RFC 0011): the single place a status becomes a process exit code.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum, StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+
+class TerminalStatus(StrEnum):
+    """Why a run ended. Exactly one per run (RFC 0007 §2)."""
+
+    COMPLETED = "completed"
+    REFUSED = "refused"
+    EXHAUSTED_STEPS = "exhausted_steps"
+    EXHAUSTED_TOKENS = "exhausted_tokens"
+    DEADLINE = "deadline"
+    STALLED = "stalled"
+    LOOP_DETECTED = "loop_detected"
+    CANCELLED = "cancelled"
+    CRASHED = "crashed"
+
+
+AbortKind = Literal["intelligence", "mcp"]
+"""The two fatal-infrastructure aborts (RFC 0007 §3.6). They ride on a `crashed` status."""
+
+
+class ExitCode(IntEnum):
+    """Process exit codes of `agentd run` and `agentd submit --wait` (DESIGN §12)."""
+
+    OK = 0
+    FAILURE = 1
+    USAGE = 2
+    PARTIAL = 3
+    INTELLIGENCE = 4
+    REFUSED = 5
+    MCP = 6
+    BUDGET = 7
+    DEADLINE = 124
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RunUsage(_Wire):
+    """What a run consumed. Counters only grow."""
+
+    tokens_in: int = Field(default=0, ge=0)
+    tokens_out: int = Field(default=0, ge=0)
+    steps: int = Field(default=0, ge=0)
+    model_calls: int = Field(default=0, ge=0)
+    tool_calls: int = Field(default=0, ge=0)
+
+    @property
+    def tokens(self) -> int:
+        return self.tokens_in + self.tokens_out
+
+
+class RunError(_Wire):
+    """A machine-readable reason next to the status: `kind` is a short snake_case word."""
+
+    kind: str = Field(max_length=64)
+    message: str = Field(max_length=4000)
+
+
+class RunResult(_Wire):
+    """The distillate of one run: the `ev/result` params and all a parent ever sees (DESIGN §4)."""
+
+    status: TerminalStatus
+    result: JsonValue = None
+    partial: bool = False
+    usage: RunUsage = RunUsage()
+    abort: AbortKind | None = None
+    error: RunError | None = None
+
+
+RESULT_TEXT_CAP = 8000
+TRUNCATION_MARKER = "…[truncated by agentd]"
+
+
+def cap_text(text: str, limit: int = RESULT_TEXT_CAP) -> str:
+    """Cut `text` to at most `limit` characters, marking the cut."""
+    if len(text) <= limit:
+        return text
+    return text[: limit - len(TRUNCATION_MARKER)] + TRUNCATION_MARKER
+
+
+def exit_code(result: RunResult, *, clean_drain: bool = False) -> ExitCode:
+    """Map a run's outcome to the process exit code (DESIGN §12).
+
+    Args:
+        result: the terminal result of the root run.
+        clean_drain: the run was cancelled by an orderly daemon drain (exits 0, not 1).
+    """
+    if result.abort == "intelligence":
+        return ExitCode.INTELLIGENCE
+    if result.abort == "mcp":
+        return ExitCode.MCP
+    match result.status:
+        case TerminalStatus.COMPLETED:
+            return ExitCode.OK
+        case TerminalStatus.REFUSED:
+            return ExitCode.REFUSED
+        case TerminalStatus.EXHAUSTED_STEPS | TerminalStatus.EXHAUSTED_TOKENS:
+            return ExitCode.PARTIAL if result.partial else ExitCode.BUDGET
+        case TerminalStatus.DEADLINE:
+            return ExitCode.DEADLINE
+        case TerminalStatus.STALLED | TerminalStatus.LOOP_DETECTED:
+            return ExitCode.PARTIAL if result.partial else ExitCode.FAILURE
+        case TerminalStatus.CANCELLED:
+            return ExitCode.OK if clean_drain else ExitCode.FAILURE
+        case TerminalStatus.CRASHED:
+            return ExitCode.FAILURE

@@ -1,0 +1,174 @@
+"""The spawn payload: everything a subagent needs to run one task (DESIGN §4).
+
+The supervisor mints identity (task id, run id, handle, depth) and limits; the child never
+trusts a value it could have chosen itself. Secrets are `SecretStr`: they print masked and are
+serialised in clear only when the encoder passes `context={"reveal_secrets": True}` — which
+only the control-channel encoder of `ctrl/spawn` does.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    SecretStr,
+    SerializationInfo,
+    field_serializer,
+    model_validator,
+)
+
+REVEAL_SECRETS = {"reveal_secrets": True}
+
+Name = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
+Handle = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^0(\.[0-9]{1,4})*$")]
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _reveal(value: SecretStr | None, info: SerializationInfo) -> str | None:
+    if value is None:
+        return None
+    context = info.context
+    if isinstance(context, dict) and context.get("reveal_secrets") is True:
+        return value.get_secret_value()
+    return "**********"
+
+
+class OutputContract(_Wire):
+    """What the result must look like. `format="json"` with a `schema` is machine-checked (VERIFY)."""
+
+    objective: str | None = Field(default=None, max_length=4000)
+    format: Literal["text", "json"] = "text"
+    schema_: dict[str, JsonValue] | None = Field(default=None, alias="schema")
+    success_criteria: list[Annotated[str, Field(max_length=1000)]] = Field(default_factory=list, max_length=32)
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, serialize_by_alias=True)
+
+
+class SeedMessage(_Wire):
+    """A parent-provided context slice (never a parent transcript)."""
+
+    role: Literal["user", "assistant"]
+    content: str = Field(max_length=200_000)
+
+
+class EndpointSpec(_Wire):
+    """One intelligence endpoint. An ordered list of them fails over (DESIGN §5)."""
+
+    name: Name = "default"
+    kind: Literal["openai", "anthropic", "scripted"]
+    base_url: str | None = Field(default=None, max_length=2048)
+    model: str = Field(default="", max_length=256)
+    api_key: SecretStr | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    script_path: str | None = Field(default=None, max_length=4096)
+    stream: bool = False
+    tool_mode: Literal["native", "json"] = "native"
+    context_window: int = Field(default=128_000, ge=1024)
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    request_timeout_s: float = Field(default=120.0, gt=0)
+    first_token_timeout_s: float = Field(default=60.0, gt=0)
+    stream_idle_timeout_s: float = Field(default=30.0, gt=0)
+
+    @field_serializer("api_key")
+    def _ser_api_key(self, value: SecretStr | None, info: SerializationInfo) -> str | None:
+        return _reveal(value, info)
+
+    @model_validator(mode="after")
+    def _check_kind(self) -> EndpointSpec:
+        if self.kind == "scripted" and not self.script_path:
+            raise ValueError("a scripted endpoint needs script_path")
+        if self.kind != "scripted" and not self.base_url:
+            raise ValueError(f"an {self.kind} endpoint needs base_url")
+        return self
+
+
+class McpServerSpec(_Wire):
+    """One granted MCP server: how to reach it and which of its tools are in scope."""
+
+    name: Name
+    transport: Literal["stdio", "http"]
+    command: list[str] = Field(default_factory=list, max_length=256)
+    env: dict[str, SecretStr] = Field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = Field(default=None, max_length=2048)
+    headers: dict[str, SecretStr] = Field(default_factory=dict)
+    required: bool = True
+    # Invariant: None grants every tool the server lists; a list grants exactly those names.
+    tools: list[str] | None = None
+    trust: list[str] = Field(default_factory=list)
+    connect_timeout_s: float = Field(default=30.0, gt=0)
+    call_timeout_s: float = Field(default=120.0, gt=0)
+
+    @field_serializer("env", "headers")
+    def _ser_secret_map(self, value: dict[str, SecretStr], info: SerializationInfo) -> dict[str, str | None]:
+        return {k: _reveal(v, info) for k, v in value.items()}
+
+    @model_validator(mode="after")
+    def _check_transport(self) -> McpServerSpec:
+        if self.transport == "stdio" and not self.command:
+            raise ValueError("a stdio MCP server needs a command")
+        if self.transport == "http" and not self.url:
+            raise ValueError("an http MCP server needs a url")
+        return self
+
+
+class Limits(_Wire):
+    """The grant this run may spend; `deadline_s` is the time remaining at spawn."""
+
+    max_steps: int = Field(default=40, ge=1, le=100_000)
+    max_tokens: int = Field(default=200_000, ge=1)
+    deadline_s: float = Field(default=600.0, gt=0)
+    remaining_depth: int = Field(default=4, ge=0, le=16)
+
+
+class LoopKnobs(_Wire):
+    """The RFC 0007 loop's tunables, defaults per DESIGN §5."""
+
+    repeat_cap: int = Field(default=3, ge=1)
+    idle_limit: int = Field(default=3, ge=1)
+    keep_verbatim: int = Field(default=5, ge=0)
+    compaction_high_water: float = Field(default=0.75, gt=0, le=1)
+    transport_retries: int = Field(default=3, ge=0, le=10)
+    backoff_initial_s: float = Field(default=0.1, gt=0)
+    backoff_max_s: float = Field(default=5.0, gt=0)
+    vacuous_reasks: int = Field(default=1, ge=0)
+    catalogue_bytes: int = Field(default=4000, ge=0)
+
+
+class Telemetry(_Wire):
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    capture_content: bool = False
+    traceparent: str | None = Field(default=None, max_length=128)
+
+
+class SpawnPayload(_Wire):
+    """The `ctrl/spawn` params: the whole task, as the supervisor minted it."""
+
+    task_id: str = Field(min_length=1, max_length=64)
+    run_id: str = Field(min_length=1, max_length=64)
+    handle: Handle = "0"
+    depth: int = Field(default=0, ge=0, le=16)
+    instruction: str = Field(min_length=1, max_length=1_000_000)
+    output_contract: OutputContract = OutputContract()
+    context_seed: list[SeedMessage] = Field(default_factory=list, max_length=256)
+    intelligence: list[EndpointSpec] = Field(min_length=1, max_length=16)
+    mcp_servers: list[McpServerSpec] = Field(default_factory=list, max_length=64)
+    limits: Limits = Limits()
+    loop: LoopKnobs = LoopKnobs()
+    telemetry: Telemetry = Telemetry()
+    notes_path: str | None = Field(default=None, max_length=4096)
+    warm: bool = False
+
+    @model_validator(mode="after")
+    def _unique_servers(self) -> SpawnPayload:
+        names = [s.name for s in self.mcp_servers]
+        if len(names) != len(set(names)):
+            raise ValueError("mcp_servers names must be unique")
+        return self

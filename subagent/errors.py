@@ -1,0 +1,62 @@
+"""Exceptions that end a subagent run (a failed tool call is an observation, not one of these).
+
+    AgentError
+     ├── IntelError                 the model endpoint(s)
+     │    ├── IntelTransient        retryable (429, 5xx, network, stalled stream); never leaves intel/
+     │    ├── IntelFatal            auth or unusable configuration: abort `intelligence` at once
+     │    ├── IntelUnavailable      retries and failover exhausted: abort `intelligence`
+     │    └── ContextOverflow       the request did not fit: compact and retry once
+     └── McpError
+          └── McpFatal              a required MCP server is unreachable or died: abort `mcp`
+"""
+
+from __future__ import annotations
+
+
+class AgentError(Exception):
+    """Root of the subagent's error tree."""
+
+
+class IntelError(AgentError):
+    """A model endpoint failed."""
+
+    kind = "intelligence"
+
+
+class IntelTransient(IntelError):
+    """A failure worth retrying. `retry_after_s` is the server's `Retry-After`, if it sent one."""
+
+    kind = "transient"
+
+    def __init__(self, message: str, *, retry_after_s: float | None = None, status: int | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+        self.status = status
+
+
+class IntelFatal(IntelError):
+    """Authentication failure or a configuration the endpoint rejects: retrying cannot help."""
+
+    kind = "auth"
+
+
+class IntelUnavailable(IntelError):
+    """Every endpoint failed after bounded retries."""
+
+    kind = "unavailable"
+
+
+class ContextOverflow(IntelError):
+    """The endpoint said the request exceeds the model's context window."""
+
+    kind = "context_overflow"
+
+
+class McpError(AgentError):
+    """An MCP server failed in a way the loop cannot turn into an observation."""
+
+
+class McpFatal(McpError):
+    """A required MCP server cannot be reached (at connect, or after it died and a reconnect failed)."""
+
+    kind = "mcp_down"

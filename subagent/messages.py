@@ -1,0 +1,105 @@
+"""The in-process vocabulary shared by the loop, the model adapters and the tool layer.
+
+Frozen, slotted dataclasses: a transcript is a tuple of these, shared between loop states, and
+an adapter may cache each message's wire encoding by identity because a message never changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import JsonValue
+
+JsonObject = dict[str, JsonValue]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One tool call the model asked for. `name` is the wire name the model used."""
+
+    id: str
+    name: str
+    # Invariant: exactly one of `arguments` / `arguments_error` is set.
+    arguments: JsonObject | None
+    arguments_error: str | None = None
+    raw_arguments: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class UserMessage:
+    text: str
+    kind: Literal["instruction", "seed", "observation", "summary", "inject"] = "instruction"
+
+
+@dataclass(frozen=True, slots=True)
+class AssistantMessage:
+    text: str
+    tool_calls: tuple[ToolCall, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultMessage:
+    """The observation for one tool call, as the model will read it."""
+
+    call_id: str
+    name: str
+    text: str
+    is_error: bool = False
+    # Set when lever 1 replaced the body with a stub; the original is gone from the transcript.
+    stubbed: bool = False
+
+
+Message = UserMessage | AssistantMessage | ToolResultMessage
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool as offered to the model: wire name (`^[A-Za-z0-9_-]{1,64}$`), description, schema."""
+
+    name: str
+    description: str
+    input_schema: JsonObject
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    """One model call. `tools` is empty in JSON-action mode (the catalogue is in `system`)."""
+
+    system: str
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    purpose: Literal["turn", "compact"] = "turn"
+    max_output_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TokenUsage:
+    tokens_in: int
+    tokens_out: int
+
+
+@dataclass(frozen=True, slots=True)
+class ModelReply:
+    """What a model call produced.
+
+    `refusal` is the provider's structured refusal (OpenAI `message.refusal`, Anthropic
+    `stop_reason == "refusal"`, a content filter); `malformed` describes a reply the adapter
+    could not parse at all — the loop turns it into an observation, never a crash.
+    """
+
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    refusal: str | None = None
+    usage: TokenUsage | None = None
+    finish_reason: str | None = None
+    model: str = ""
+    malformed: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    """The result of executing one tool call: text for the model, and whether it is an error."""
+
+    text: str
+    is_error: bool = False
