@@ -1,0 +1,52 @@
+"""Test-session setup: subreaper for leak detection, and the `no_leaks` fixture.
+
+Tests that spawn processes take the `no_leaks` fixture (or the `processes` marker): after the
+test, every descendant must be gone within a bounded wait, else the test fails (and the
+strays are killed so one leak does not cascade).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from subagent.linux import set_child_subreaper
+from tests.support.leaks import kill_all, open_fd_count, wait_no_descendants
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "processes: the test spawns processes; checked for leaks")
+    set_child_subreaper()
+    # Children launched by tests import the repo's packages without an install step.
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p
+    )
+
+
+@pytest.fixture
+def no_leaks() -> Iterator[None]:
+    fds_before = open_fd_count()
+    yield
+    strays = wait_no_descendants(timeout_s=10.0)
+    if strays:
+        described = [f"{p.pid} {p.name()} {p.cmdline()[:4]}" for p in strays]
+        kill_all(strays)
+        pytest.fail(f"processes leaked: {described}")
+    # Allow a little slack for lazily created loop/selector fds that persist across tests.
+    fds_after = open_fd_count()
+    assert fds_after <= fds_before + 4, f"fd growth: {fds_before} -> {fds_after}"
+
+
+@pytest.fixture(autouse=True)
+def _leak_check_marked(request: pytest.FixtureRequest) -> None:
+    if request.node.get_closest_marker("processes") is not None:
+        request.getfixturevalue("no_leaks")
+
+
+PYTHON = sys.executable
