@@ -1,0 +1,445 @@
+"""The loop's transitions (RFC 0007 §3.1): what to do next, and how each outcome changes the state.
+
+    next_action(state, view, now, cancelled)      -> CallModel | CallTools | Finish
+    on_model_reply(state, action, reply, ...)     -> state   (turn, or the compaction call)
+    on_tool_results(state, outcomes, ...)         -> state
+    on_context_overflow(state, action)            -> (state, fatal)
+
+Pure: the driver supplies time, the cancel flag and the environment (`TurnView`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from pydantic import JsonValue
+
+from protocol.result import TerminalStatus
+from protocol.spawn import SpawnPayload
+from subagent.loop import context, progress, prompt, stop, verify
+from subagent.loop.action import (
+    ACTION_FORMAT,
+    FinalAction,
+    ParseFailure,
+    RefuseAction,
+    ToolAction,
+    parse_action,
+)
+from subagent.loop.state import (
+    Action,
+    Budgets,
+    CallModel,
+    CallTools,
+    Contract,
+    Finish,
+    LoopConfig,
+    LoopState,
+    Note,
+    PlannedCall,
+    Terminal,
+)
+from subagent.messages import (
+    AssistantMessage,
+    Message,
+    ModelReply,
+    ModelRequest,
+    ToolCall,
+    ToolOutcome,
+    ToolResultMessage,
+    ToolSpec,
+    UserMessage,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnView:
+    """What the environment offers this turn: the tools in scope and the resource catalogue."""
+
+    tools: tuple[ToolSpec, ...] = ()
+    resources: str = ""
+    # Serialized size of `tools`, for the forward estimate (the driver caches it per catalogue).
+    tools_chars: int = 0
+
+
+def initial_state(payload: SpawnPayload, *, now: float) -> LoopState:
+    """The state before the first turn, from the spawn payload."""
+    primary = payload.intelligence[0]
+    oc = payload.output_contract
+    config = LoopConfig(
+        max_steps=payload.limits.max_steps,
+        max_tokens=payload.limits.max_tokens,
+        deadline=now + payload.limits.deadline_s,
+        repeat_cap=payload.loop.repeat_cap,
+        idle_limit=payload.loop.idle_limit,
+        keep_verbatim=payload.loop.keep_verbatim,
+        high_water=payload.loop.compaction_high_water,
+        context_window=primary.context_window,
+        vacuous_reasks=payload.loop.vacuous_reasks,
+        tool_mode=primary.tool_mode,
+        contract=Contract(
+            format=oc.format,
+            schema=oc.schema_,
+            objective=oc.objective,
+            success_criteria=tuple(oc.success_criteria),
+        ),
+        max_output_tokens=primary.max_output_tokens,
+    )
+    head: list[Message] = [UserMessage(payload.instruction, kind="instruction")]
+    for seed in payload.context_seed:
+        head.append(
+            UserMessage(seed.content, kind="seed") if seed.role == "user" else AssistantMessage(seed.content)
+        )
+    return LoopState(config=config, head=tuple(head))
+
+
+def message_chars(m: Message) -> int:
+    if isinstance(m, AssistantMessage):
+        return len(m.text) + sum(len(c.name) + len(c.raw_arguments or "") + 16 for c in m.tool_calls)
+    return len(m.text)
+
+
+def request_chars(request: ModelRequest, tools_chars: int = 0) -> int:
+    return len(request.system) + sum(message_chars(m) for m in request.messages) + tools_chars
+
+
+# ---- next action ---------------------------------------------------------------------------
+
+
+def next_action(state: LoopState, view: TurnView, *, now: float, cancelled: bool) -> Action:
+    """Decide the next step: finish, run pending tool calls, compact, or call the model."""
+    if state.terminal is not None:
+        return Finish(state.terminal)
+    if state.pending is not None:
+        if cancelled or now >= state.config.deadline:
+            status = TerminalStatus.CANCELLED if cancelled else TerminalStatus.DEADLINE
+            return Finish(terminal_for(state, status))
+        return CallTools(tuple(p.call for p in state.pending if p.refusal is None))
+
+    cfg = state.config
+    tools = (*view.tools, prompt.refuse_tool_spec()) if cfg.tool_mode == "native" else view.tools
+    system = prompt.system_prompt(cfg, resources=view.resources, tools=tools)
+    request = ModelRequest(
+        system=system,
+        messages=(*state.head, *state.transcript),
+        tools=tools if cfg.tool_mode == "native" else (),
+        purpose="turn",
+        max_output_tokens=cfg.max_output_tokens,
+    )
+    estimate = stop.estimate_next(request_chars(request, view.tools_chars), state.budgets.last_prompt_tokens)
+    halt = stop.pre_call_stop(state, now=now, cancelled=cancelled, estimate=estimate)
+    if halt is not None:
+        return Finish(terminal_for(state, halt))
+    wants_compaction = state.force_compaction or stop.needs_compaction(
+        estimate, cfg.context_window, cfg.high_water
+    )
+    if wants_compaction and _compactable(state.transcript):
+        compact = ModelRequest(
+            system=context.COMPACTION_SYSTEM,
+            messages=context.compaction_messages(state.head, state.transcript),
+            purpose="compact",
+        )
+        return CallModel(compact, offered=frozenset())
+    return CallModel(request, offered=frozenset(t.name for t in tools))
+
+
+def _compactable(transcript: tuple[Message, ...]) -> bool:
+    if not transcript:
+        return False
+    return not (
+        len(transcript) == 1 and isinstance(transcript[0], UserMessage) and transcript[0].kind == "summary"
+    )
+
+
+def terminal_for(state: LoopState, status: TerminalStatus, reason: str | None = None) -> Terminal:
+    """A terminal status carrying the best partial result so far."""
+    return Terminal(status=status, result=state.partial, partial=state.partial is not None, reason=reason)
+
+
+# ---- model replies -------------------------------------------------------------------------
+
+
+def _record_usage(state: LoopState, request: ModelRequest, reply: ModelReply, *, step: bool) -> Budgets:
+    b = state.budgets
+    if reply.usage is not None:
+        t_in, t_out = reply.usage.tokens_in, reply.usage.tokens_out
+    else:
+        reply_chars = len(reply.text) + sum(len(c.raw_arguments) for c in reply.tool_calls)
+        t_in, t_out = request_chars(request) // 4, reply_chars // 4
+    return replace(
+        b,
+        steps_used=b.steps_used + (1 if step else 0),
+        tokens_in=b.tokens_in + t_in,
+        tokens_out=b.tokens_out + t_out,
+        model_calls=b.model_calls + 1,
+        last_prompt_tokens=t_in,
+    )
+
+
+def on_model_reply(
+    state: LoopState, action: CallModel, reply: ModelReply, *, now: float, cancelled: bool
+) -> LoopState:
+    """Record a model call's usage and branch on its reply (RFC 0007 §3.1 steps 4–6)."""
+    if action.request.purpose == "compact":
+        return _on_compacted(state, action.request, reply)
+    state = replace(
+        state,
+        budgets=_record_usage(state, action.request, reply, step=True),
+        notes=(),
+        overflow_retried=False,
+    )
+    if reply.refusal is not None:
+        return _finish(
+            state, TerminalStatus.REFUSED, reply.refusal or "refused by the model provider", "refused"
+        )
+    if reply.malformed is not None:
+        obs = (
+            f"Your previous reply could not be used ({reply.malformed}). "
+            "Reply again with a tool call or your final answer."
+        )
+        state = _append(state, UserMessage(obs, kind="observation"))
+        state = _note_error(state, "malformed_reply", reply.malformed)
+        return _end_turn(progress.record_signature(state, None), "malformed", now, cancelled)
+
+    if state.config.tool_mode == "json":
+        return _on_json_reply(state, reply, action.offered, now=now, cancelled=cancelled)
+
+    state = _remember_partial(state, reply.text)
+    refusal = next((c for c in reply.tool_calls if c.name == prompt.REFUSE_TOOL), None)
+    if refusal is not None:
+        reason = refusal.arguments.get("reason") if refusal.arguments else None
+        return _finish(
+            state,
+            TerminalStatus.REFUSED,
+            str(reason or reply.text or "the model declined the task"),
+            "refused",
+        )
+    assistant = AssistantMessage(reply.text, reply.tool_calls)
+    if reply.tool_calls:
+        return _plan_calls(
+            _append(state, assistant), reply.text, reply.tool_calls, action.offered, now, cancelled
+        )
+    return _on_final(_append(state, assistant), reply.text, reply.text, now, cancelled)
+
+
+def _on_json_reply(
+    state: LoopState, reply: ModelReply, offered: frozenset[str], *, now: float, cancelled: bool
+) -> LoopState:
+    parsed = parse_action(reply.text)
+    step = state.budgets.steps_used
+    if isinstance(parsed, ParseFailure):
+        state = _append(state, AssistantMessage(reply.text))
+        obs = f"Your reply was not a valid action object ({parsed.reason}). {ACTION_FORMAT}"
+        state = _note_error(
+            _append(state, UserMessage(obs, kind="observation")), "malformed_action", parsed.reason
+        )
+        return _end_turn(progress.record_signature(state, None), "malformed", now, cancelled)
+    if isinstance(parsed, RefuseAction):
+        return _finish(
+            state, TerminalStatus.REFUSED, parsed.reason or "the model declined the task", "refused"
+        )
+    if isinstance(parsed, ToolAction):
+        call = ToolCall(
+            id=f"act_{step}",
+            name=parsed.tool,
+            arguments=parsed.arguments,
+            raw_arguments=progress.canonical_json(parsed.arguments),
+        )
+        state = _append(state, AssistantMessage(reply.text, (call,)))
+        return _plan_calls(state, reply.text, (call,), offered, now, cancelled)
+    assert isinstance(parsed, FinalAction)
+    state = _append(state, AssistantMessage(reply.text))
+    if isinstance(parsed.result, str):
+        state = _remember_partial(state, parsed.result)
+    return _on_final(state, parsed.result, reply.text, now, cancelled)
+
+
+def _plan_calls(
+    state: LoopState,
+    text: str,
+    calls: Sequence[ToolCall],
+    offered: frozenset[str],
+    now: float,
+    cancelled: bool,
+) -> LoopState:
+    """Pre-execution checks per call: scope, then the repeat cap (RFC 0007 §3.3 steps 1–2)."""
+    repeats = state.repeats
+    planned: list[PlannedCall] = []
+    cap = state.config.repeat_cap
+    for call in calls:
+        key = progress.repeat_key(call.name, call.arguments, call.raw_arguments)
+        if call.name not in offered:
+            refusal = f"tool `{call.name}` is not in this agent's granted scope"
+        else:
+            repeats, n = progress.bump_repeat(repeats, key)
+            if call.arguments is None:
+                refusal = (
+                    f"the arguments for `{call.name}` were not a valid JSON object "
+                    f"({call.arguments_error or 'unparseable'}); call it again with a JSON object"
+                )
+            elif n > cap:
+                refusal = (
+                    f"you have called `{call.name}` with these arguments {n} times with no progress; "
+                    "try a different approach or finish"
+                )
+            else:
+                refusal = None
+        if refusal is not None:
+            state = _note_error(state, "call_refused", refusal)
+        planned.append(PlannedCall(call=call, key=key, refusal=refusal))
+    state = replace(state, repeats=repeats, pending=tuple(planned), pending_text=text)
+    if all(p.refusal is not None for p in planned):
+        return on_tool_results(state, (), now=now, cancelled=cancelled)
+    return state
+
+
+def on_tool_results(
+    state: LoopState, outcomes: Sequence[ToolOutcome], *, now: float, cancelled: bool
+) -> LoopState:
+    """Append each call's observation in order, settle repeat counters, then the post-call stops."""
+    assert state.pending is not None, "on_tool_results without pending calls"
+    executed = iter(outcomes)
+    repeats = state.repeats
+    results: list[Message] = []
+    observed: list[str] = []
+    n_executed = 0
+    for planned in state.pending:
+        if planned.refusal is not None:
+            outcome = ToolOutcome(planned.refusal, is_error=True)
+        else:
+            outcome = next(executed, ToolOutcome("the call did not complete", is_error=True))
+            repeats = progress.settle_repeat(repeats, planned.key, outcome)
+            n_executed += 1
+        results.append(ToolResultMessage(planned.call.id, planned.call.name, outcome.text, outcome.is_error))
+        observed.append(f"{int(outcome.is_error)}:{outcome.text}")
+    transcript = context.stub_stale_tool_results((*state.transcript, *results), state.config.keep_verbatim)
+    budgets = replace(state.budgets, tool_calls=state.budgets.tool_calls + n_executed)
+    signature = progress.turn_signature(state.pending_text, observed)
+    state = replace(
+        state, transcript=transcript, budgets=budgets, repeats=repeats, pending=None, pending_text=""
+    )
+    return _end_turn(
+        progress.record_signature(state, signature), "tools", now, cancelled, tool_calls=len(results)
+    )
+
+
+def _on_final(state: LoopState, result: JsonValue, text: str, now: float, cancelled: bool) -> LoopState:
+    """The VERIFY gate for a final answer (RFC 0007 §3.5), with one re-ask for a vacuous one."""
+    cfg = state.config
+    if (
+        isinstance(result, str)
+        and verify.is_vacuous(result)
+        and state.vacuous_reasks_used < cfg.vacuous_reasks
+    ):
+        obs = "Your final answer was empty. Give the complete result of the task."
+        state = replace(
+            _append(state, UserMessage(obs, kind="observation")),
+            vacuous_reasks_used=state.vacuous_reasks_used + 1,
+        )
+        state = _note_error(state, "vacuous_final", "empty final answer re-asked")
+        signature = progress.turn_signature(text, [obs])
+        return _end_turn(progress.record_signature(state, signature), "vacuous", now, cancelled)
+    verdict = verify.verify_final(result, cfg.contract)
+    if isinstance(verdict, verify.Verified):
+        terminal = Terminal(TerminalStatus.COMPLETED, result=verdict.result, partial=False)
+        return replace(state, terminal=terminal, notes=(*state.notes, _step_note(state, "final")))
+    if verdict.candidate is not None:
+        state = replace(state, partial=verdict.candidate)
+    state = _note_error(
+        _append(state, UserMessage(verdict.observation, kind="observation")),
+        "verify_failed",
+        verdict.observation[:200],
+    )
+    signature = progress.turn_signature(text, [verdict.observation])
+    return _end_turn(progress.record_signature(state, signature), "verify_failed", now, cancelled)
+
+
+# ---- compaction and overflow ---------------------------------------------------------------
+
+
+def _on_compacted(state: LoopState, request: ModelRequest, reply: ModelReply) -> LoopState:
+    budgets = _record_usage(state, request, reply, step=False)
+    keep = state.config.keep_verbatim
+    if reply.malformed is not None or verify.is_vacuous(reply.text):
+        transcript = context.mechanical_compaction(state.transcript, keep)
+        how = "mechanical"
+    else:
+        transcript = context.compacted_transcript(reply.text, state.transcript, keep)
+        how = "summary"
+    note = Note(
+        "loop.compact",
+        {"how": how, "messages_before": len(state.transcript), "compactions": state.compactions + 1},
+    )
+    return replace(
+        state,
+        budgets=budgets,
+        transcript=transcript,
+        compactions=state.compactions + 1,
+        force_compaction=False,
+        notes=(note,),
+    )
+
+
+def on_context_overflow(state: LoopState, action: CallModel) -> tuple[LoopState, bool]:
+    """The endpoint rejected a request as too long: compact and retry once; `True` = fatal."""
+    if action.request.purpose == "compact":
+        transcript = context.mechanical_compaction(state.transcript, state.config.keep_verbatim)
+        note = Note("loop.compact", {"how": "mechanical", "messages_before": len(state.transcript)})
+        return replace(
+            state,
+            transcript=transcript,
+            force_compaction=False,
+            compactions=state.compactions + 1,
+            notes=(note,),
+        ), False
+    if state.overflow_retried or not _compactable(state.transcript):
+        return state, True
+    return replace(state, force_compaction=True, overflow_retried=True, notes=()), False
+
+
+# ---- shared steps --------------------------------------------------------------------------
+
+
+def _append(state: LoopState, message: Message) -> LoopState:
+    return replace(state, transcript=(*state.transcript, message))
+
+
+def _remember_partial(state: LoopState, text: str) -> LoopState:
+    if verify.is_vacuous(text):
+        return state
+    if state.config.contract.format == "json":
+        ok, value = verify.parse_json_result(text)
+        return replace(state, partial=value) if ok else state
+    return replace(state, partial=text)
+
+
+def _note_error(state: LoopState, kind: str, detail: str) -> LoopState:
+    return replace(state, notes=(*state.notes, Note("loop.error", {"kind": kind, "detail": detail[:300]})))
+
+
+def _step_note(state: LoopState, kind: str, tool_calls: int = 0) -> Note:
+    b = state.budgets
+    return Note(
+        "loop.step",
+        {
+            "step": b.steps_used,
+            "kind": kind,
+            "tool_calls": tool_calls,
+            "tokens_in": b.tokens_in,
+            "tokens_out": b.tokens_out,
+            "idle_turns": state.idle_turns,
+        },
+    )
+
+
+def _end_turn(state: LoopState, kind: str, now: float, cancelled: bool, tool_calls: int = 0) -> LoopState:
+    state = replace(state, notes=(*state.notes, _step_note(state, kind, tool_calls)))
+    halt = stop.post_call_stop(state, now=now, cancelled=cancelled)
+    if halt is None:
+        return state
+    return replace(state, terminal=terminal_for(state, halt))
+
+
+def _finish(state: LoopState, status: TerminalStatus, result: str, kind: str) -> LoopState:
+    terminal = Terminal(status=status, result=result, partial=False, reason=result[:300])
+    return replace(state, terminal=terminal, notes=(*state.notes, _step_note(state, kind)))

@@ -1,0 +1,161 @@
+"""Loop state: the frozen data the machine transforms (RFC 0007 §3.1, §3.7).
+
+Every field that changes during a run lives here; the machine returns a new `LoopState` for
+every event (`dataclasses.replace`), so a state can be inspected, logged or replayed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import JsonValue
+
+from protocol.result import TerminalStatus
+from subagent.messages import Message, ModelRequest, ToolCall, ToolOutcome
+
+ToolMode = Literal["native", "json"]
+
+
+@dataclass(frozen=True, slots=True)
+class Contract:
+    """The machine-checkable part of the output contract (the VERIFY gate's input)."""
+
+    format: Literal["text", "json"] = "text"
+    schema: Mapping[str, JsonValue] | None = None
+    objective: str | None = None
+    success_criteria: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LoopConfig:
+    """The run's fixed parameters. `deadline` is an absolute monotonic instant."""
+
+    max_steps: int
+    max_tokens: int
+    deadline: float
+    repeat_cap: int = 3
+    idle_limit: int = 3
+    keep_verbatim: int = 5
+    high_water: float = 0.75
+    context_window: int = 128_000
+    vacuous_reasks: int = 1
+    tool_mode: ToolMode = "native"
+    contract: Contract = Contract()
+    max_output_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Budgets:
+    """Check-before / record-after counters (RFC 0007 §3.7)."""
+
+    steps_used: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    model_calls: int = 0
+    tool_calls: int = 0
+    # Prompt tokens the provider reported for the previous call: ground truth for the estimate.
+    last_prompt_tokens: int | None = None
+
+    @property
+    def tokens_used(self) -> int:
+        return self.tokens_in + self.tokens_out
+
+
+@dataclass(frozen=True, slots=True)
+class RepeatEntry:
+    """Per (tool, canonical arguments) key: calls so far and the digest of the last result."""
+
+    count: int
+    last_digest: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedCall:
+    """A tool call after the pre-execution checks: `refusal` set means it is not executed."""
+
+    call: ToolCall
+    key: str
+    refusal: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """Something the driver should report as an event (the machine itself does no I/O)."""
+
+    event: Literal["loop.step", "loop.error", "loop.compact"]
+    fields: Mapping[str, JsonValue]
+
+
+@dataclass(frozen=True, slots=True)
+class Terminal:
+    status: TerminalStatus
+    result: JsonValue = None
+    partial: bool = False
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LoopState:
+    config: LoopConfig
+    # Instruction and context seed: sent every turn, never compacted or stubbed.
+    head: tuple[Message, ...]
+    # The running transcript after the head: managed by levers 1 and 2.
+    transcript: tuple[Message, ...] = ()
+    budgets: Budgets = Budgets()
+    repeats: Mapping[str, RepeatEntry] = field(default_factory=dict)
+    last_signature: str | None = None
+    idle_turns: int = 0
+    vacuous_reasks_used: int = 0
+    # Invariant: set between a CallTools action and its on_tool_results.
+    pending: tuple[PlannedCall, ...] | None = None
+    pending_text: str = ""
+    # The best usable partial result so far (text, or a parsed JSON candidate).
+    partial: JsonValue = None
+    # A context overflow asks for compaction before the next call; a second overflow is fatal.
+    force_compaction: bool = False
+    overflow_retried: bool = False
+    compactions: int = 0
+    notes: tuple[Note, ...] = ()
+    terminal: Terminal | None = None
+
+
+# ---- actions -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CallModel:
+    request: ModelRequest
+    # Tool wire names offered in this request: the scope the reply is checked against.
+    offered: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class CallTools:
+    calls: tuple[ToolCall, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    terminal: Terminal
+
+
+Action = CallModel | CallTools | Finish
+
+__all__ = [
+    "Action",
+    "Budgets",
+    "CallModel",
+    "CallTools",
+    "Contract",
+    "Finish",
+    "LoopConfig",
+    "LoopState",
+    "Note",
+    "PlannedCall",
+    "RepeatEntry",
+    "Terminal",
+    "ToolMode",
+    "ToolOutcome",
+]

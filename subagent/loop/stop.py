@@ -1,0 +1,48 @@
+"""The stop-condition disjunction (RFC 0007 §3.4) and the token forward estimate (§3.7).
+
+Cheapest first; each check names exactly one terminal status. Pre-call checks ask "would
+another model call break a hard budget?"; post-call checks run after a turn's effect is
+recorded.
+"""
+
+from __future__ import annotations
+
+from protocol.result import TerminalStatus
+from subagent.loop.state import LoopState
+
+
+def estimate_next(request_chars: int, last_prompt_tokens: int | None) -> int:
+    """Tokens the next request will cost: chars/4 forward, plus a margin from the last ground truth."""
+    return request_chars // 4 + (last_prompt_tokens or 0) // 8
+
+
+def pre_call_stop(state: LoopState, *, now: float, cancelled: bool, estimate: int) -> TerminalStatus | None:
+    """Before a model call: cancelled, deadline, or a token budget the next call would exceed."""
+    if cancelled:
+        return TerminalStatus.CANCELLED
+    if now >= state.config.deadline:
+        return TerminalStatus.DEADLINE
+    if state.budgets.tokens_used + estimate >= state.config.max_tokens:
+        return TerminalStatus.EXHAUSTED_TOKENS
+    return None
+
+
+def post_call_stop(state: LoopState, *, now: float, cancelled: bool) -> TerminalStatus | None:
+    """After a turn: cancelled, steps, stalled, loop detected (the backstop past 2K repeats)."""
+    if cancelled:
+        return TerminalStatus.CANCELLED
+    if state.budgets.steps_used >= state.config.max_steps:
+        return TerminalStatus.EXHAUSTED_STEPS
+    if state.idle_turns >= state.config.idle_limit:
+        return TerminalStatus.STALLED
+    hard_cap = state.config.repeat_cap * 2
+    if any(entry.count > hard_cap for entry in state.repeats.values()):
+        return TerminalStatus.LOOP_DETECTED
+    if now >= state.config.deadline:
+        return TerminalStatus.DEADLINE
+    return None
+
+
+def needs_compaction(estimate: int, context_window: int, high_water: float) -> bool:
+    """Lever 2 fires when the forward estimate crosses `high_water` of the window."""
+    return estimate >= context_window * high_water
