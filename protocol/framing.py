@@ -8,8 +8,9 @@ than `max_line` bytes of one line, however the peer behaves.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
@@ -59,17 +60,52 @@ def decode(line: bytes | Oversize, adapter: TypeAdapter[T], *, max_line: int = M
         if any(e["type"] == "json_invalid" for e in errors):
             return FrameError("json", "not a JSON document", len(line))
         first = errors[0] if errors else None
-        where = ".".join(str(p) for p in first["loc"]) if first else ""
+        known = _schema_names(adapter)
+        # A loc segment may be a key taken from the frame (an extra field, a header name): mask it.
+        where = (
+            ".".join(str(p) if isinstance(p, int) or p in known else "*" for p in first["loc"])
+            if first
+            else ""
+        )
         what = first["type"] if first else "invalid"
-        return FrameError("shape", f"{len(errors)} validation error(s); first: {what} at {where or '<root>'}",
-                          len(line))
+        return FrameError(
+            "shape", f"{len(errors)} validation error(s); first: {what} at {where or '<root>'}", len(line)
+        )
+
+
+_NAMES: weakref.WeakKeyDictionary[TypeAdapter[Any], frozenset[str]] = weakref.WeakKeyDictionary()
+
+
+def _schema_names(adapter: TypeAdapter[Any]) -> frozenset[str]:
+    """Field names, aliases and union tags of `adapter`'s schema: the loc segments safe to echo."""
+    cached = _NAMES.get(adapter)
+    if cached is not None:
+        return cached
+    names: set[str] = set()
+    stack: list[object] = [adapter.core_schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if node.get("type") in ("model-fields", "typed-dict"):
+                for key, field in node["fields"].items():
+                    names.add(key)
+                    alias = field.get("validation_alias")
+                    if isinstance(alias, str):
+                        names.add(alias)
+            elif node.get("type") == "tagged-union":
+                names.update(k for k in node["choices"] if isinstance(k, str))
+            stack.extend(node.values())
+        elif isinstance(node, list | tuple):
+            stack.extend(node)
+    result = _NAMES[adapter] = frozenset(names)
+    return result
 
 
 class LineSplitter:
     """Splits a byte stream into lines, bounding memory to `max_line` bytes per line.
 
     A line longer than the cap is discarded as it streams in and reported once as `Oversize`
-    when its newline arrives (or at once, with `eager_oversize`), so a peer that floods without
+    when its newline arrives (or at `close()`), so a peer that floods without
     newlines costs at most `max_line` bytes of buffer.
     """
 

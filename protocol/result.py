@@ -88,6 +88,9 @@ def cap_text(text: str, limit: int = RESULT_TEXT_CAP) -> str:
     """Cut `text` to at most `limit` characters, marking the cut."""
     if len(text) <= limit:
         return text
+    if limit < len(TRUNCATION_MARKER):
+        # No room for the marker: a plain cut still honours the limit.
+        return text[:limit]
     return text[: limit - len(TRUNCATION_MARKER)] + TRUNCATION_MARKER
 
 

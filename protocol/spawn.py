@@ -46,7 +46,9 @@ class OutputContract(_Wire):
     objective: str | None = Field(default=None, max_length=4000)
     format: Literal["text", "json"] = "text"
     schema_: dict[str, JsonValue] | None = Field(default=None, alias="schema")
-    success_criteria: list[Annotated[str, Field(max_length=1000)]] = Field(default_factory=list, max_length=32)
+    success_criteria: list[Annotated[str, Field(max_length=1000)]] = Field(
+        default_factory=list, max_length=32
+    )
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, serialize_by_alias=True)
 

@@ -1,13 +1,13 @@
 """Exceptions that end a subagent run (a failed tool call is an observation, not one of these).
 
-    AgentError
-     ├── IntelError                 the model endpoint(s)
-     │    ├── IntelTransient        retryable (429, 5xx, network, stalled stream); never leaves intel/
-     │    ├── IntelFatal            auth or unusable configuration: abort `intelligence` at once
-     │    ├── IntelUnavailable      retries and failover exhausted: abort `intelligence`
-     │    └── ContextOverflow       the request did not fit: compact and retry once
-     └── McpError
-          └── McpFatal              a required MCP server is unreachable or died: abort `mcp`
+AgentError
+ ├── IntelError                 the model endpoint(s)
+ │    ├── IntelTransient        retryable (429, 5xx, network, stalled stream); never leaves intel/
+ │    ├── IntelFatal            auth or unusable configuration: abort `intelligence` at once
+ │    ├── IntelUnavailable      retries and failover exhausted: abort `intelligence`
+ │    └── ContextOverflow       the request did not fit: compact and retry once
+ └── McpError
+      └── McpFatal              a required MCP server is unreachable or died: abort `mcp`
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ class IntelTransient(IntelError):
 
     kind = "transient"
 
-    def __init__(self, message: str, *, retry_after_s: float | None = None, status: int | None = None) -> None:
+    def __init__(
+        self, message: str, *, retry_after_s: float | None = None, status: int | None = None
+    ) -> None:
         super().__init__(message)
         self.retry_after_s = retry_after_s
         self.status = status

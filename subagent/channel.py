@@ -1,0 +1,200 @@
+"""The child's end of the control channel: a reader thread, a locked writer, a wake pipe.
+
+The control thread reads frames from the supervisor and answers `ctrl/ping` itself, so
+liveness survives a model call that blocks for minutes and even a wedged event loop (its
+`loop_age_ms` then grows). Everything else is handed to the event loop through an inbox and a
+wake pipe, so the thread never blocks on the loop: `ctrl/cancel` sets a flag first, then wakes
+the loop, which cancels the operation in flight.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+from pydantic import BaseModel, JsonValue
+
+from protocol import control
+from protocol.events import EventName
+from protocol.framing import MAX_FRAME, FrameError, LineSplitter, Oversize, decode, encode
+
+READ_CHUNK = 1 << 16
+MAX_FAULTS_LOGGED = 5
+
+
+class ChannelClosed(Exception):
+    """The supervisor's end is gone; nothing more can be reported."""
+
+
+class ControlChannel:
+    """One child's control channel. `send` may be called from any thread."""
+
+    def __init__(
+        self, fd_in: int, fd_out: int, *, splitter: LineSplitter | None = None,
+        early_lines: list[bytes | Oversize] | None = None,
+    ) -> None:
+        self._fd_in = fd_in
+        self._fd_out = fd_out
+        self._splitter = splitter or LineSplitter(MAX_FRAME)
+        self._early = list(early_lines or [])
+        self._write_lock = threading.Lock()
+        self._closed = False
+        # Set by the control thread; read by the loop at its check points (RFC 0007 §3.4).
+        self.cancel_requested = threading.Event()
+        self.cancel_reason = ""
+        # Monotonic time of the event loop's last heartbeat; the thread reports its age.
+        self.loop_tick = time.monotonic()
+        self.faults = 0
+        self._inbox: queue.SimpleQueue[control.Inject | control.Response | control.ErrorResponse | None] = (
+            queue.SimpleQueue()
+        )
+        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._ids = itertools.count(1)
+        self._waiting: dict[int, tuple[anyio.Event, list[Any]]] = {}
+        self._thread: threading.Thread | None = None
+
+    # ---- writing (any thread) --------------------------------------------------------------
+
+    def send(self, message: BaseModel) -> bool:
+        """Write one frame; False once the supervisor's end is closed."""
+        data = encode(message)
+        with self._write_lock:
+            if self._closed:
+                return False
+            view = memoryview(data)
+            try:
+                while view:
+                    written = os.write(self._fd_out, view)
+                    view = view[written:]
+            except OSError:
+                self._closed = True
+                return False
+        return True
+
+    def emit(self, event: EventName, fields: dict[str, JsonValue]) -> None:
+        """`EventSink`: report an event to the supervisor as `ev/event`."""
+        self.send(control.Event(params=control.EventParams(event=event, fields=fields)))
+
+    # ---- the control thread ----------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._read_forever, name="agentd-control", daemon=True)
+        self._thread.start()
+
+    def _read_forever(self) -> None:
+        for line in self._early:
+            self._handle(line)
+        self._early.clear()
+        while True:
+            try:
+                chunk = os.read(self._fd_in, READ_CHUNK)
+            except OSError:
+                chunk = b""
+            lines = self._splitter.feed(chunk) if chunk else self._splitter.close()
+            for line in lines:
+                self._handle(line)
+            if not chunk:
+                # The supervisor closed our input or died: nobody can receive a result any more.
+                self._request_cancel("control channel closed")
+                return
+
+    def _handle(self, line: bytes | Oversize) -> None:
+        message = decode(line, control.DOWN_ADAPTER)
+        if isinstance(message, FrameError):
+            self._fault(message)
+        elif isinstance(message, control.Ping):
+            age_ms = max(0, int((time.monotonic() - self.loop_tick) * 1000))
+            result = control.PingResult(seq=message.params.seq, loop_age_ms=age_ms).model_dump()
+            self.send(control.Response(id=message.id, result=result))
+        elif isinstance(message, control.Cancel):
+            self._request_cancel(message.params.reason)
+        elif isinstance(message, control.Spawn):
+            self._fault(FrameError("shape", "ctrl/spawn after the first frame", 0))
+        else:
+            self._inbox.put(message)
+            self._wake()
+
+    def _fault(self, error: FrameError) -> None:
+        self.faults += 1
+        if self.faults <= MAX_FAULTS_LOGGED:
+            os.write(2, f"subagent: bad control frame ({error.kind}: {error.detail})\n".encode())
+
+    def _request_cancel(self, reason: str) -> None:
+        if not self.cancel_requested.is_set():
+            self.cancel_reason = reason
+            self.cancel_requested.set()
+        self._wake()
+
+    def _wake(self) -> None:
+        with contextlib.suppress(BlockingIOError, OSError):
+            os.write(self._wake_w, b"!")
+
+    # ---- the event loop's side -------------------------------------------------------------
+
+    async def serve(self, on_cancel: Callable[[], None], on_inject: Callable[[str], None]) -> None:
+        """Run in the event loop: dispatch cancels, injections and responses from the thread."""
+        while True:
+            await anyio.wait_readable(self._wake_r)
+            with contextlib.suppress(BlockingIOError):
+                while os.read(self._wake_r, 4096):
+                    pass
+            if self.cancel_requested.is_set():
+                on_cancel()
+            while True:
+                try:
+                    item = self._inbox.get_nowait()
+                except queue.Empty:
+                    break
+                if isinstance(item, control.Inject):
+                    on_inject(item.params.message)
+                elif isinstance(item, control.Response | control.ErrorResponse):
+                    self._resolve(item)
+
+    async def heartbeat(self, interval_s: float = 0.1) -> None:
+        """Run in the event loop: stamp `loop_tick` so a wedged loop shows in `loop_age_ms`."""
+        while True:
+            self.loop_tick = time.monotonic()
+            await anyio.sleep(interval_s)
+
+    async def request(self, method: str, params: dict[str, JsonValue], *, timeout_s: float) -> JsonValue:
+        """Send a `sup/*` request and wait (bounded) for the supervisor's response."""
+        adapter_id = next(self._ids)
+        frame = control.UP_ADAPTER.validate_python({"jsonrpc": "2.0", "id": adapter_id, "method": method,
+                                                     "params": params})
+        done = anyio.Event()
+        slot: list[Any] = []
+        self._waiting[adapter_id] = (done, slot)
+        try:
+            if not self.send(frame):
+                raise ChannelClosed("control channel closed")
+            with anyio.fail_after(timeout_s):
+                await done.wait()
+        finally:
+            self._waiting.pop(adapter_id, None)
+        response = slot[0]
+        if isinstance(response, control.ErrorResponse):
+            raise RuntimeError(f"supervisor error {response.error.code}: {response.error.message}")
+        result: JsonValue = response.result
+        return result
+
+    def _resolve(self, response: control.Response | control.ErrorResponse) -> None:
+        if not isinstance(response.id, int):
+            return
+        waiting = self._waiting.get(response.id)
+        if waiting is not None:
+            waiting[1].append(response)
+            waiting[0].set()
+
+    def close(self) -> None:
+        with self._write_lock:
+            self._closed = True
+        for fd in (self._wake_r, self._wake_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)

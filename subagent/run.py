@@ -1,0 +1,244 @@
+"""The async driver: executes the pure loop's actions with the model and the tools (DESIGN §5).
+
+It owns every effect of a run — connecting intelligence and MCP, bounding each operation by
+the deadline, turning a `ctrl/cancel` into a cancelled operation, reporting events and usage —
+and sends exactly one `ev/result`, *before* tearing down MCP servers so a cancel is reported
+within milliseconds however slowly a tool server exits.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+
+import anyio
+from pydantic import JsonValue
+
+from protocol import control
+from protocol.result import RunError, RunResult, RunUsage, TerminalStatus, cap_text
+from protocol.spawn import SpawnPayload
+from subagent.channel import ControlChannel
+from subagent.errors import ContextOverflow, IntelError, McpFatal
+from subagent.intel import Intelligence, open_intelligence
+from subagent.loop.machine import TurnView, initial_state, next_action, on_context_overflow, on_model_reply
+from subagent.loop.machine import on_tool_results, terminal_for
+from subagent.loop.state import CallModel, CallTools, Finish, LoopState, Terminal
+from subagent.messages import ToolOutcome
+from subagent.telemetry import describe
+from subagent.tools import ToolRouter, open_tools
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+MIN_CALL_TIMEOUT_S = 0.05
+
+
+@dataclass
+class Interruptible:
+    """The operation in flight that a `ctrl/cancel` must abort (connect, a model call, a tool call)."""
+
+    scope: anyio.CancelScope | None = None
+    cancelled: bool = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        if self.scope is not None:
+            self.scope.cancel()
+
+
+@dataclass
+class Driver:
+    payload: SpawnPayload
+    channel: ControlChannel
+    state: LoopState
+    current: Interruptible = field(default_factory=Interruptible)
+    _view_version: int = -1
+    _view: TurnView = field(default_factory=TurnView)
+    started: float = field(default_factory=anyio.current_time)
+    connecting: bool = True
+    sent: RunResult | None = None
+
+    @property
+    def cancelled(self) -> bool:
+        return self.channel.cancel_requested.is_set()
+
+    def view(self, tools: ToolRouter) -> TurnView:
+        if tools.version != self._view_version:
+            specs = tools.specs()
+            chars = sum(len(s.name) + len(s.description) + len(json.dumps(s.input_schema)) for s in specs)
+            self._view = TurnView(tools=specs, resources=tools.resource_catalogue(), tools_chars=chars)
+            self._view_version = tools.version
+        return self._view
+
+    def emit_notes(self) -> None:
+        for note in self.state.notes:
+            self.channel.emit(note.event, dict(note.fields))
+
+    async def drive(self, intel: Intelligence, tools: ToolRouter) -> Terminal:
+        """Run the loop to a terminal status."""
+        while True:
+            action = next_action(self.state, self.view(tools), now=anyio.current_time(), cancelled=self.cancelled)
+            if isinstance(action, Finish):
+                return action.terminal
+            if isinstance(action, CallModel):
+                await self._call_model(intel, action)
+            elif isinstance(action, CallTools):
+                await self._call_tools(tools, action)
+
+    async def _call_model(self, intel: Intelligence, action: CallModel) -> None:
+        before = self.state.budgets
+        with self._interruptible() as scope:
+            try:
+                reply = await intel.complete(action.request)
+            except ContextOverflow:
+                self.state, fatal = on_context_overflow(self.state, action)
+                self.emit_notes()
+                if fatal:
+                    raise
+                return
+        if scope.cancelled_caught:
+            return
+        self.state = on_model_reply(self.state, action, reply, now=anyio.current_time(), cancelled=self.cancelled)
+        after = self.state.budgets
+        usage = control.UsageParams(
+            tokens_in=after.tokens_in - before.tokens_in,
+            tokens_out=after.tokens_out - before.tokens_out,
+            steps=after.steps_used - before.steps_used,
+            model=reply.model or self.payload.intelligence[0].model,
+        )
+        self.channel.send(control.Usage(params=usage))
+        self.emit_notes()
+
+    async def _call_tools(self, tools: ToolRouter, action: CallTools) -> None:
+        outcomes: list[ToolOutcome] = []
+        for call in action.calls:
+            timeout_s = max(MIN_CALL_TIMEOUT_S, self.state.config.deadline - anyio.current_time())
+            with self._interruptible() as scope:
+                outcome = await tools.call(call, timeout_s=timeout_s)
+            if scope.cancelled_caught:
+                return  # the state keeps its pending calls; next_action sees cancel or deadline
+            outcomes.append(outcome)
+        self.state = on_tool_results(self.state, outcomes, now=anyio.current_time(), cancelled=self.cancelled)
+        self.emit_notes()
+
+    def _interruptible(self) -> anyio.CancelScope:
+        scope = anyio.CancelScope(deadline=self.state.config.deadline)
+        self.current.scope = scope
+        if self.cancelled:
+            scope.cancel()
+        return scope
+
+    def on_cancel(self) -> None:
+        """Called in the event loop when `ctrl/cancel` arrives."""
+        if self.connecting and self.sent is None:
+            # Report at once: unwinding half-connected MCP servers may take seconds.
+            self.report(self.result(terminal_for(self.state, TerminalStatus.CANCELLED)))
+        self.current.cancel()
+
+    def report(self, result: RunResult) -> None:
+        """Send the one `ev/result` of this run (later calls are ignored)."""
+        if self.sent is not None:
+            return
+        self.sent = result
+        dur_ms = int((anyio.current_time() - self.started) * 1000)
+        self.channel.emit("loop.final", {
+            "status": result.status.value, "abort": result.abort, "steps": result.usage.steps,
+            "tokens": result.usage.tokens, "dur_ms": dur_ms, "error": result.error.kind if result.error else None,
+        })
+        self.channel.send(control.Result(params=result))
+
+    def result(self, terminal: Terminal) -> RunResult:
+        return RunResult(
+            status=terminal.status,
+            result=distill(terminal.result),
+            partial=terminal.partial,
+            usage=self.usage(),
+        )
+
+    def usage(self) -> RunUsage:
+        b = self.state.budgets
+        return RunUsage(tokens_in=b.tokens_in, tokens_out=b.tokens_out, steps=b.steps_used,
+                        model_calls=b.model_calls, tool_calls=b.tool_calls)
+
+
+def distill(value: JsonValue) -> JsonValue:
+    """Cap every string in a result at 8,000 characters, with a marker (DESIGN §4)."""
+    if isinstance(value, str):
+        return cap_text(value)
+    if isinstance(value, list):
+        return [distill(v) for v in value]
+    if isinstance(value, dict):
+        return {k: distill(v) for k, v in value.items()}
+    return value
+
+
+async def run_async(payload: SpawnPayload, channel: ControlChannel) -> RunResult:
+    """Connect, drive the loop, report the result, then tear down."""
+    driver = Driver(payload, channel, initial_state(payload, now=anyio.current_time()))
+    capture = payload.telemetry.capture_content
+    channel.emit("loop.start", {
+        "handle": payload.handle, "depth": payload.depth, "max_steps": payload.limits.max_steps,
+        "max_tokens": payload.limits.max_tokens, "deadline_s": payload.limits.deadline_s,
+        "servers": len(payload.mcp_servers), **describe(payload.instruction, capture=capture, prefix="instruction"),
+    })
+
+    async def connect_and_drive() -> None:
+        async with (
+            open_intelligence(payload.intelligence, payload.loop, sink=channel.emit, capture_content=capture) as intel,
+            open_tools(payload, sink=channel.emit) as tools,
+        ):
+            # Connected: from here on a cancel or the deadline aborts single operations instead.
+            outer.deadline = math.inf
+            driver.connecting = False
+            driver.report(driver.result(await driver.drive(intel, tools)))
+            # The result is out; MCP servers are torn down (bounded, shielded) as the block exits.
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(channel.heartbeat)
+        tg.start_soon(channel.serve, driver.on_cancel, lambda _message: None)
+        try:
+            with anyio.CancelScope(deadline=driver.state.config.deadline) as outer:
+                driver.current.scope = outer
+                await connect_and_drive()
+            if outer.cancelled_caught and driver.sent is None:
+                status = TerminalStatus.CANCELLED if driver.cancelled else TerminalStatus.DEADLINE
+                driver.report(driver.result(terminal_for(driver.state, status)))
+        except* McpFatal as group:
+            driver.report(abort(driver, "mcp", group.exceptions[0]))
+        except* IntelError as group:
+            driver.report(abort(driver, "intelligence", group.exceptions[0]))
+        tg.cancel_scope.cancel()
+    assert driver.sent is not None
+    return driver.sent
+
+
+def abort(driver: Driver, kind: str, exc: Exception) -> RunResult:
+    error_kind = getattr(exc, "kind", type(exc).__name__)
+    return RunResult(
+        status=TerminalStatus.CRASHED,
+        result=distill(driver.state.partial),
+        partial=driver.state.partial is not None,
+        usage=driver.usage(),
+        abort="mcp" if kind == "mcp" else "intelligence",
+        error=RunError(kind=str(error_kind)[:64], message=cap_text(str(exc), 4000)),
+    )
+
+
+def run_task(payload: SpawnPayload, channel: ControlChannel) -> int:
+    """The child's top level: run the task; any unexpected error is still reported as `crashed`."""
+    started = time.monotonic()
+    try:
+        anyio.run(run_async, payload, channel)
+    except Exception as exc:  # noqa: BLE001 - the top-level handler: report, never die silently
+        import traceback
+
+        traceback.print_exc(file=sys.stderr)
+        error = RunError(kind="internal", message=f"{type(exc).__name__} in the subagent after "
+                                                  f"{time.monotonic() - started:.1f}s")
+        channel.send(control.Result(params=RunResult(status=TerminalStatus.CRASHED, error=error)))
+        return EXIT_INTERNAL
+    finally:
+        channel.close()
+    return EXIT_OK
