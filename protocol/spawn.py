@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-REVEAL_SECRETS = {"reveal_secrets": True}
+REVEAL_SECRETS: dict[str, object] = {"reveal_secrets": True}
 
 Name = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
 Handle = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^0(\.[0-9]{1,4})*$")]
