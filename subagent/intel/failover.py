@@ -1,0 +1,209 @@
+"""The intelligence every caller uses: retries within an endpoint, then failover down the list.
+
+Per call, endpoints are tried in order, skipping those whose circuit breaker is open. Within an
+endpoint, an `IntelTransient` is retried per the retry plan (sleeping with `anyio.sleep`, so a
+cancel lands at once); exhausted retries, auth/config errors and `IntelUnavailable` count a
+breaker failure and move on. `ContextOverflow` is raised at once. When nothing answered: every
+failure auth/config → `IntelFatal`, else `IntelUnavailable`, naming each endpoint's last error.
+
+`intel.result` outcomes: `ok`; `malformed` (the reply could not be parsed, returned as a value);
+`retry` (this endpoint will be tried again after `retry_in_ms`); `failover` (this endpoint gave
+up); `fatal` (auth, a rejected request, or context overflow).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import anyio
+from pydantic import JsonValue
+
+from subagent.errors import ContextOverflow, IntelError, IntelFatal, IntelTransient, IntelUnavailable
+from subagent.intel.breaker import (
+    Breaker,
+    breaker_after_failure,
+    breaker_after_success,
+    breaker_allows,
+    reopens_in_s,
+)
+from subagent.intel.endpoint import Endpoint, Prepared
+from subagent.intel.retry import RetryPolicy, retry_delay_s
+from subagent.messages import ModelReply, ModelRequest
+from subagent.telemetry import EventSink, describe
+
+
+@dataclass(frozen=True, slots=True)
+class _EndpointFailure:
+    """Why an endpoint did not answer this call; `fatal` marks an auth/config failure."""
+
+    name: str
+    error: str
+    fatal: bool
+
+
+class FailoverIntelligence:
+    """An `Intelligence` over an ordered endpoint list with per-endpoint breakers."""
+
+    def __init__(
+        self,
+        endpoints: Sequence[Endpoint],
+        policy: RetryPolicy,
+        *,
+        sink: EventSink,
+        capture_content: bool = False,
+        rng: random.Random | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not endpoints:
+            raise IntelFatal("no intelligence endpoint is configured")
+        self._endpoints = tuple(endpoints)
+        self._policy = policy
+        self._sink = sink
+        self._capture = capture_content
+        self._rng = rng or random.Random()
+        self._clock = clock
+        self._breakers = [Breaker() for _ in self._endpoints]
+        self._last_failure: list[_EndpointFailure | None] = [None for _ in self._endpoints]
+
+    async def complete(self, request: ModelRequest) -> ModelReply:
+        """One model call: a reply, or `IntelFatal` / `IntelUnavailable` / `ContextOverflow`."""
+        failures: list[_EndpointFailure] = []
+        last_error: IntelError | None = None
+        for index, endpoint in enumerate(self._endpoints):
+            now = self._clock()
+            breaker = self._breakers[index]
+            if not breaker_allows(breaker, now):
+                previous = self._last_failure[index]
+                cause = f"; last: {previous.error}" if previous else ""
+                error = f"circuit open for {reopens_in_s(breaker, now):.1f}s more{cause}"
+                failures.append(
+                    _EndpointFailure(endpoint.spec.name, error, previous.fatal if previous else False)
+                )
+                continue
+            try:
+                reply = await self._attempts(endpoint, request)
+            except ContextOverflow:
+                raise
+            except (IntelTransient, IntelFatal, IntelUnavailable) as exc:
+                failure = _EndpointFailure(endpoint.spec.name, str(exc), isinstance(exc, IntelFatal))
+                self._breakers[index] = breaker_after_failure(self._breakers[index], self._clock())
+                self._last_failure[index] = failure
+                failures.append(failure)
+                last_error = exc
+                continue
+            self._breakers[index] = breaker_after_success(self._breakers[index])
+            self._last_failure[index] = None
+            return reply
+        summary = "; ".join(f"{f.name}: {f.error}" for f in failures)
+        if all(f.fatal for f in failures):
+            raise IntelFatal(f"every intelligence endpoint refused the call — {summary}") from last_error
+        raise IntelUnavailable(f"every intelligence endpoint failed — {summary}") from last_error
+
+    async def _attempts(self, endpoint: Endpoint, request: ModelRequest) -> ModelReply:
+        """Try one endpoint until it answers, fails fatally, or its retries are spent."""
+        prepared = endpoint.prepare(request)
+        retry_index = 0
+        while True:
+            attempt = retry_index + 1
+            self._emit_call(endpoint, prepared, attempt)
+            started = anyio.current_time()
+            try:
+                sent = await endpoint.send(prepared)
+            except IntelTransient as exc:
+                delay_s = retry_delay_s(
+                    self._policy, retry_index, rng=self._rng, retry_after_s=exc.retry_after_s
+                )
+                if delay_s is None:
+                    self._emit_failure(endpoint, attempt, started, exc, "failover", status=exc.status)
+                    raise IntelTransient(
+                        f"{exc} (after {attempt} attempts)",
+                        retry_after_s=exc.retry_after_s,
+                        status=exc.status,
+                    ) from exc
+                self._emit_failure(
+                    endpoint, attempt, started, exc, "retry", status=exc.status, retry_in_s=delay_s
+                )
+                await anyio.sleep(delay_s)
+                retry_index += 1
+                continue
+            except IntelUnavailable as exc:
+                self._emit_failure(endpoint, attempt, started, exc, "failover", status=_status_of(exc))
+                raise
+            except (IntelFatal, ContextOverflow) as exc:
+                self._emit_failure(endpoint, attempt, started, exc, "fatal", status=_status_of(exc))
+                raise
+            reply = sent.reply
+            fields: dict[str, JsonValue] = {
+                "endpoint": endpoint.spec.name,
+                "attempt": attempt,
+                "outcome": "malformed" if reply.malformed is not None else "ok",
+                "status": sent.status,
+                "dur_ms": _ms_since(started),
+                "tokens_in": reply.usage.tokens_in if reply.usage else None,
+                "tokens_out": reply.usage.tokens_out if reply.usage else None,
+            }
+            if reply.finish_reason is not None:
+                fields["finish_reason"] = reply.finish_reason
+            if self._capture:
+                fields.update(describe(reply.text, capture=True, prefix="reply"))
+            self._sink("intel.result", fields)
+            return reply
+
+    def _emit_call(self, endpoint: Endpoint, prepared: Prepared, attempt: int) -> None:
+        request = prepared.request
+        fields: dict[str, JsonValue] = {
+            "endpoint": endpoint.spec.name,
+            "attempt": attempt,
+            "model": endpoint.spec.model,
+            "purpose": request.purpose,
+            "messages": len(request.messages),
+            "request_bytes": prepared.size_bytes,
+        }
+        if self._capture and request.messages:
+            fields.update(describe(request.messages[-1].text, capture=True, prefix="last_message"))
+        self._sink("intel.call", fields)
+
+    def _emit_failure(
+        self,
+        endpoint: Endpoint,
+        attempt: int,
+        started: float,
+        exc: IntelError,
+        outcome: str,
+        *,
+        status: int | None,
+        retry_in_s: float | None = None,
+    ) -> None:
+        fields: dict[str, JsonValue] = {
+            "endpoint": endpoint.spec.name,
+            "attempt": attempt,
+            "outcome": outcome,
+            "status": status,
+            "dur_ms": _ms_since(started),
+            "err": _error_name(exc),
+        }
+        if exc.__cause__ is not None:
+            fields["cause"] = type(exc.__cause__).__name__
+        if retry_in_s is not None:
+            fields["retry_in_ms"] = round(retry_in_s * 1000)
+        self._sink("intel.result", fields)
+
+
+def _ms_since(started: float) -> int:
+    return round((anyio.current_time() - started) * 1000)
+
+
+def _status_of(exc: IntelError) -> int | None:
+    status = getattr(exc, "status", None)
+    return status if isinstance(status, int) else None
+
+
+def _error_name(exc: IntelError) -> str:
+    """The public class an error belongs to (adapters raise private subclasses)."""
+    for public in (ContextOverflow, IntelUnavailable, IntelFatal, IntelTransient):
+        if isinstance(exc, public):
+            return public.__name__
+    return type(exc).__name__

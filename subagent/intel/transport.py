@@ -1,0 +1,146 @@
+"""HTTP exchanges with a model endpoint: the only intel module that touches the network.
+
+Every wait is bounded by a named anyio deadline (request, first token, stream idle) and every
+body read is size-capped. `httpx2` exceptions are translated here, once, into the intel error
+tree; a non-2xx reply is classified by `classify`. Leaving a `client.stream` block — by return,
+error or cancellation — closes the response, which aborts an unfinished request or stream.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import anyio
+import httpx2
+
+from subagent.errors import IntelError, IntelFatal, IntelTransient
+from subagent.intel.classify import classify_status
+from subagent.intel.retry import parse_retry_after, parse_retry_after_ms
+from subagent.intel.sse import SseError, SseEvent, SseParser
+
+MAX_BODY_BYTES = 32 * 1024 * 1024
+MAX_ERROR_BODY_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    """A 2xx reply body. `oversized` is set when it passed the cap and was cut off."""
+
+    status: int
+    body: bytes
+    oversized: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Streamed:
+    """How a 2xx event stream ended: `problem` describes a stream we stopped trusting."""
+
+    status: int
+    problem: str | None = None
+
+
+def open_client() -> httpx2.AsyncClient:
+    """One pooled client for all endpoints. Timeouts are ours (anyio deadlines), not httpx's."""
+    return httpx2.AsyncClient(timeout=None, follow_redirects=False)
+
+
+async def post_json(
+    client: httpx2.AsyncClient, url: str, headers: Mapping[str, str], body: bytes, *, timeout_s: float
+) -> Received:
+    """POST `body` and read the whole reply within `timeout_s`; a non-2xx reply raises."""
+    with anyio.move_on_after(timeout_s):
+        try:
+            async with client.stream("POST", url, content=body, headers=dict(headers)) as response:
+                await _raise_for_status(response)
+                chunks: list[bytes] = []
+                size = 0
+                async for chunk in response.aiter_bytes():
+                    size += len(chunk)
+                    if size > MAX_BODY_BYTES:
+                        return Received(response.status_code, b"", oversized=True)
+                    chunks.append(chunk)
+                return Received(response.status_code, b"".join(chunks))
+        except httpx2.HTTPError as exc:
+            raise translate_http_error(exc) from exc
+        except httpx2.InvalidURL as exc:
+            raise IntelFatal("the endpoint base_url is not a valid URL") from exc
+    raise IntelTransient(f"no reply within request_timeout_s={timeout_s:g}")
+
+
+async def post_sse(
+    client: httpx2.AsyncClient,
+    url: str,
+    headers: Mapping[str, str],
+    body: bytes,
+    *,
+    first_token_timeout_s: float,
+    idle_timeout_s: float,
+    on_event: Callable[[SseEvent], bool],
+) -> Streamed:
+    """POST `body` and feed each server-sent event to `on_event` until it returns True or EOF.
+
+    The first event must arrive within `first_token_timeout_s` of sending; after that, no gap
+    between events may exceed `idle_timeout_s`. Either stall raises `IntelTransient`.
+    """
+    events_seen = 0
+    with anyio.CancelScope(deadline=anyio.current_time() + first_token_timeout_s) as scope:
+        try:
+            async with client.stream("POST", url, content=body, headers=dict(headers)) as response:
+                await _raise_for_status(response)
+                parser = SseParser()
+                size = 0
+                async for chunk in response.aiter_bytes():
+                    size += len(chunk)
+                    if size > MAX_BODY_BYTES:
+                        return Streamed(response.status_code, f"stream exceeds {MAX_BODY_BYTES} bytes")
+                    try:
+                        events = parser.feed(chunk)
+                    except SseError as exc:
+                        return Streamed(response.status_code, str(exc))
+                    for event in events:
+                        events_seen += 1
+                        scope.deadline = anyio.current_time() + idle_timeout_s
+                        if on_event(event):
+                            return Streamed(response.status_code)
+                return Streamed(response.status_code)
+        except httpx2.HTTPError as exc:
+            raise translate_http_error(exc) from exc
+        except httpx2.InvalidURL as exc:
+            raise IntelFatal("the endpoint base_url is not a valid URL") from exc
+    if events_seen == 0:
+        raise IntelTransient(
+            f"stream stalled: no first event within first_token_timeout_s={first_token_timeout_s:g}"
+        )
+    raise IntelTransient(f"stream stalled: no event for stream_idle_timeout_s={idle_timeout_s:g}")
+
+
+async def _raise_for_status(response: httpx2.Response) -> None:
+    status = response.status_code
+    if 200 <= status < 300:
+        return
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body += chunk[: MAX_ERROR_BODY_BYTES - len(body)]
+        if len(body) >= MAX_ERROR_BODY_BYTES:
+            break
+    retry_after_s = parse_retry_after_ms(response.headers.get("retry-after-ms"))
+    if retry_after_s is None:
+        retry_after_s = parse_retry_after(response.headers.get("retry-after"), now_epoch_s=time.time())
+    raise classify_status(status, bytes(body), retry_after_s=retry_after_s)
+
+
+def translate_http_error(exc: httpx2.HTTPError) -> IntelError:
+    """The intel error for an `httpx2` failure (the message names the class, not the URL)."""
+    kind = type(exc).__name__
+    if isinstance(exc, httpx2.UnsupportedProtocol):
+        return IntelFatal(f"the endpoint URL is unusable ({kind})")
+    if isinstance(exc, httpx2.ConnectError | httpx2.ConnectTimeout):
+        return IntelTransient(f"could not connect ({kind})")
+    if isinstance(exc, httpx2.RemoteProtocolError):
+        return IntelTransient(f"the server broke the connection ({kind})")
+    if isinstance(exc, httpx2.TimeoutException):
+        return IntelTransient(f"timed out ({kind})")
+    # Network, protocol, proxy and decoding failures: the next attempt may well succeed.
+    return IntelTransient(f"transport failure ({kind})")
