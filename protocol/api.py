@@ -1,0 +1,173 @@
+"""The daemon's unix-socket API (DESIGN §9): methods, their params and results.
+
+Same framing as the control channel (NDJSON JSON-RPC 2.0) with a 1 MiB frame cap. A client names
+intelligence endpoints and MCP servers from the daemon's configuration; it never supplies a
+command line, a URL or a secret.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from protocol.result import AbortKind, RunError, RunUsage, TerminalStatus
+from protocol.spawn import Name, OutputContract
+
+MAX_API_FRAME = 1024 * 1024
+
+# Application error codes (JSON-RPC reserves -32768..-32000 for the protocol itself).
+NOT_FOUND = 1001
+FORBIDDEN = 1002
+UNAVAILABLE = 1003  # retryable: the journal could not commit (disk full, I/O error)
+DRAINING = 1004  # retryable elsewhere/later: the daemon is shutting down
+INVALID_SPEC = 1005  # the spec names something the config does not have, or breaks a limit
+TOO_MANY_CONNECTIONS = 1006
+
+TaskState = Literal["queued", "starting", "running", "terminal"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SpecLimits(_Model):
+    max_steps: int | None = Field(default=None, ge=1, le=100_000)
+    max_tokens: int | None = Field(default=None, ge=1)
+    deadline_s: float | None = Field(default=None, gt=0, le=7 * 24 * 3600)
+
+
+class RetryPolicy(_Model):
+    """What happens to a run interrupted by a supervisor restart."""
+
+    # Invariant: a task runs at most `max_attempts` times in all (1 = never requeued).
+    max_attempts: int = Field(default=2, ge=1, le=10)
+
+
+class TaskSpec(_Model):
+    """What a client submits. Names refer to the daemon's config; nothing here is executable."""
+
+    instruction: str = Field(min_length=1, max_length=1_000_000)
+    model: Name | None = None
+    mcp: list[Name] = Field(default_factory=list, max_length=64)
+    limits: SpecLimits = SpecLimits()
+    output_contract: OutputContract = OutputContract()
+    retry: RetryPolicy = RetryPolicy()
+    labels: dict[Annotated[str, Field(max_length=64)], Annotated[str, Field(max_length=256)]] = Field(
+        default_factory=dict, max_length=32
+    )
+
+
+class TaskView(_Model):
+    """A task as the API reports it."""
+
+    task_id: str
+    run_id: str
+    owner_uid: int
+    state: TaskState
+    status: TerminalStatus | None = None
+    exit_code: int | None = None
+    result: JsonValue = None
+    partial: bool = False
+    usage: RunUsage = RunUsage()
+    abort: AbortKind | None = None
+    error: RunError | None = None
+    attempts: int = 0
+    instruction: str = ""
+    model: str | None = None
+    mcp: list[str] = Field(default_factory=list)
+    created_at: float = 0.0
+    started_at: float | None = None
+    ended_at: float | None = None
+    pid: int | None = None
+
+
+class NodeView(_Model):
+    """One subagent of a task's tree (handle `0` is the root)."""
+
+    handle: str
+    parent: str | None
+    depth: int
+    status: TerminalStatus | None = None
+    state: Literal["starting", "running", "terminal"] = "starting"
+    pid: int | None = None
+    usage: RunUsage = RunUsage()
+    grant_steps: int | None = None
+    grant_tokens: int | None = None
+
+
+class EventView(_Model):
+    """One journaled event of a task."""
+
+    seq: int
+    ts: float
+    event: str
+    fields: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+# ---- method params / results ---------------------------------------------------------------
+
+
+class SubmitParams(_Model):
+    spec: TaskSpec
+    idempotency_key: str | None = Field(default=None, min_length=1, max_length=128)
+
+
+class SubmitResult(_Model):
+    task_id: str
+    state: TaskState
+    created: bool
+
+
+class TaskRef(_Model):
+    task_id: str = Field(min_length=1, max_length=64)
+
+
+class CancelParams(_Model):
+    task_id: str = Field(min_length=1, max_length=64)
+    reason: str = Field(default="cancelled by client", max_length=1000)
+
+
+class WaitParams(_Model):
+    task_id: str = Field(min_length=1, max_length=64)
+    timeout_s: float | None = Field(default=None, ge=0, le=7 * 24 * 3600)
+
+
+class ListParams(_Model):
+    state: TaskState | None = None
+    limit: int = Field(default=100, ge=1, le=10_000)
+
+
+class EventsParams(_Model):
+    task_id: str = Field(min_length=1, max_length=64)
+    after_seq: int = Field(default=0, ge=0)
+    follow: bool = False
+
+
+class DaemonStatus(_Model):
+    pid: int
+    version: str
+    uptime_s: float
+    draining: bool
+    queued: int
+    running: int
+    max_concurrent_tasks: int
+    journal_ok: bool
+    degraded: list[str] = Field(default_factory=list)
+    children: int = 0
+
+
+METHODS = frozenset(
+    {
+        "task.submit",
+        "task.get",
+        "task.list",
+        "task.cancel",
+        "task.wait",
+        "task.events",
+        "task.tree",
+        "daemon.status",
+        "trigger.list",
+    }
+)
+EVENT_NOTIFICATION = "task.event"
