@@ -1,0 +1,337 @@
+"""One granted MCP server: its connection's lifecycle, listings and requests (the SDK adapter).
+
+A `ServerLink` owns one task that opens the transport and a `ClientSession`, runs the
+2025-11-25 `initialize` handshake and the cursor-paginated listings, then parks until that
+connection is retired (a reconnect, or the router closing). Requests come from any task. SDK
+exceptions are translated here and nowhere else: a request returns the server's result or a
+`Failure` value, and a `list_changed` notification refreshes the listing in place.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from dataclasses import dataclass, replace
+from typing import Any, Literal, TypeVar
+
+import anyio
+import mcp_types
+from mcp import ClientSession, MCPError
+from mcp.client._transport import TransportStreams
+from mcp.client.session import IncomingMessage
+from pydantic import JsonValue, ValidationError
+
+from protocol.spawn import LoopKnobs, McpServerSpec
+from subagent.telemetry import EventSink
+from subagent.tools.http import TRANSPORT_FAILED, open_http_transport
+from subagent.tools.stdio import KILL_REAP_TIMEOUT_S, open_stdio_transport
+
+logger = logging.getLogger(__name__)
+
+MAX_PAGES = 100
+MAX_ITEMS = 10_000
+MAX_ERROR_CHARS = 500
+CLIENT_INFO = mcp_types.Implementation(name="agentd", version="0.1.0")
+# Backstop over the SDK's own request timer, which starts only once the request is written.
+TIMEOUT_SLACK_S = 1.0
+# Upper bound on retiring a connection: the whole stdio shutdown ladder plus the writer flush.
+TEARDOWN_BOUND_S = 4 * KILL_REAP_TIMEOUT_S
+
+FailureKind = Literal["timeout", "protocol", "invalid", "transport", "lost"]
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A request that produced no result. `lost`: the connection died under it."""
+
+    kind: FailureKind
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """What a server offers, as last listed. `has_resources`: it declared the capability."""
+
+    tools: tuple[mcp_types.Tool, ...] = ()
+    resources: tuple[mcp_types.Resource, ...] = ()
+    has_resources: bool = False
+
+
+def brief(text: object) -> str:
+    """Untrusted error text, on one line and bounded, fit for an observation or a log."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= MAX_ERROR_CHARS else f"{line[:MAX_ERROR_CHARS]}…"
+
+
+def failure_from(exc: MCPError) -> Failure:
+    """The one translation of a JSON-RPC error (received or synthesised by the SDK) into a `Failure`."""
+    if exc.code == mcp_types.REQUEST_TIMEOUT:
+        return Failure("timeout", brief(exc.message))
+    if exc.code == mcp_types.CONNECTION_CLOSED:
+        return Failure("lost", brief(exc.message))
+    if exc.code == mcp_types.INVALID_REQUEST and exc.message == "Session terminated":
+        return Failure("lost", "the server ended the HTTP session")
+    if exc.code == TRANSPORT_FAILED:
+        return Failure("transport", brief(exc.message))
+    return Failure("protocol", f"protocol error {exc.code}: {brief(exc.message)}")
+
+
+def open_transport(spec: McpServerSpec, knobs: LoopKnobs) -> AbstractAsyncContextManager[TransportStreams]:
+    if spec.transport == "stdio":
+        return open_stdio_transport(spec)
+    return open_http_transport(spec, knobs)
+
+
+async def _all_pages(
+    fetch: Callable[[str | None], Awaitable[tuple[list[T], str | None]]], what: str
+) -> tuple[T, ...]:
+    """Follow `nextCursor` to the end, bounded in pages and items (a server may loop forever)."""
+    items: list[T] = []
+    cursor: str | None = None
+    seen: set[str] = set()
+    for _ in range(MAX_PAGES):
+        page, cursor = await fetch(cursor)
+        items.extend(page)
+        if len(items) >= MAX_ITEMS or cursor is None or cursor in seen:
+            break
+        seen.add(cursor)
+    else:
+        logger.warning("%s listing stopped after %d pages", what, MAX_PAGES)
+    return tuple(items[:MAX_ITEMS])
+
+
+async def list_tools(session: ClientSession) -> tuple[mcp_types.Tool, ...]:
+    async def page(cursor: str | None) -> tuple[list[mcp_types.Tool], str | None]:
+        result = await session.list_tools(params=mcp_types.PaginatedRequestParams(cursor=cursor))
+        return result.tools, result.next_cursor
+
+    return await _all_pages(page, "tools/list")
+
+
+async def list_resources(session: ClientSession) -> tuple[mcp_types.Resource, ...]:
+    async def page(cursor: str | None) -> tuple[list[mcp_types.Resource], str | None]:
+        result = await session.list_resources(params=mcp_types.PaginatedRequestParams(cursor=cursor))
+        return result.resources, result.next_cursor
+
+    return await _all_pages(page, "resources/list")
+
+
+@dataclass(slots=True)
+class _Attempt:
+    reason: Literal["ok", "reconnected"]
+    done: anyio.Event
+    error: str | None = None
+
+    def finish(self, error: str | None) -> None:
+        if not self.done.is_set():
+            self.error = error
+            self.done.set()
+
+
+class ServerLink:
+    """The connection to one granted server, restartable, with its latest listing."""
+
+    def __init__(
+        self, spec: McpServerSpec, knobs: LoopKnobs, *, sink: EventSink, on_change: Callable[[], None]
+    ) -> None:
+        self.spec = spec
+        self.listing = Listing()
+        # Invariant: bumps on every successful (re)connect; a caller that saw a request die
+        # passes the generation it used, so concurrent callers restart the server only once.
+        self.generation = 0
+        # Set when an optional server died and could not be restarted: its tools are withdrawn.
+        self.withdrawn = False
+        self._knobs = knobs
+        self._sink = sink
+        self._on_change = on_change
+        self._session: ClientSession | None = None
+        self._retire = anyio.Event()
+        self._attempts, self._attempt_queue = anyio.create_memory_object_stream[_Attempt](1)
+        self._reconnect_lock = anyio.Lock()
+        self._failed_restart: tuple[int, str] | None = None
+        self._stale: set[str] = set()
+        self._refreshing = False
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def up(self) -> bool:
+        return self._session is not None
+
+    async def run(self) -> None:
+        """The owner task: serves one connection at a time until the router cancels it."""
+        async with self._attempt_queue:
+            async for attempt in self._attempt_queue:
+                await self._serve(attempt)
+
+    async def connect(self, *, reason: Literal["ok", "reconnected"] = "ok") -> str | None:
+        """Retire the current connection (if any) and open a new one; `None` or why it failed."""
+        attempt = _Attempt(reason, anyio.Event())
+        self._retire.set()
+        await self._attempts.send(attempt)
+        with anyio.move_on_after(self.spec.connect_timeout_s + TEARDOWN_BOUND_S):
+            await attempt.done.wait()
+        return (
+            attempt.error
+            if attempt.done.is_set()
+            else f"no connection within {self.spec.connect_timeout_s:g} s"
+        )
+
+    async def reconnect(self, seen_generation: int) -> str | None:
+        """Restart a connection a request saw die, unless another caller already did."""
+        async with self._reconnect_lock:
+            if self.up and self.generation != seen_generation:
+                return None
+            if self._failed_restart is not None and self._failed_restart[0] == seen_generation:
+                return self._failed_restart[1]  # another caller already tried, and it failed
+            error = await self.connect(reason="reconnected")
+            if error is not None:
+                self._failed_restart = (seen_generation, error)
+            return error
+
+    async def _serve(self, attempt: _Attempt) -> None:
+        self._retire = anyio.Event()
+        started = anyio.current_time()
+        closing_at: float | None = None
+        try:
+            async with AsyncExitStack() as stack:
+                opened = await self._open(stack)
+                if isinstance(opened, str):
+                    self._emit_connect("failed", started, err=opened)
+                    attempt.finish(opened)
+                    return
+                self._session, self.listing = opened
+                self.generation += 1
+                self._emit_connect(attempt.reason, started)
+                attempt.finish(None)
+                try:
+                    await self._retire.wait()
+                finally:
+                    self._session = None
+                    closing_at = anyio.current_time()
+        # Top of the owner task: a transport that crashed must not take the router down with it.
+        except Exception as exc:  # noqa: BLE001
+            logger.warning("MCP server %s: connection failed: %s", self.name, brief(repr(exc)))
+            attempt.finish(f"connection failed: {brief(exc)}")
+        finally:
+            self._session = None
+            if closing_at is not None:
+                dur_ms = round((anyio.current_time() - closing_at) * 1000)
+                self._sink("mcp.disconnect", {"server": self.name, "dur_ms": dur_ms})
+
+    async def _open(self, stack: AsyncExitStack) -> tuple[ClientSession, Listing] | str:
+        try:
+            read, write = await stack.enter_async_context(open_transport(self.spec, self._knobs))
+        except OSError as exc:
+            return f"could not start the server: {type(exc).__name__}: {brief(exc.strerror or exc)}"
+        session = ClientSession(read, write, message_handler=self._on_message, client_info=CLIENT_INFO)
+        await stack.enter_async_context(session)
+        timeout_s = self.spec.connect_timeout_s
+        try:
+            with anyio.fail_after(timeout_s):
+                await session.initialize()
+                capabilities = session.server_capabilities
+                has_resources = capabilities is not None and capabilities.resources is not None
+                tools = await list_tools(session) if capabilities and capabilities.tools is not None else ()
+                resources = await list_resources(session) if has_resources else ()
+        except TimeoutError:
+            return f"no answer to initialize and listing within {timeout_s:g} s"
+        except MCPError as exc:
+            return failure_from(exc).detail
+        except (RuntimeError, ValidationError) as exc:
+            return f"invalid handshake: {brief(exc)}"
+        return session, Listing(tools, resources, has_resources)
+
+    def _emit_connect(self, outcome: str, started: float, *, err: str | None = None) -> None:
+        fields: dict[str, JsonValue] = {
+            "server": self.name,
+            "transport": self.spec.transport,
+            "outcome": outcome,
+            "tools": len(self.listing.tools),
+            "resources": len(self.listing.resources),
+            "dur_ms": round((anyio.current_time() - started) * 1000),
+            "err": err,
+        }
+        self._sink("mcp.connect", fields)
+
+    async def _on_message(self, message: IncomingMessage) -> None:
+        # Server traffic is untrusted: an unreadable line is noted and dropped, never raised.
+        if isinstance(message, Exception):
+            logger.warning("MCP server %s sent an unreadable message: %s", self.name, brief(message))
+        elif isinstance(message, mcp_types.ToolListChangedNotification):
+            await self._list_changed("tools")
+        elif isinstance(message, mcp_types.ResourceListChangedNotification):
+            await self._list_changed("resources")
+
+    async def _list_changed(self, kind: str) -> None:
+        # Coalesce a burst of notifications into as few re-listings as possible.
+        self._stale.add(kind)
+        if self._refreshing:
+            return
+        self._refreshing = True
+        try:
+            while self._stale:
+                kinds = frozenset(self._stale)
+                self._stale.clear()
+                await self._refresh(kinds)
+        finally:
+            self._refreshing = False
+
+    async def _refresh(self, kinds: frozenset[str]) -> None:
+        session = self._session
+        if session is None:
+            return
+        started = anyio.current_time()
+        listing = self.listing
+        try:
+            with anyio.fail_after(self.spec.connect_timeout_s):
+                if "tools" in kinds:
+                    listing = replace(listing, tools=await list_tools(session))
+                if "resources" in kinds and listing.has_resources:
+                    listing = replace(listing, resources=await list_resources(session))
+        except (TimeoutError, MCPError, ValidationError) as exc:
+            logger.warning("MCP server %s: re-listing failed: %s", self.name, brief(repr(exc)))
+            return
+        if session is not self._session:
+            return  # the connection was replaced meanwhile; its own listing is newer
+        self.listing = listing
+        self._emit_connect("refreshed", started)
+        self._on_change()
+
+    async def call_tool(
+        self, tool: str, arguments: Mapping[str, Any], *, timeout_s: float, meta: mcp_types.RequestParamsMeta
+    ) -> mcp_types.CallToolResult | Failure:
+        """`tools/call`, bounded by `timeout_s`; cancelling the caller sends `notifications/cancelled`."""
+        session = self._session
+        if session is None:
+            return Failure("lost", "the server is not connected")
+        try:
+            with anyio.fail_after(timeout_s + TIMEOUT_SLACK_S):
+                return await session.call_tool(
+                    tool, dict(arguments), read_timeout_seconds=timeout_s, meta=meta
+                )
+        except TimeoutError:
+            return Failure("timeout", "no response")
+        except MCPError as exc:
+            return failure_from(exc)
+        except (RuntimeError, ValidationError) as exc:
+            return Failure("invalid", f"the server's result was invalid: {brief(exc)}")
+
+    async def read_resource(self, uri: str, *, timeout_s: float) -> mcp_types.ReadResourceResult | Failure:
+        """`resources/read`, bounded by `timeout_s`."""
+        session = self._session
+        if session is None:
+            return Failure("lost", "the server is not connected")
+        try:
+            with anyio.fail_after(timeout_s):
+                return await session.read_resource(uri)
+        except TimeoutError:
+            return Failure("timeout", "no response")
+        except MCPError as exc:
+            return failure_from(exc)
+        except (RuntimeError, ValidationError) as exc:
+            return Failure("invalid", f"the server's result was invalid: {brief(exc)}")

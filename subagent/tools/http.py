@@ -1,0 +1,156 @@
+"""The streamable HTTP transport, with bounded retries for failures that never reached the server.
+
+The SDK's `streamable_http_client` does the protocol; this module gives it an `httpx2` client
+whose transport retries what is safe to repeat — a connect error, or a 429/503 that refused the
+request — with the loop's backoff knobs (doubling, jittered, honouring `Retry-After`). When the
+retries run out, or a failure may have reached the server (a reset mid-response: repeating a
+non-idempotent call is not ours to decide), the request is answered with a synthetic JSON-RPC
+error carrying `TRANSPORT_FAILED`, so the session reports it as that call's failure instead of
+the transport task crashing.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from email.utils import parsedate_to_datetime
+
+import anyio
+import httpx2
+from mcp.client._transport import TransportStreams  # the alias the public `mcp.client.Transport` is built on
+from mcp.client.streamable_http import streamable_http_client
+
+from protocol.spawn import LoopKnobs, McpServerSpec
+
+logger = logging.getLogger(__name__)
+
+# A JSON-RPC code in the implementation-defined range, minted locally and never sent on a wire.
+TRANSPORT_FAILED = -32099
+RETRYABLE_STATUS = frozenset({429, 503})
+# Failures where the request provably never reached the server, so repeating it is harmless.
+RETRYABLE_ERRORS: tuple[type[Exception], ...] = (
+    httpx2.ConnectError,
+    httpx2.ConnectTimeout,
+    httpx2.PoolTimeout,
+)
+
+
+def backoff_delay_s(
+    attempt: int, knobs: LoopKnobs, *, jitter: float, retry_after_s: float | None = None
+) -> float:
+    """Delay before retry number `attempt + 1` (pure).
+
+    Doubles from `backoff_initial_s`, stretched by up to half again by `jitter` ∈ [0, 1), capped
+    at `backoff_max_s`, and never shorter than the server's `Retry-After`.
+    """
+    base = knobs.backoff_initial_s * (2.0**attempt)
+    delay = min(base * (1.0 + 0.5 * jitter), knobs.backoff_max_s)
+    return max(delay, retry_after_s or 0.0)
+
+
+def parse_retry_after(value: str | None, *, now_s: float) -> float | None:
+    """`Retry-After` in seconds (delta-seconds or an HTTP date relative to `now_s`, a Unix time)."""
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - now_s)
+
+
+def failure_response(request: httpx2.Request, reason: str) -> httpx2.Response:
+    """A response the SDK turns into a JSON-RPC error for exactly this request (`id` is re-bound)."""
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": TRANSPORT_FAILED, "message": reason}}
+    return httpx2.Response(503, json=body, request=request)
+
+
+class RetryingTransport(httpx2.AsyncBaseTransport):
+    """Retries requests that never reached the server; answers exhausted ones with `failure_response`."""
+
+    def __init__(
+        self,
+        inner: httpx2.AsyncBaseTransport,
+        knobs: LoopKnobs,
+        *,
+        jitter: Callable[[], float] = random.random,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self._inner = inner
+        self._knobs = knobs
+        self._jitter = jitter
+        self._clock = clock
+
+    def _now(self) -> float:
+        return self._clock() if self._clock is not None else time.time()
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        attempts = self._knobs.transport_retries + 1
+        for attempt in range(attempts):
+            retry_after_s: float | None = None
+            try:
+                response = await self._inner.handle_async_request(request)
+            except RETRYABLE_ERRORS as exc:
+                reason = f"{type(exc).__name__}: {exc}"
+            except httpx2.TransportError as exc:
+                return failure_response(
+                    request, f"{type(exc).__name__}: {exc} (not retried: it may have been received)"
+                )
+            else:
+                if response.status_code not in RETRYABLE_STATUS:
+                    return response
+                retry_after_s = parse_retry_after(response.headers.get("retry-after"), now_s=self._now())
+                await response.aclose()
+                reason = f"HTTP {response.status_code}"
+                if retry_after_s is not None and retry_after_s > self._knobs.backoff_max_s:
+                    # Waiting that long would spend the caller's deadline on one request.
+                    return failure_response(
+                        request, f"{reason}; server asked to retry after {retry_after_s:g} s"
+                    )
+            if attempt + 1 < attempts:
+                delay = backoff_delay_s(
+                    attempt, self._knobs, jitter=self._jitter(), retry_after_s=retry_after_s
+                )
+                logger.info(
+                    "MCP HTTP %s to %s failed (%s); retry in %.2f s",
+                    request.method,
+                    request.url,
+                    reason,
+                    delay,
+                )
+                await anyio.sleep(delay)
+        return failure_response(request, f"{reason} after {attempts} attempts")
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def http_client(
+    spec: McpServerSpec, knobs: LoopKnobs, *, inner: httpx2.AsyncBaseTransport | None = None
+) -> httpx2.AsyncClient:
+    """The `httpx2` client for one server: its headers (secrets revealed only here) and timeouts."""
+    headers = {k: v.get_secret_value() for k, v in spec.headers.items()}
+    # No read timeout: a tool call is bounded by the caller, and the server's notification
+    # stream (GET) idles legitimately for as long as the connection lives.
+    timeout = httpx2.Timeout(
+        connect=spec.connect_timeout_s, read=None, write=spec.call_timeout_s, pool=spec.connect_timeout_s
+    )
+    transport = RetryingTransport(inner or httpx2.AsyncHTTPTransport(), knobs)
+    return httpx2.AsyncClient(headers=headers, timeout=timeout, transport=transport)
+
+
+@asynccontextmanager
+async def open_http_transport(spec: McpServerSpec, knobs: LoopKnobs) -> AsyncIterator[TransportStreams]:
+    """Connect to the streamable HTTP server in `spec`; yield the session's `(read, write)` pair."""
+    assert spec.url is not None  # guaranteed by McpServerSpec's validator
+    async with (
+        http_client(spec, knobs) as client,
+        streamable_http_client(spec.url, http_client=client) as streams,
+    ):
+        yield streams

@@ -1,0 +1,274 @@
+"""The tool router: the one surface the loop calls for tools — scope, wire names, dispatch, events.
+
+It offers every granted MCP tool under its wire name plus the self-tools, maps a call back to
+its server, and turns every failure into an observation for the model. It raises only `McpFatal`
+(a required server is gone for good) or cancellation. A server that dies mid-call is restarted
+once; the call itself is never repeated, because it may not be idempotent.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from dataclasses import dataclass
+from typing import cast
+
+import anyio
+import mcp_types
+from pydantic import JsonValue, ValidationError
+
+from protocol.spawn import SpawnPayload
+from subagent.errors import McpFatal
+from subagent.messages import JsonObject, ToolCall, ToolOutcome, ToolSpec
+from subagent.telemetry import EventSink, describe
+from subagent.tools.catalogue import CatalogueEntry, render_catalogue
+from subagent.tools.connection import Failure, ServerLink
+from subagent.tools.naming import ToolRef, assign_wire_names, offered_spec
+from subagent.tools.render import render_tool_result
+from subagent.tools.selftools import (
+    NOTE_READ,
+    NOTE_WRITE,
+    RESERVED_NAMES,
+    RESOURCE_READ,
+    SPECS,
+    Notes,
+    NoteWriteArgs,
+    ResourceReadArgs,
+    SupervisorLink,
+    invalid_arguments,
+    notes_path,
+    read_resource,
+)
+
+_TRACEPARENT = re.compile(r"^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
+
+
+def call_meta(payload: SpawnPayload) -> mcp_types.RequestParamsMeta:
+    """The `_meta` every `tools/call` carries, so backing services can correlate and dedupe re-runs."""
+    traceparent = payload.telemetry.traceparent
+    if traceparent is None or not _TRACEPARENT.match(traceparent):
+        traceparent = f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"
+    meta = {"agentd/run_id": payload.run_id, "agentd/task_id": payload.task_id, "traceparent": traceparent}
+    # RequestParamsMeta is a TypedDict open to extra keys (PEP 728), which mypy cannot express yet.
+    return cast(mcp_types.RequestParamsMeta, meta)
+
+
+def failure_text(tool: str, failure: Failure, timeout_s: float) -> str:
+    """The observation for a call that produced no result (other than a lost connection)."""
+    if failure.kind == "timeout":
+        return f"tool `{tool}` timed out after {timeout_s:g} s (not retried; it may still have had effects)"
+    if failure.kind == "transport":
+        return f"tool `{tool}` failed: transport error: {failure.detail}"
+    return f"tool `{tool}` failed: {failure.detail}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Route:
+    server: str | None  # None: a self-tool
+    tool: str
+
+
+class _LinkSource:
+    """A server as `resource_read` sees it; a read is idempotent, so it is retried after a restart."""
+
+    def __init__(self, router: ToolRouter, link: ServerLink, timeout_s: float) -> None:
+        self._router, self._link = router, link
+        self._timeout_s = min(timeout_s, link.spec.call_timeout_s)
+        self.name = link.name
+
+    def lists(self, uri: str) -> bool:
+        return any(r.uri == uri for r in self._link.listing.resources)
+
+    async def read(self, uri: str) -> mcp_types.ReadResourceResult | Failure:
+        generation = self._link.generation
+        result = await self._link.read_resource(uri, timeout_s=self._timeout_s)
+        if isinstance(result, Failure) and result.kind == "lost":
+            error = await self._router.restart(self._link, generation)
+            if error is not None:
+                return Failure("lost", f"the server died and could not be restarted ({error})")
+            result = await self._link.read_resource(uri, timeout_s=self._timeout_s)
+        return result
+
+
+class ToolRouter:
+    """Every tool in this agent's scope, by wire name. Built by `open_tools`."""
+
+    def __init__(
+        self, payload: SpawnPayload, *, sink: EventSink, supervisor: SupervisorLink | None = None
+    ) -> None:
+        self._payload = payload
+        self._sink = sink
+        # The seam for the `subagent_*` self-tools (a later issue routes them through it).
+        self._supervisor = supervisor
+        self._meta = call_meta(payload)
+        self._notes = Notes(notes_path(payload))
+        self.links = tuple(
+            ServerLink(spec, payload.loop, sink=sink, on_change=self.rebuild) for spec in payload.mcp_servers
+        )
+        self._routes: dict[str, _Route] = {}
+        self._specs: tuple[ToolSpec, ...] = ()
+        self._catalogue = ""
+        self._version = 0
+
+    def specs(self) -> tuple[ToolSpec, ...]:
+        """Every tool in scope, wire-named: the granted MCP tools, then the self-tools."""
+        return self._specs
+
+    def resource_catalogue(self) -> str:
+        """The compact resource awareness block (RFC 0007 §3.8), or "" when there is none."""
+        return self._catalogue
+
+    @property
+    def version(self) -> int:
+        """Bumps whenever `specs()` or `resource_catalogue()` change."""
+        return self._version
+
+    def _offered(self) -> list[ServerLink]:
+        return [link for link in self.links if link.generation > 0 and not link.withdrawn]
+
+    def rebuild(self) -> None:
+        """Recompute the offered tools and the catalogue from the latest listings."""
+        offered = self._offered()
+        tools: dict[ToolRef, mcp_types.Tool] = {}
+        for link in offered:
+            allowed = None if link.spec.tools is None else frozenset(link.spec.tools)
+            for tool in link.listing.tools:
+                if allowed is None or tool.name in allowed:
+                    tools.setdefault(ToolRef(link.name, tool.name), tool)
+        names = assign_wire_names(tools, reserved=RESERVED_NAMES)
+        wire = {ref: name for name, ref in names.items()}
+        specs = [offered_spec(wire[ref], tool.description, tool.input_schema) for ref, tool in tools.items()]
+        routes = {name: _Route(ref.server, ref.tool) for name, ref in names.items()}
+        has_resources = any(link.listing.has_resources for link in offered)
+        for spec in SPECS:
+            if spec.name != RESOURCE_READ or has_resources:
+                specs.append(spec)
+                routes[spec.name] = _Route(None, spec.name)
+        entries = [
+            CatalogueEntry(link.name, r.uri, r.name, r.description or "", r.mime_type, r.size)
+            for link in offered
+            for r in link.listing.resources
+        ]
+        catalogue = render_catalogue(entries, self._payload.loop.catalogue_bytes)
+        if tuple(specs) != self._specs or catalogue != self._catalogue:
+            self._version += 1
+        self._specs, self._routes, self._catalogue = tuple(specs), routes, catalogue
+
+    async def connect_all(self) -> None:
+        """Connect every granted server concurrently; raise `McpFatal` if a required one failed."""
+        errors: dict[str, str] = {}
+
+        async def connect(link: ServerLink) -> None:
+            error = await link.connect()
+            if error is not None:
+                errors[link.name] = error
+
+        async with anyio.create_task_group() as tg:
+            for link in self.links:
+                tg.start_soon(connect, link)
+        self.rebuild()
+        for link in self.links:
+            if link.spec.required and link.name in errors:
+                raise McpFatal(f"required MCP server `{link.name}` could not connect: {errors[link.name]}")
+
+    async def restart(self, link: ServerLink, seen_generation: int) -> str | None:
+        """Reconnect a server a request saw die: `None` when it is back, else why not.
+
+        Raises:
+            McpFatal: the server is required and could not be restarted.
+        """
+        error = await link.reconnect(seen_generation)
+        if error is not None:
+            if link.spec.required:
+                raise McpFatal(f"required MCP server `{link.name}` died and could not be restarted: {error}")
+            link.withdrawn = True
+        self.rebuild()
+        return error
+
+    async def call(self, call: ToolCall, *, timeout_s: float) -> ToolOutcome:
+        """Run one tool call; every failure is an observation, except `McpFatal` and cancellation.
+
+        `timeout_s` is the caller's bound (already clamped to the deadline); a server's own
+        `call_timeout_s` may shorten it.
+        """
+        route = self._routes.get(call.name)
+        server = route.server if route is not None else None
+        capture = self._payload.telemetry.capture_content
+        arguments = call.raw_arguments or json.dumps(call.arguments, sort_keys=True, separators=(",", ":"))
+        fields: dict[str, JsonValue] = {"tool": call.name, "server": server, "call_id": call.id}
+        self._sink("tool.call", {**fields, **describe(arguments, capture=capture, prefix="args")})
+        started = anyio.current_time()
+        err: str | None = "cancelled"
+        outcome: ToolOutcome | None = None
+        try:
+            outcome = await self._dispatch(route, call, timeout_s)
+            err = outcome.text.splitlines()[0][:200] if outcome.is_error else None
+            return outcome
+        except McpFatal as exc:
+            err = str(exc)
+            raise
+        finally:
+            result = describe(outcome.text if outcome else "", capture=capture, prefix="result")
+            dur_ms = round((anyio.current_time() - started) * 1000)
+            is_error = outcome.is_error if outcome else True
+            self._sink(
+                "tool.result", {**fields, **result, "is_error": is_error, "dur_ms": dur_ms, "err": err}
+            )
+
+    async def _dispatch(self, route: _Route | None, call: ToolCall, timeout_s: float) -> ToolOutcome:
+        if route is None:
+            return ToolOutcome(f"tool `{call.name}` is not in this agent's granted scope", is_error=True)
+        if call.arguments is None:
+            problem = call.arguments_error or "not a JSON object"
+            return ToolOutcome(
+                f"tool `{call.name}` was not run: its arguments are invalid ({problem}); "
+                "send one JSON object",
+                is_error=True,
+            )
+        if route.server is None:
+            return await self._self_tool(route.tool, call.arguments, timeout_s)
+        link = next(link for link in self.links if link.name == route.server)
+        return await self._mcp_call(link, route.tool, call.name, call.arguments, timeout_s)
+
+    async def _mcp_call(
+        self, link: ServerLink, tool: str, wire_name: str, arguments: JsonObject, timeout_s: float
+    ) -> ToolOutcome:
+        timeout_s = min(timeout_s, link.spec.call_timeout_s)
+        if timeout_s <= 0:
+            return ToolOutcome(
+                f"tool `{wire_name}` was not run: no time is left before the deadline", is_error=True
+            )
+        generation = link.generation
+        result = await link.call_tool(tool, arguments, timeout_s=timeout_s, meta=self._meta)
+        if not isinstance(result, Failure):
+            return ToolOutcome(render_tool_result(result), is_error=bool(result.is_error))
+        if result.kind != "lost":
+            return ToolOutcome(failure_text(wire_name, result, timeout_s), is_error=True)
+        error = await self.restart(link, generation)
+        if error is None:
+            return ToolOutcome(
+                f"tool `{wire_name}` failed: MCP server `{link.name}` crashed during the call and was "
+                "restarted. The call was not retried (it may have had effects); "
+                "call it again if that is safe.",
+                is_error=True,
+            )
+        return ToolOutcome(
+            f"tool `{wire_name}` failed: MCP server `{link.name}` crashed during the call and could not be "
+            f"restarted ({error}); its tools are no longer available.",
+            is_error=True,
+        )
+
+    async def _self_tool(self, tool: str, arguments: JsonObject, timeout_s: float) -> ToolOutcome:
+        try:
+            if tool == RESOURCE_READ:
+                args = ResourceReadArgs.model_validate(arguments)
+                links = [link for link in self._offered() if link.listing.has_resources]
+                return await read_resource(args, [_LinkSource(self, link, timeout_s) for link in links])
+            if tool == NOTE_WRITE:
+                return await self._notes.write(NoteWriteArgs.model_validate(arguments))
+        except ValidationError as exc:
+            return invalid_arguments(tool, exc)
+        if tool == NOTE_READ:
+            return await self._notes.read()
+        return ToolOutcome(f"tool `{tool}` is not available yet", is_error=True)

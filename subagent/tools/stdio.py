@@ -1,0 +1,280 @@
+"""The stdio transport: spawn an MCP server, bridge its pipes to the session, and stop it for sure.
+
+Same shape as the SDK's `stdio_client` (an async context manager yielding the `(read, write)`
+memory streams `ClientSession` takes) and the same shutdown ladder, with what agentd needs on top:
+the server gets `PR_SET_PDEATHSIG` (it dies with us even if we are SIGKILLed), its own process
+group, an allow-listed environment, stdout lines bounded at 16 MiB (an over-long line becomes an
+`Exception` item and is never buffered whole) and stderr forwarded to our fd 2, line-capped.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import signal
+import subprocess
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+
+import anyio
+import anyio.lowlevel
+from mcp.client._transport import TransportStreams  # the alias the public `mcp.client.Transport` is built on
+from mcp.shared.message import SessionMessage
+from mcp.types import jsonrpc_message_adapter
+
+from protocol.framing import LineSplitter, Oversize
+from protocol.spawn import McpServerSpec
+from subagent.linux import pdeathsig_preexec
+
+logger = logging.getLogger(__name__)
+
+MAX_LINE_BYTES = 16 * 1024 * 1024
+STDERR_LINE_BYTES = 8 * 1024
+READ_CHUNK_BYTES = 64 * 1024
+INHERITED_ENV = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG")
+
+# The ladder, as in the SDK: stdin EOF, then SIGTERM to the group, then SIGKILL to the group.
+PROCESS_TERMINATION_TIMEOUT_S = 2.0
+FORCE_KILL_TIMEOUT_S = 2.0
+KILL_REAP_TIMEOUT_S = 2.0
+# Time for the writer to flush messages the session already handed over before stdin closes.
+WRITER_FLUSH_TIMEOUT_S = 0.5
+# Time for stdout to reach EOF after the server exited; a grandchild may hold the pipe open.
+STDOUT_EOF_AFTER_EXIT_S = 0.5
+
+
+class OversizedLine(ValueError):
+    """The server wrote a stdout line over the cap; it was dropped unread."""
+
+
+def server_environment(spec: McpServerSpec) -> dict[str, str]:
+    """The server's whole environment: a few safe variables of ours plus its own `env` (secrets here only)."""
+    env = {k: v for k in INHERITED_ENV if (v := os.environ.get(k)) is not None and not v.startswith("()")}
+    env.update({k: v.get_secret_value() for k, v in spec.env.items()})
+    return env
+
+
+def _spawn(spec: McpServerSpec) -> subprocess.Popen[bytes]:
+    # Must run on the event-loop thread: PDEATHSIG fires when the *thread* that forked the child
+    # exits, so a worker-thread spawn would kill the server when that worker retires.
+    process = subprocess.Popen(
+        spec.command,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=server_environment(spec),
+        cwd=spec.cwd,
+        close_fds=True,
+        start_new_session=True,
+        preexec_fn=functools.partial(pdeathsig_preexec, os.getpid()),
+    )
+    for pipe in (process.stdin, process.stdout, process.stderr):
+        assert pipe is not None
+        os.set_blocking(pipe.fileno(), False)
+    return process
+
+
+def parse_line(line: bytes | Oversize) -> SessionMessage | Exception:
+    """One stdout line as a session message, or the reason it is not one (returned, not raised)."""
+    if isinstance(line, Oversize):
+        return OversizedLine(f"MCP server wrote a {line.size}-byte line (cap {MAX_LINE_BYTES}); dropped")
+    try:
+        return SessionMessage(jsonrpc_message_adapter.validate_json(line, by_name=False))
+    except ValueError as exc:
+        return exc
+
+
+class _CappedLines:
+    """Splits stderr into lines, keeping at most `cap` bytes of each (the rest is counted, not kept)."""
+
+    def __init__(self, cap: int) -> None:
+        self._cap = cap
+        self._buf = bytearray()
+        self._dropped = 0
+
+    def feed(self, data: bytes) -> list[bytes]:
+        out: list[bytes] = []
+        *complete, rest = data.split(b"\n")
+        for piece in complete:
+            self._take(piece)
+            out.append(self._flush())
+        self._take(rest)
+        return out
+
+    def close(self) -> list[bytes]:
+        return [self._flush()] if self._buf or self._dropped else []
+
+    def _take(self, piece: bytes) -> None:
+        room = self._cap - len(self._buf)
+        self._buf += piece[:room]
+        self._dropped += max(0, len(piece) - room)
+
+    def _flush(self) -> bytes:
+        line = bytes(self._buf) + (f" […{self._dropped} bytes dropped]".encode() if self._dropped else b"")
+        self._buf.clear()
+        self._dropped = 0
+        return line
+
+
+def _write_stderr(data: bytes) -> None:
+    with suppress(OSError):  # our stderr gone or full: a server's log line is not worth blocking for
+        os.write(2, data)
+
+
+async def _read_chunk(fd: int) -> bytes:
+    """The next chunk from a non-blocking pipe; `b""` at EOF or once the fd is being closed."""
+    while True:
+        try:
+            await anyio.wait_readable(fd)
+            return os.read(fd, READ_CHUNK_BYTES)
+        except BlockingIOError:
+            continue
+        except (anyio.ClosedResourceError, OSError):
+            return b""
+
+
+async def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        await anyio.wait_writable(fd)
+        try:
+            written = os.write(fd, view)
+        except BlockingIOError:
+            continue
+        view = view[written:]
+
+
+@asynccontextmanager
+async def open_stdio_transport(spec: McpServerSpec) -> AsyncIterator[TransportStreams]:
+    """Spawn the server in `spec` and yield the session's `(read_stream, write_stream)` pair.
+
+    Raises:
+        OSError: the command could not be started.
+    """
+    process = _spawn(spec)
+    stdin, stdout, stderr = process.stdin, process.stdout, process.stderr
+    assert stdin is not None and stdout is not None and stderr is not None
+    stdin_fd, stdout_fd, stderr_fd = stdin.fileno(), stdout.fileno(), stderr.fileno()
+    try:
+        pidfd = os.pidfd_open(process.pid)
+    except OSError:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()  # SIGKILLed just now: the wait is immediate
+        raise
+    # No await until the task group is entered, or a cancellation in the gap would leak the server.
+    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
+    exited, stdout_done, writer_done = anyio.Event(), anyio.Event(), anyio.Event()
+    # Invariant: these outlive a caller's cancellation (the ladder needs them) and end only when
+    # shutdown cancels them explicitly, after the server is gone.
+    pipes_scope = anyio.CancelScope(shield=True)
+    writer_scope = anyio.CancelScope()
+    prefix = f"[mcp:{spec.name}] ".encode()
+
+    async def read_stdout() -> None:
+        splitter = LineSplitter(MAX_LINE_BYTES)
+        try:
+            async with read_writer:
+                while chunk := await _read_chunk(stdout_fd):
+                    for line in splitter.feed(chunk):
+                        if isinstance(line, Oversize) or line.strip():
+                            await read_writer.send(parse_line(line))
+                for line in splitter.close():
+                    await read_writer.send(parse_line(line))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            # The session is gone; keep draining so a server blocked on a full pipe can exit.
+            while await _read_chunk(stdout_fd):
+                pass
+        finally:
+            stdout_done.set()
+
+    async def write_stdin() -> None:
+        try:
+            with writer_scope:
+                async with write_reader:
+                    async for message in write_reader:
+                        data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                        await _write_all(stdin_fd, data.encode() + b"\n")
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            # The server stopped reading: end the read side so no request waits forever.
+            read_writer.close()
+        finally:
+            writer_done.set()
+
+    async def forward_stderr() -> None:
+        lines = _CappedLines(STDERR_LINE_BYTES)
+        while chunk := await _read_chunk(stderr_fd):
+            for line in lines.feed(chunk):
+                _write_stderr(prefix + line + b"\n")
+        for line in lines.close():
+            _write_stderr(prefix + line + b"\n")
+
+    async def watch_exit() -> None:
+        with suppress(anyio.ClosedResourceError):
+            await anyio.wait_readable(pidfd)
+        # The exited leader is a zombie until reaped, which pins its process-group id: sweeping
+        # the group now can only hit the server's own leftovers (they may hold our pipes open).
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.poll()  # reaps this pid only (waitpid(pid)), never another child of ours
+        exited.set()
+        with anyio.move_on_after(STDOUT_EOF_AFTER_EXIT_S):
+            await stdout_done.wait()
+        if not stdout_done.is_set():  # something outside the group still holds stdout open
+            read_writer.close()
+
+    async def run_pipes() -> None:
+        with pipes_scope:
+            async with anyio.create_task_group() as pipes:
+                pipes.start_soon(read_stdout)
+                pipes.start_soon(forward_stderr)
+                pipes.start_soon(watch_exit)
+
+    async def wait_exited(timeout_s: float) -> bool:
+        with anyio.move_on_after(timeout_s):
+            await exited.wait()
+        return exited.is_set()
+
+    def signal_group(sig: signal.Signals) -> None:
+        if not exited.is_set():  # the leader is unreaped, so its pid still names our group
+            with suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, sig)
+
+    async def shutdown() -> None:
+        read_stream.close()
+        write_stream.close()
+        with anyio.move_on_after(WRITER_FLUSH_TIMEOUT_S):
+            await writer_done.wait()
+        writer_scope.cancel()
+        with anyio.move_on_after(WRITER_FLUSH_TIMEOUT_S):
+            await writer_done.wait()
+        anyio.notify_closing(stdin_fd)
+        stdin.close()  # EOF: the polite request to exit
+        if not await wait_exited(PROCESS_TERMINATION_TIMEOUT_S):
+            signal_group(signal.SIGTERM)
+            if not await wait_exited(FORCE_KILL_TIMEOUT_S):
+                signal_group(signal.SIGKILL)
+                if not await wait_exited(KILL_REAP_TIMEOUT_S):
+                    logger.warning("MCP server %s (pid %d) outlived SIGKILL", spec.name, process.pid)
+        pipes_scope.cancel()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run_pipes)
+            tg.start_soon(write_stdin)
+            try:
+                yield read_stream, write_stream
+            finally:
+                # Every wait inside is bounded; shielded so a cancelled caller cannot leak the server.
+                with anyio.CancelScope(shield=True):
+                    await shutdown()
+                tg.cancel_scope.cancel()
+    finally:
+        for fd in (stdout_fd, stderr_fd, pidfd):
+            anyio.notify_closing(fd)
+        stdout.close()
+        stderr.close()
+        os.close(pidfd)
+        if process.returncode is None:
+            process.poll()
