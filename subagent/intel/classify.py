@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Literal
 
 from pydantic import JsonValue
 
@@ -34,11 +35,13 @@ OVERFLOW_PHRASES = (
 DETAIL_CHARS = 200
 
 
-class EndpointRejected(IntelFatal):
-    """The endpoint refused our credentials or our request; `status` is the HTTP code."""
+class EndpointFatal(IntelFatal):
+    """An endpoint failure retrying cannot fix. `kind` is `auth` (credentials refused) or
+    `config` (our request, URL or script is wrong); `status` is the HTTP code, if any."""
 
-    def __init__(self, message: str, *, status: int | None = None) -> None:
+    def __init__(self, message: str, *, kind: Literal["auth", "config"], status: int | None = None) -> None:
         super().__init__(message)
+        self.kind = kind
         self.status = status
 
 
@@ -53,7 +56,7 @@ class EndpointOverflow(ContextOverflow):
 def classify_status(status: int, body: bytes, *, retry_after_s: float | None = None) -> IntelError:
     """The exception for a non-2xx reply with `status` and (size-capped) `body`."""
     if status in AUTH_STATUSES:
-        return EndpointRejected(f"authentication failed (HTTP {status})", status=status)
+        return EndpointFatal(f"authentication failed (HTTP {status})", kind="auth", status=status)
     if status == 429:
         return IntelTransient("rate limited (HTTP 429)", retry_after_s=retry_after_s, status=status)
     if status in TRANSIENT_STATUSES or status >= 500:
@@ -62,7 +65,7 @@ def classify_status(status: int, body: bytes, *, retry_after_s: float | None = N
     if status in OVERFLOW_STATUSES and says_context_overflow(body):
         return EndpointOverflow(f"context length exceeded (HTTP {status})", status=status)
     suffix = f": {detail}" if detail else ""
-    return EndpointRejected(f"request rejected (HTTP {status}){suffix}", status=status)
+    return EndpointFatal(f"request rejected (HTTP {status}){suffix}", kind="config", status=status)
 
 
 def says_context_overflow(body: bytes) -> bool:

@@ -17,6 +17,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import anyio
 from pydantic import JsonValue
@@ -29,6 +30,7 @@ from subagent.intel.breaker import (
     breaker_allows,
     reopens_in_s,
 )
+from subagent.intel.classify import EndpointFatal
 from subagent.intel.endpoint import Endpoint, Prepared
 from subagent.intel.retry import RetryPolicy, retry_delay_s
 from subagent.messages import ModelReply, ModelRequest
@@ -37,11 +39,11 @@ from subagent.telemetry import EventSink, describe
 
 @dataclass(frozen=True, slots=True)
 class _EndpointFailure:
-    """Why an endpoint did not answer this call; `fatal` marks an auth/config failure."""
+    """Why an endpoint did not answer this call; `fatal_kind` is set for auth/config failures."""
 
     name: str
     error: str
-    fatal: bool
+    fatal_kind: str | None
 
 
 class FailoverIntelligence:
@@ -80,7 +82,7 @@ class FailoverIntelligence:
                 cause = f"; last: {previous.error}" if previous else ""
                 error = f"circuit open for {reopens_in_s(breaker, now):.1f}s more{cause}"
                 failures.append(
-                    _EndpointFailure(endpoint.spec.name, error, previous.fatal if previous else False)
+                    _EndpointFailure(endpoint.spec.name, error, previous.fatal_kind if previous else None)
                 )
                 continue
             try:
@@ -88,7 +90,8 @@ class FailoverIntelligence:
             except ContextOverflow:
                 raise
             except (IntelTransient, IntelFatal, IntelUnavailable) as exc:
-                failure = _EndpointFailure(endpoint.spec.name, str(exc), isinstance(exc, IntelFatal))
+                fatal_kind = exc.kind if isinstance(exc, IntelFatal) else None
+                failure = _EndpointFailure(endpoint.spec.name, str(exc), fatal_kind)
                 self._breakers[index] = breaker_after_failure(self._breakers[index], self._clock())
                 self._last_failure[index] = failure
                 failures.append(failure)
@@ -98,8 +101,12 @@ class FailoverIntelligence:
             self._last_failure[index] = None
             return reply
         summary = "; ".join(f"{f.name}: {f.error}" for f in failures)
-        if all(f.fatal for f in failures):
-            raise IntelFatal(f"every intelligence endpoint refused the call — {summary}") from last_error
+        if all(f.fatal_kind for f in failures):
+            kind: Literal["auth", "config"] = (
+                "auth" if any(f.fatal_kind == "auth" for f in failures) else "config"
+            )
+            message = f"every intelligence endpoint refused the call — {summary}"
+            raise EndpointFatal(message, kind=kind) from last_error
         raise IntelUnavailable(f"every intelligence endpoint failed — {summary}") from last_error
 
     async def _attempts(self, endpoint: Endpoint, request: ModelRequest) -> ModelReply:

@@ -16,7 +16,8 @@ import anyio
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, model_validator
 
 from protocol.spawn import EndpointSpec
-from subagent.errors import ContextOverflow, IntelFatal, IntelUnavailable
+from subagent.errors import ContextOverflow, IntelUnavailable
+from subagent.intel.classify import EndpointFatal
 from subagent.intel.endpoint import Prepared, Sent, request_chars
 from subagent.intel.replies import decode_arguments, estimate_tokens, reply_chars
 from subagent.messages import ModelReply, ModelRequest, TokenUsage, ToolCall, ToolResultMessage, UserMessage
@@ -74,16 +75,18 @@ def load_script(path: str) -> Script:
     try:
         raw = Path(path).read_bytes()
     except OSError as exc:
-        raise IntelFatal(f"cannot read the script file ({type(exc).__name__}: {exc.strerror})") from exc
+        raise EndpointFatal(
+            f"cannot read the script file ({type(exc).__name__}: {exc.strerror})", kind="config"
+        ) from exc
     if len(raw) > MAX_SCRIPT_BYTES:
-        raise IntelFatal(f"the script file exceeds {MAX_SCRIPT_BYTES} bytes")
+        raise EndpointFatal(f"the script file exceeds {MAX_SCRIPT_BYTES} bytes", kind="config")
     try:
         return Script.model_validate_json(raw)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}" for err in exc.errors()[:5]
         )
-        raise IntelFatal(f"invalid script: {problems}") from exc
+        raise EndpointFatal(f"invalid script: {problems}", kind="config") from exc
 
 
 def fill(template: str, request: ModelRequest) -> str:
@@ -179,7 +182,7 @@ class ScriptedModel:
         if turn.delay_s > 0:
             await anyio.sleep(turn.delay_s)
         if turn.fail == "auth":
-            raise IntelFatal("scripted failure: auth")
+            raise EndpointFatal("scripted failure: auth", kind="auth")
         if turn.fail == "unavailable":
             raise IntelUnavailable("scripted failure: unavailable")
         if turn.fail == "overflow":
@@ -193,5 +196,5 @@ class ScriptedModel:
         if self._script.after_end == "cycle":
             return turns[turn_no % len(turns)]
         if self._script.after_end == "error":
-            raise IntelFatal(f"script exhausted after {len(turns)} turns")
+            raise EndpointFatal(f"script exhausted after {len(turns)} turns", kind="config")
         return turns[-1]

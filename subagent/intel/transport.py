@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import anyio
 import httpx2
 
-from subagent.errors import IntelError, IntelFatal, IntelTransient
-from subagent.intel.classify import classify_status
+from subagent.errors import IntelError, IntelTransient
+from subagent.intel.classify import EndpointFatal, classify_status
 from subagent.intel.retry import parse_retry_after, parse_retry_after_ms
 from subagent.intel.sse import SseError, SseEvent, SseParser
 
@@ -65,7 +65,7 @@ async def post_json(
         except httpx2.HTTPError as exc:
             raise translate_http_error(exc) from exc
         except httpx2.InvalidURL as exc:
-            raise IntelFatal("the endpoint base_url is not a valid URL") from exc
+            raise EndpointFatal("the endpoint base_url is not a valid URL", kind="config") from exc
     raise IntelTransient(f"no reply within request_timeout_s={timeout_s:g}")
 
 
@@ -108,7 +108,7 @@ async def post_sse(
         except httpx2.HTTPError as exc:
             raise translate_http_error(exc) from exc
         except httpx2.InvalidURL as exc:
-            raise IntelFatal("the endpoint base_url is not a valid URL") from exc
+            raise EndpointFatal("the endpoint base_url is not a valid URL", kind="config") from exc
     if events_seen == 0:
         raise IntelTransient(
             f"stream stalled: no first event within first_token_timeout_s={first_token_timeout_s:g}"
@@ -135,7 +135,7 @@ def translate_http_error(exc: httpx2.HTTPError) -> IntelError:
     """The intel error for an `httpx2` failure (the message names the class, not the URL)."""
     kind = type(exc).__name__
     if isinstance(exc, httpx2.UnsupportedProtocol):
-        return IntelFatal(f"the endpoint URL is unusable ({kind})")
+        return EndpointFatal(f"the endpoint URL is unusable ({kind})", kind="config")
     if isinstance(exc, httpx2.ConnectError | httpx2.ConnectTimeout):
         return IntelTransient(f"could not connect ({kind})")
     if isinstance(exc, httpx2.RemoteProtocolError):

@@ -108,6 +108,7 @@ async def test_401_is_fatal_without_retries(fake_llm: FakeLLM) -> None:
         with pytest.raises(IntelFatal, match=r"authentication failed \(HTTP 401\)") as caught:
             await intel.complete(REQUEST)
     assert "sk-abc" not in str(caught.value)
+    assert caught.value.kind == "auth"
     assert len(fake_llm.requests) == 1
     assert [(r["outcome"], r["status"]) for r in sink.results()] == [("fatal", 401)]
 
@@ -129,6 +130,15 @@ async def test_auth_everywhere_is_fatal_not_unavailable(fake_llm: FakeLLM, secon
     async with open_intelligence(endpoints, FAST_KNOBS, sink=RecordingSink()) as intel:
         with pytest.raises(IntelFatal, match=r"a: authentication failed.*b: request rejected"):
             await intel.complete(REQUEST)
+
+
+async def test_a_rejected_request_is_a_config_error_not_auth(fake_llm: FakeLLM) -> None:
+    fake_llm.enqueue(error(404, {"error": {"message": "no such model", "code": "model_not_found"}}))
+    async with open_intelligence([openai_spec(fake_llm)], FAST_KNOBS, sink=RecordingSink()) as intel:
+        with pytest.raises(IntelFatal, match="model_not_found no such model") as caught:
+            await intel.complete(REQUEST)
+    assert caught.value.kind == "config"
+    assert len(fake_llm.requests) == 1
 
 
 async def test_context_overflow_is_raised_at_once_without_failover(
