@@ -1,0 +1,135 @@
+"""Liveness detectors and exit classification (DESIGN §6) as pure functions.
+
+The supervisor samples an `Observation` of each child on its timer and asks `classify` for a
+verdict; when a child's process is reaped, `classify_exit` decides its terminal status. No I/O
+and no clock reads: `now` is an argument.
+"""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass
+from typing import Literal
+
+from protocol.result import RunError, RunResult, TerminalStatus
+
+
+@dataclass(frozen=True, slots=True)
+class LivenessPolicy:
+    ping_interval_s: float = 5.0
+    missed_pongs: int = 3
+    loop_stall_s: float = 30.0
+    deadline_backstop_s: float = 5.0
+    ready_timeout_s: float = 60.0
+    eof_grace_s: float = 2.0
+    max_faults: int = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What the supervisor knows about one live child at `now` (monotonic seconds)."""
+
+    spawned_at: float
+    deadline: float
+    ready: bool = False
+    outstanding_pings: int = 0
+    last_loop_age_ms: int | None = None
+    eof_at: float | None = None
+    faults: int = 0
+    result_received: bool = False
+
+
+Verdict = Literal["ok", "deadline", "unresponsive", "wedged", "not_ready", "eof", "faulty"]
+
+
+def classify(obs: Observation, policy: LivenessPolicy, now: float) -> Verdict:
+    """Detectors A (deadline backstop), B (wedged loop), C (missed pongs), plus boot/EOF/faults.
+
+    A child whose pongs arrive with a fresh `loop_age_ms` is busy in a legitimate long call and
+    is left alone however quiet it is otherwise; only its deadline bounds it.
+    """
+    if obs.result_received:
+        # It has reported; what is left is its exit, bounded by the caller's teardown timer.
+        return "ok"
+    if now >= obs.deadline + policy.deadline_backstop_s:
+        return "deadline"
+    if obs.faults >= policy.max_faults:
+        return "faulty"
+    if not obs.ready:
+        return "not_ready" if now - obs.spawned_at >= policy.ready_timeout_s else "ok"
+    if obs.eof_at is not None and now - obs.eof_at >= policy.eof_grace_s:
+        return "eof"
+    if obs.outstanding_pings >= policy.missed_pongs:
+        return "unresponsive"
+    if obs.last_loop_age_ms is not None and obs.last_loop_age_ms > policy.loop_stall_s * 1000:
+        return "wedged"
+    return "ok"
+
+
+KillCause = Literal["cancel", "deadline", "stuck", "faulty", "drain", "teardown"]
+
+
+@dataclass(frozen=True, slots=True)
+class ExitInfo:
+    """How the process ended: exactly one of `exit_code` / `signal` is set."""
+
+    exit_code: int | None = None
+    signal: int | None = None
+
+    @property
+    def describe(self) -> str:
+        if self.signal is not None:
+            try:
+                name = signal.Signals(self.signal).name
+            except ValueError:
+                name = f"signal {self.signal}"
+            return f"killed by {name}"
+        return f"exited with code {self.exit_code}"
+
+
+def classify_exit(
+    result: RunResult | None,
+    exit_info: ExitInfo,
+    *,
+    kill_cause: KillCause | None,
+    sigkilled_by_us: bool,
+    oom_killed: bool = False,
+    stderr_tail: str = "",
+) -> RunResult:
+    """The one terminal result for a reaped child (the EOF×exit half of DESIGN §6).
+
+    A child that reported `ev/result` keeps its own verdict, however it exited afterwards.
+    Otherwise the supervisor attributes the status: a cancel it requested is `cancelled`, a
+    deadline kill is `deadline`, everything else is `crashed` with the reason recorded.
+    """
+    if result is not None:
+        return result
+    if kill_cause in ("cancel", "drain"):
+        return RunResult(
+            status=TerminalStatus.CANCELLED,
+            error=RunError(kind="cancelled", message=f"cancelled; the child {exit_info.describe}"),
+        )
+    if kill_cause == "deadline":
+        return RunResult(
+            status=TerminalStatus.DEADLINE,
+            error=RunError(kind="deadline", message=f"deadline backstop; the child {exit_info.describe}"),
+        )
+    if oom_killed:
+        kind, message = "oom", "killed by the out-of-memory killer (memory limit)"
+    elif kill_cause == "stuck":
+        kind, message = "stuck", f"unresponsive child killed by the supervisor ({exit_info.describe})"
+    elif kill_cause == "faulty":
+        kind, message = "protocol", f"control-channel protocol faults; the child {exit_info.describe}"
+    elif exit_info.signal == signal.SIGKILL and not sigkilled_by_us:
+        kind, message = "killed", "killed by SIGKILL from outside agentd (or the OOM killer)"
+    elif exit_info.signal == signal.SIGSEGV:
+        kind, message = "segfault", "segmentation fault"
+    elif exit_info.signal == signal.SIGXCPU:
+        kind, message = "cpu_limit", "CPU time limit exceeded"
+    elif exit_info.signal is not None:
+        kind, message = "signal", exit_info.describe
+    else:
+        kind, message = "exit", f"{exit_info.describe} without reporting a result"
+    if stderr_tail:
+        message = f"{message}\n--- last stderr ---\n{stderr_tail}"
+    return RunResult(status=TerminalStatus.CRASHED, error=RunError(kind=kind, message=message[-4000:]))

@@ -1,0 +1,177 @@
+"""Starting subagent processes: the `Spawner` seam and `ExecSpawner` (DESIGN §2, §6).
+
+`ExecSpawner` uses `posix_spawn` — no Python runs between fork and exec, so it is safe in a
+threaded daemon — with the child in its own session, signal dispositions reset, and three pipes
+whose supervisor ends are non-blocking and close-on-exec. Resource limits are applied with
+`prlimit` right after the spawn and before the spawn payload is sent (the child does nothing
+until it reads that payload); PDEATHSIG is set by the child itself at boot, guarded by
+`AGENTD_SUPERVISOR_PID`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import signal
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import psutil
+
+from agentd.errors import SpawnError
+
+# Environment names a child must never inherit (DESIGN §6): systemd's notify, watchdog and
+# socket-activation contracts belong to the daemon alone.
+SCRUBBED_PREFIXES = ("NOTIFY_SOCKET", "WATCHDOG_", "LISTEN_")
+PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER", "LOGNAME", "SHELL", "TERM")
+MARKER_ENV = "AGENTD_RUN_MARKER"
+RESET_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1)
+
+
+@dataclass(frozen=True, slots=True)
+class RLimits:
+    """Per-child resource limits; `None` leaves the inherited value."""
+
+    address_space: int | None = 8 << 30
+    cpu_seconds: int | None = 3600
+    nofile: int | None = 1024
+    core: int | None = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SpawnRequest:
+    task_id: str
+    run_id: str
+    handle: str
+    rlimits: RLimits = RLimits()
+    cgroup: str | None = None
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+    # The program to run; the default is this interpreter running the subagent.
+    argv: Sequence[str] | None = None
+
+    @property
+    def marker(self) -> str:
+        """The env marker that identifies this child across a supervisor restart."""
+        return f"{self.run_id}/{self.handle}"
+
+
+@dataclass(frozen=True, slots=True)
+class SpawnedProcess:
+    """A started child: the supervisor owns its pid through `pidfd` and the three pipe ends."""
+
+    pid: int
+    pidfd: int
+    start_time: float
+    stdin_fd: int
+    stdout_fd: int
+    stderr_fd: int
+
+    def close_fds(self) -> None:
+        for fd in (self.stdin_fd, self.stdout_fd, self.stderr_fd, self.pidfd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+class Spawner(Protocol):
+    def spawn(self, request: SpawnRequest) -> SpawnedProcess: ...
+
+
+def default_argv() -> list[str]:
+    """`python -I -m subagent`: isolated mode ignores PYTHON* variables and the working directory."""
+    return [sys.executable, "-I", "-m", "subagent"]
+
+
+def child_environment(request: SpawnRequest, base: Mapping[str, str]) -> dict[str, str]:
+    """The child's environment: a short allow-list, the marker, and the supervisor's identity."""
+    env = {k: base[k] for k in PASSED_ENV if k in base}
+    env.update(request.extra_env)
+    env.update(
+        {
+            # Without it threaded Python cannot start threads under an address-space limit.
+            "MALLOC_ARENA_MAX": "2",
+            "PYTHONUNBUFFERED": "1",
+            "AGENTD_SUPERVISOR_PID": str(os.getpid()),
+            MARKER_ENV: request.marker,
+        }
+    )
+    if request.cgroup:
+        env["AGENTD_CGROUP"] = request.cgroup
+    return {k: v for k, v in env.items() if not k.startswith(SCRUBBED_PREFIXES)}
+
+
+def apply_rlimits(pid: int, limits: RLimits) -> None:
+    """Lower the child's limits with prlimit(2); a limit above our own hard limit is clamped."""
+    for res, value in (
+        (resource.RLIMIT_AS, limits.address_space),
+        (resource.RLIMIT_CPU, limits.cpu_seconds),
+        (resource.RLIMIT_NOFILE, limits.nofile),
+        (resource.RLIMIT_CORE, limits.core),
+    ):
+        if value is None:
+            continue
+        _, hard = resource.getrlimit(res)
+        capped = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        # CPU: a soft limit sends SIGXCPU first; the hard limit a little later is SIGKILL.
+        new_hard = capped + 5 if res == resource.RLIMIT_CPU and hard == resource.RLIM_INFINITY else capped
+        resource.prlimit(pid, res, (capped, new_hard))
+
+
+def process_start_time(pid: int) -> float:
+    """The kernel's start time of `pid` (epoch seconds): with the pid, it names one process."""
+    return float(psutil.Process(pid).create_time())
+
+
+class ExecSpawner:
+    """Spawns a fresh interpreter per child."""
+
+    def __init__(self, argv: Sequence[str] | None = None, base_env: Mapping[str, str] | None = None) -> None:
+        self._argv = list(argv) if argv else default_argv()
+        self._base_env = dict(base_env if base_env is not None else os.environ)
+
+    def spawn(self, request: SpawnRequest) -> SpawnedProcess:
+        argv = list(request.argv) if request.argv else self._argv
+        pipes: list[int] = []
+        try:
+            in_r, in_w = os.pipe2(os.O_CLOEXEC)
+            out_r, out_w = os.pipe2(os.O_CLOEXEC)
+            err_r, err_w = os.pipe2(os.O_CLOEXEC)
+            pipes = [in_r, in_w, out_r, out_w, err_r, err_w]
+            pid = os.posix_spawn(
+                argv[0],
+                argv,
+                child_environment(request, self._base_env),
+                file_actions=[
+                    (os.POSIX_SPAWN_DUP2, in_r, 0),
+                    (os.POSIX_SPAWN_DUP2, out_w, 1),
+                    (os.POSIX_SPAWN_DUP2, err_w, 2),
+                ],
+                setsid=True,
+                setsigdef=RESET_SIGNALS,
+                setsigmask=(),
+            )
+        except OSError as exc:
+            for fd in pipes:
+                os.close(fd)
+            raise SpawnError(f"could not start {argv[0]}: {exc.strerror}") from exc
+        for fd in (in_r, out_w, err_w):
+            os.close(fd)
+        try:
+            pidfd = os.pidfd_open(pid)
+            apply_rlimits(pid, request.rlimits)
+            start_time = process_start_time(pid)
+        except (OSError, psutil.Error) as exc:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+            for fd in (in_w, out_r, err_r):
+                os.close(fd)
+            raise SpawnError(f"could not take ownership of child {pid}: {exc}") from exc
+        for fd in (in_w, out_r, err_r):
+            os.set_blocking(fd, False)
+        return SpawnedProcess(
+            pid=pid, pidfd=pidfd, start_time=start_time, stdin_fd=in_w, stdout_fd=out_r, stderr_fd=err_r
+        )
