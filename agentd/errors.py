@@ -1,17 +1,21 @@
 """The supervisor's error tree.
 
-    AgentdError
-     ├── SpawnError            a subagent process could not be started
-     ├── JournalError          the durable journal (agentd/journal.py)
-     │    ├── JournalUnavailable   retryable: the write was not committed (disk full, I/O error,
-     │    │                        read-only or locked database, writer stalled, journal closed)
-     │    ├── JournalLocked        another agentd holds the state dir's lock
-     │    ├── TaskNotFound         no task has that id
-     │    └── InvalidTransition    the task's state does not allow the requested transition
-     └── (other components add their subclasses below, each documented where it is raised)
+AgentdError
+ ├── SpawnError            a subagent process could not be started
+ ├── JournalError          the durable journal (agentd/journal.py)
+ │    ├── JournalUnavailable   retryable: the write was not committed (disk full, I/O error,
+ │    │                        read-only or locked database, writer stalled, journal closed)
+ │    ├── JournalLocked        another agentd holds the state dir's lock
+ │    ├── TaskNotFound         no task has that id
+ │    └── InvalidTransition    the task's state does not allow the requested transition
+ ├── ConfigError           the configuration is invalid: a list of problems, each naming its key
+ ├── NotConfigured         a request names an endpoint or MCP server the configuration lacks
+ └── (other components add their subclasses below, each documented where it is raised)
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 
 class AgentdError(Exception):
@@ -50,3 +54,36 @@ class InvalidTransition(JournalError):
         self.task_id = task_id
         self.state = state
         self.wanted = wanted
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigProblem:
+    """One thing wrong with a configuration. `key` is the dotted path (`mcp.fs.command`), or ""
+    for the file as a whole; `message` says what is wrong in plain words and never holds a secret."""
+
+    key: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.message}" if self.key else self.message
+
+
+class ConfigError(AgentdError):
+    """The configuration cannot be used. `source` is the file (or "embedded defaults")."""
+
+    def __init__(self, source: str, problems: list[ConfigProblem]) -> None:
+        self.source = source
+        self.problems = problems
+        lines = "".join(f"\n  {p}" for p in problems)
+        super().__init__(f"invalid configuration ({source}):{lines}")
+
+
+class NotConfigured(AgentdError, LookupError):
+    """A task or a trigger names an endpoint or MCP server that the configuration does not define."""
+
+    def __init__(self, key: str, what: str, name: str, available: list[str]) -> None:
+        listed = ", ".join(available) if available else "none"
+        super().__init__(f"{key}: no {what} named {name!r} is configured (available: {listed})")
+        self.key = key
+        self.name = name
+        self.available = available
