@@ -7,7 +7,6 @@ the API requires strict user/assistant alternation. `stop_reason == "refusal"` i
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 import httpx2
@@ -17,7 +16,7 @@ from protocol.spawn import EndpointSpec
 from subagent.intel.encode_once import EncodeOnceCache, join_array, json_bytes, with_fields
 from subagent.intel.endpoint import Prepared, Sent
 from subagent.intel.openai import new_call_id
-from subagent.intel.replies import arguments_object, object_arguments, with_estimated_usage
+from subagent.intel.replies import arguments_object, object_arguments, strict_json, with_estimated_usage
 from subagent.intel.transport import MAX_BODY_BYTES, post_json
 from subagent.messages import (
     Message,
@@ -193,7 +192,7 @@ class AnthropicMessages:
                 ModelReply(malformed=f"the reply body exceeds {MAX_BODY_BYTES} bytes"), received.status
             )
         try:
-            data: JsonValue = json.loads(received.body)
+            data = strict_json(received.body)
         except (ValueError, RecursionError):
             return Sent(ModelReply(malformed="the reply body is not JSON"), received.status)
         reply = parse_message(data)

@@ -7,7 +7,6 @@ no usage, tokens are estimated as request bytes / 4 in and reply characters / 4 
 
 from __future__ import annotations
 
-import json
 import secrets
 
 import httpx2
@@ -19,8 +18,8 @@ from subagent.intel.encode_once import EncodeOnceCache, join_array, with_fields
 from subagent.intel.endpoint import Prepared, Sent
 from subagent.intel.openai_stream import ChatStream
 from subagent.intel.openai_wire import encode_message, encode_system, encode_tool, parse_completion
-from subagent.intel.replies import with_estimated_usage
-from subagent.intel.transport import MAX_BODY_BYTES, post_json, post_sse
+from subagent.intel.replies import strict_json, with_estimated_usage
+from subagent.intel.transport import MAX_BODY_BYTES, Received, post_json, post_sse
 from subagent.messages import Message, ModelReply, ModelRequest, ToolSpec
 
 
@@ -82,12 +81,15 @@ class OpenAIChat:
         received = await post_json(
             self._client, self._url, self._headers, prepared.payload, timeout_s=self._spec.request_timeout_s
         )
+        return self._parse_body(received, prepared)
+
+    def _parse_body(self, received: Received, prepared: Prepared) -> Sent:
         if received.oversized:
             return Sent(
                 ModelReply(malformed=f"the reply body exceeds {MAX_BODY_BYTES} bytes"), received.status
             )
         try:
-            data: JsonValue = json.loads(received.body)
+            data = strict_json(received.body)
         except (ValueError, RecursionError):
             return Sent(ModelReply(malformed="the reply body is not JSON"), received.status)
         return Sent(self._finish(parse_completion(data, new_call_id), prepared), received.status)
@@ -103,6 +105,8 @@ class OpenAIChat:
             idle_timeout_s=self._spec.stream_idle_timeout_s,
             on_event=stream.on_event,
         )
+        if streamed.plain is not None:
+            return self._parse_body(streamed.plain, prepared)
         if streamed.problem is not None:
             return Sent(ModelReply(malformed=streamed.problem), streamed.status)
         if stream.server_error is not None:

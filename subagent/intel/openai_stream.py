@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pydantic import JsonValue
 
 from subagent.intel.openai_wire import parse_usage, refusal_of
-from subagent.intel.replies import decode_arguments
+from subagent.intel.replies import decode_arguments, strict_json
 from subagent.intel.sse import SseEvent
 from subagent.messages import ModelReply, TokenUsage
 
@@ -51,7 +51,7 @@ class ChatStream:
             self.done = True
             return True
         try:
-            chunk: JsonValue = json.loads(event.data)
+            chunk = strict_json(event.data)
         except (ValueError, RecursionError):
             self.problem = "a stream chunk is not JSON"
             return True

@@ -35,10 +35,12 @@ class Received:
 
 @dataclass(frozen=True, slots=True)
 class Streamed:
-    """How a 2xx event stream ended: `problem` describes a stream we stopped trusting."""
+    """How a 2xx event stream ended: `problem` describes a stream we stopped trusting;
+    `plain` is set when the server ignored `stream` and answered with a JSON body instead."""
 
     status: int
     problem: str | None = None
+    plain: Received | None = None
 
 
 def open_client() -> httpx2.AsyncClient:
@@ -54,14 +56,7 @@ async def post_json(
         try:
             async with client.stream("POST", url, content=body, headers=dict(headers)) as response:
                 await _raise_for_status(response)
-                chunks: list[bytes] = []
-                size = 0
-                async for chunk in response.aiter_bytes():
-                    size += len(chunk)
-                    if size > MAX_BODY_BYTES:
-                        return Received(response.status_code, b"", oversized=True)
-                    chunks.append(chunk)
-                return Received(response.status_code, b"".join(chunks))
+                return await _read_body(response)
         except httpx2.HTTPError as exc:
             raise translate_http_error(exc) from exc
         except httpx2.InvalidURL as exc:
@@ -89,6 +84,8 @@ async def post_sse(
         try:
             async with client.stream("POST", url, content=body, headers=dict(headers)) as response:
                 await _raise_for_status(response)
+                if response.headers.get("content-type", "").startswith("application/json"):
+                    return Streamed(response.status_code, plain=await _read_body(response))
                 parser = SseParser()
                 size = 0
                 async for chunk in response.aiter_bytes():
@@ -114,6 +111,17 @@ async def post_sse(
             f"stream stalled: no first event within first_token_timeout_s={first_token_timeout_s:g}"
         )
     raise IntelTransient(f"stream stalled: no event for stream_idle_timeout_s={idle_timeout_s:g}")
+
+
+async def _read_body(response: httpx2.Response) -> Received:
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            return Received(response.status_code, b"", oversized=True)
+        chunks.append(chunk)
+    return Received(response.status_code, b"".join(chunks))
 
 
 async def _raise_for_status(response: httpx2.Response) -> None:

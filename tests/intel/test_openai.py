@@ -6,6 +6,7 @@ import pytest
 from pydantic import JsonValue
 
 from protocol.spawn import LoopKnobs
+from subagent.errors import IntelUnavailable
 from subagent.intel import open_intelligence
 from subagent.intel import openai_wire as wire
 from subagent.intel.openai import OpenAIChat
@@ -22,7 +23,7 @@ from subagent.messages import (
     UserMessage,
 )
 from tests.intel.conftest import FAST_KNOBS, RecordingSink, openai_spec
-from tests.support.fake_llm import FakeLLM, Reply, chat, json_reply, tool_call
+from tests.support.fake_llm import FakeLLM, Hang, Reply, chat, json_reply, tool_call
 
 pytestmark = pytest.mark.anyio
 
@@ -252,3 +253,34 @@ async def test_knobs_default_retries_apply_when_none_are_given(fake_llm: FakeLLM
         reply = await intel.complete(ModelRequest(system="s", messages=(UserMessage("hi"),)))
     assert reply.text == "done"
     assert [r["outcome"] for r in sink.results()] == ["retry", "retry", "ok"]
+
+
+async def test_a_reply_that_never_comes_times_out_per_request_and_is_retried(fake_llm: FakeLLM) -> None:
+    fake_llm.default = Hang()
+    sink = RecordingSink()
+    async with open_intelligence(
+        [openai_spec(fake_llm, request_timeout_s=0.05)], FAST_KNOBS, sink=sink
+    ) as intel:
+        with pytest.raises(IntelUnavailable, match=r"no reply within request_timeout_s=0\.05"):
+            await intel.complete(ModelRequest(system="s", messages=(UserMessage("hi"),)))
+    assert [r["outcome"] for r in sink.results()] == ["retry", "retry", "failover"]
+    await fake_llm.wait_aborted(3)
+
+
+async def test_a_body_over_the_cap_is_malformed_not_buffered(
+    fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("subagent.intel.transport.MAX_BODY_BYTES", 1000)
+    fake_llm.enqueue(chat("x" * 5000))
+    reply = await complete_once(fake_llm, ModelRequest(system="s", messages=(UserMessage("hi"),)))
+    assert reply.malformed is not None and "exceeds" in reply.malformed
+
+
+async def test_nan_in_tool_arguments_is_an_arguments_error_not_a_poisoned_transcript(
+    fake_llm: FakeLLM,
+) -> None:
+    fake_llm.enqueue(chat(tool_calls=[tool_call("demo__add", '{"a": NaN}')]))
+    reply = await complete_once(fake_llm, ModelRequest(system="s", messages=(UserMessage("hi"),)))
+    [call] = reply.tool_calls
+    assert call.arguments is None
+    assert call.raw_arguments == '{"a": NaN}'

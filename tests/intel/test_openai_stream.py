@@ -10,7 +10,7 @@ from subagent.errors import IntelUnavailable
 from subagent.intel import open_intelligence
 from subagent.messages import ModelReply, ModelRequest, TokenUsage, ToolCall, UserMessage
 from tests.intel.conftest import FAST_KNOBS, RecordingSink, openai_spec
-from tests.support.fake_llm import FakeLLM, Hang, Stream, chat_chunks, sse
+from tests.support.fake_llm import FakeLLM, Hang, Stream, chat, chat_chunks, sse
 
 pytestmark = pytest.mark.anyio
 
@@ -120,3 +120,9 @@ async def test_cancelling_while_waiting_for_the_first_byte_closes_the_connection
                 await fake_llm.wait_requests(1)
                 tg.cancel_scope.cancel()
             await fake_llm.wait_aborted(1)
+
+
+async def test_a_server_that_ignores_stream_and_answers_json_is_still_understood(fake_llm: FakeLLM) -> None:
+    fake_llm.enqueue(chat("plain answer"))
+    reply = await stream_once(fake_llm)
+    assert reply.text == "plain answer"
