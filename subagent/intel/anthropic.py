@@ -17,7 +17,7 @@ from subagent.intel.encode_once import EncodeOnceCache, join_array, json_bytes, 
 from subagent.intel.endpoint import Prepared, Sent
 from subagent.intel.openai import new_call_id
 from subagent.intel.replies import arguments_object, object_arguments, strict_json, with_estimated_usage
-from subagent.intel.transport import MAX_BODY_BYTES, post_json
+from subagent.intel.transport import MAX_BODY_BYTES, checked_headers, post_json
 from subagent.messages import (
     Message,
     ModelReply,
@@ -163,6 +163,7 @@ class AnthropicMessages:
         self._headers = {"content-type": "application/json", "anthropic-version": API_VERSION, **spec.headers}
         if spec.api_key is not None:
             self._headers["x-api-key"] = spec.api_key.get_secret_value()
+        self._headers = checked_headers(self._headers)
         self._messages: EncodeOnceCache[Message, tuple[str, bytes]] = EncodeOnceCache(encode_blocks)
         self._tools: EncodeOnceCache[ToolSpec, bytes] = EncodeOnceCache(encode_tool)
 

@@ -19,7 +19,7 @@ from subagent.intel.endpoint import Prepared, Sent
 from subagent.intel.openai_stream import ChatStream
 from subagent.intel.openai_wire import encode_message, encode_system, encode_tool, parse_completion
 from subagent.intel.replies import strict_json, with_estimated_usage
-from subagent.intel.transport import MAX_BODY_BYTES, Received, post_json, post_sse
+from subagent.intel.transport import MAX_BODY_BYTES, Received, checked_headers, post_json, post_sse
 from subagent.messages import Message, ModelReply, ModelRequest, ToolSpec
 
 
@@ -40,6 +40,7 @@ class OpenAIChat:
             self._headers["authorization"] = f"Bearer {spec.api_key.get_secret_value()}"
         if spec.stream:
             self._headers["accept"] = "text/event-stream"
+        self._headers = checked_headers(self._headers)
         self._messages: EncodeOnceCache[Message, bytes] = EncodeOnceCache(encode_message)
         self._tools: EncodeOnceCache[ToolSpec, bytes] = EncodeOnceCache(encode_tool)
         self._system: tuple[str, bytes] | None = None

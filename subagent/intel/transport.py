@@ -8,6 +8,7 @@ error or cancellation — closes the response, which aborts an unfinished reques
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from subagent.intel.sse import SseError, SseEvent, SseParser
 
 MAX_BODY_BYTES = 32 * 1024 * 1024
 MAX_ERROR_BODY_BYTES = 64 * 1024
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +43,19 @@ class Streamed:
     status: int
     problem: str | None = None
     plain: Received | None = None
+
+
+def checked_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """`headers`, if every name and value can go on the wire; else a config `IntelFatal`
+    naming the header (never its value, which may be a key)."""
+    for name, value in headers.items():
+        if not _HEADER_NAME.fullmatch(name):
+            raise EndpointFatal(f"header name {name[:64]!r} is not a valid HTTP token", kind="config")
+        if not value.isascii() or any(c in value for c in "\r\n\0"):
+            raise EndpointFatal(
+                f"the value of header {name!r} is not printable ASCII on one line", kind="config"
+            )
+    return dict(headers)
 
 
 def open_client() -> httpx2.AsyncClient:
@@ -144,6 +159,8 @@ def translate_http_error(exc: httpx2.HTTPError) -> IntelError:
     kind = type(exc).__name__
     if isinstance(exc, httpx2.UnsupportedProtocol):
         return EndpointFatal(f"the endpoint URL is unusable ({kind})", kind="config")
+    if isinstance(exc, httpx2.LocalProtocolError):
+        return EndpointFatal(f"the request could not be sent as HTTP ({kind})", kind="config")
     if isinstance(exc, httpx2.ConnectError | httpx2.ConnectTimeout):
         return IntelTransient(f"could not connect ({kind})")
     if isinstance(exc, httpx2.RemoteProtocolError):

@@ -249,3 +249,22 @@ async def test_captured_content_is_described_when_the_task_opted_in(fake_llm: Fa
     assert sink.calls()[0]["last_message"] == "the question"
     assert sink.results()[0]["reply"] == "the answer"
     assert sink.results()[0]["reply_len"] == len("the answer")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "problem"),
+    [
+        pytest.param({"api_key": "sk-clé"}, "'authorization'", id="non-ascii-key"),
+        pytest.param({"headers": {"x-team": "a\r\nevil: 1"}}, "'x-team'", id="header-injection"),
+        pytest.param({"headers": {"bad name": "v"}}, "'bad name'", id="invalid-header-name"),
+    ],
+)
+async def test_headers_that_cannot_go_on_the_wire_are_a_config_error_at_open(
+    fake_llm: FakeLLM, overrides: dict[str, object], problem: str
+) -> None:
+    with pytest.raises(IntelFatal, match=problem) as caught:
+        async with open_intelligence([openai_spec(fake_llm, **overrides)], FAST_KNOBS, sink=RecordingSink()):
+            pass
+    assert caught.value.kind == "config"
+    assert "clé" not in str(caught.value)
+    assert "evil" not in str(caught.value)

@@ -14,7 +14,7 @@ import json
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import partial
@@ -336,10 +336,3 @@ class FakeLLM:
 def _head(status: int, headers: Mapping[str, str]) -> bytes:
     lines = [f"HTTP/1.1 {status} Fake", *(f"{k}: {v}" for k, v in headers.items()), "", ""]
     return "\r\n".join(lines).encode("latin-1")
-
-
-@contextlib.contextmanager
-def running_fake_llm(default: Behaviour | None = None) -> Iterator[FakeLLM]:
-    """A started `FakeLLM`, stopped (threads and sockets closed) when the block exits."""
-    with FakeLLM(default) as fake:
-        yield fake
