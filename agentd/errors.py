@@ -7,6 +7,7 @@ AgentdError
  │    │                        read-only or locked database, writer stalled, journal closed)
  │    ├── JournalLocked        another agentd holds the state dir's lock
  │    ├── TaskNotFound         no task has that id
+ │    ├── NodeNotFound         no node of that task has that handle
  │    └── InvalidTransition    the task's state does not allow the requested transition
  ├── ConfigError           the configuration is invalid: a list of problems, each naming its key
  ├── NotConfigured         a request names an endpoint or MCP server the configuration lacks
@@ -44,6 +45,15 @@ class TaskNotFound(JournalError):
     def __init__(self, task_id: str) -> None:
         super().__init__(f"no task {task_id!r}")
         self.task_id = task_id
+
+
+class NodeNotFound(JournalError):
+    """No node with that handle exists in the task's tree."""
+
+    def __init__(self, task_id: str, handle: str) -> None:
+        super().__init__(f"task {task_id!r} has no node {handle!r}")
+        self.task_id = task_id
+        self.handle = handle
 
 
 class InvalidTransition(JournalError):
