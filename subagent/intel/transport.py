@@ -51,7 +51,7 @@ def checked_headers(headers: Mapping[str, str]) -> dict[str, str]:
     for name, value in headers.items():
         if not _HEADER_NAME.fullmatch(name):
             raise EndpointFatal(f"header name {name[:64]!r} is not a valid HTTP token", kind="config")
-        if not value.isascii() or any(c in value for c in "\r\n\0"):
+        if not all(c == "\t" or " " <= c <= "~" for c in value):
             raise EndpointFatal(
                 f"the value of header {name!r} is not printable ASCII on one line", kind="config"
             )
