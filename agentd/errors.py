@@ -11,6 +11,11 @@ AgentdError
  │    └── InvalidTransition    the task's state does not allow the requested transition
  ├── ConfigError           the configuration is invalid: a list of problems, each naming its key
  ├── NotConfigured         a request names an endpoint or MCP server the configuration lacks
+ ├── ApiError              a daemon API request refused (JSON-RPC error code + retryable);
+ │                         raised by a Backend, answered by agentd/api_server.py
+ ├── ListenerError         the API socket cannot be bound or adopted (agentd/api_listener.py)
+ │    └── DaemonRunning        a live daemon already answers on the socket path
+ ├── ApiClientError        an API call failed, as the client sees it (agentd/api_client.py)
  └── (other components add their subclasses below, each documented where it is raised)
 """
 
@@ -97,3 +102,34 @@ class NotConfigured(AgentdError, LookupError):
         self.key = key
         self.name = name
         self.available = available
+
+
+class ApiError(AgentdError):
+    """A daemon API request the daemon refuses. `code` is one of `protocol.api`'s codes (or a
+    JSON-RPC one); the client sees `{code, message, data: {"retryable": retryable}}`."""
+
+    def __init__(self, code: int, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.retryable = retryable
+
+
+class ListenerError(AgentdError):
+    """The API socket cannot be bound or adopted (bad path, not a socket, wrong kind of fd)."""
+
+
+class DaemonRunning(ListenerError):
+    """A live daemon already owns the socket path; it is never displaced."""
+
+
+class ApiClientError(AgentdError):
+    """An API call failed. `code` is the daemon's error code, or one of `agentd.api_client`'s
+    local codes (unreachable, timed out, bad response, connection lost); `retryable` says
+    whether the same call may succeed later."""
+
+    def __init__(self, code: int, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.retryable = retryable
