@@ -1,0 +1,75 @@
+"""The stdio transport at the process boundary: bounded lines, the environment, and PDEATHSIG."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import tracemalloc
+
+import anyio
+import psutil
+import pytest
+from mcp.shared.message import SessionMessage
+from pydantic import SecretStr
+
+from protocol.spawn import REVEAL_SECRETS, McpServerSpec
+from subagent.tools.stdio import MAX_LINE_BYTES, OversizedLine, open_stdio_transport, server_environment
+from tests.tools.servers import FIXTURES, make_payload, stdio_server, wait_until
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.mark.processes
+async def test_an_over_long_stdout_line_is_dropped_unbuffered_and_the_next_line_still_arrives() -> None:
+    size = 2 * MAX_LINE_BYTES + 1
+    command = [sys.executable, str(FIXTURES / "stdio_oversize.py"), str(size)]
+    spec = McpServerSpec(name="flood", transport="stdio", command=command)
+    tracemalloc.start()
+    try:
+        async with open_stdio_transport(spec) as (read, _write):
+            with anyio.fail_after(30):
+                first = await read.receive()
+                second = await read.receive()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert isinstance(first, OversizedLine)
+    assert str(size) in str(first)
+    assert isinstance(second, SessionMessage)
+    assert second.message.method == "notifications/tools/list_changed"  # type: ignore[union-attr]
+    # The line was twice the cap; holding it whole would have cost at least that much.
+    assert peak < size * 3 // 4
+
+
+def test_a_server_inherits_only_safe_variables_plus_its_own_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/usr/bin")
+    monkeypatch.setenv("AGENTD_API_KEY", "do-not-leak")
+    monkeypatch.setenv("SHELL", "() { :; }; echo pwned")
+    spec = McpServerSpec(name="s", transport="stdio", command=["x"], env={"TOKEN": SecretStr("t0ken")})
+    env = server_environment(spec)
+    assert env["PATH"] == "/usr/bin"
+    assert env["TOKEN"] == "t0ken"
+    assert "AGENTD_API_KEY" not in env
+    assert "SHELL" not in env
+
+
+@pytest.mark.processes
+async def test_a_server_ignoring_eof_and_sigterm_dies_with_a_sigkilled_subagent() -> None:
+    payload = make_payload(stdio_server("stubborn", "mcp_basic.py", "--ignore-eof", "--ignore-sigterm"))
+    argv = [sys.executable, str(FIXTURES / "hold_tools.py"), payload.model_dump_json(context=REVEAL_SECRETS)]
+    async with await anyio.open_process(argv) as helper:
+        assert helper.stdout is not None
+        with anyio.fail_after(30):
+            assert (await helper.stdout.receive()).startswith(b"ready")
+        (server,) = psutil.Process(helper.pid).children()
+        helper.send_signal(signal.SIGKILL)
+        await helper.wait()
+
+    def gone() -> bool:
+        try:
+            return bool(server.status() == psutil.STATUS_ZOMBIE)
+        except psutil.NoSuchProcess:
+            return True
+
+    # No shutdown ladder ran (the subagent was SIGKILLed); only PDEATHSIG can have ended it.
+    await wait_until(gone, timeout_s=10)
