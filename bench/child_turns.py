@@ -1,0 +1,107 @@
+"""Subagent costs: time to `ev/ready`, time to the first model request, child CPU per turn.
+
+Runs the real `python -m subagent` against the fake OpenAI-compatible server on loopback, each
+turn calling a local self-tool (`note_read`) or a real stdio MCP tool (the fixture's `counter`). Every reply is an SSE stream whose first
+event is delayed 20 ms, so the child is idle — waiting on the model — when its CPU time is
+sampled at each request. Prints a table of medians over `--runs` runs and writes JSON.
+
+    python bench/child_turns.py [--turns 50] [--runs 3] [--out bench/results/child.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from protocol import control  # noqa: E402
+from protocol.spawn import EndpointSpec, McpServerSpec, SpawnPayload  # noqa: E402
+from tests.support.child import spawn_child  # noqa: E402
+from tests.support.fake_llm import FakeLLM, chat_chunks, sse  # noqa: E402
+
+SERVER = str(REPO / "tests" / "fixtures" / "mcp_basic.py")
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU time of every thread of `pid`, in seconds, at nanosecond resolution (schedstat)."""
+    total_ns = 0
+    for tid in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total_ns += int((tid / "schedstat").read_text().split()[0])
+        except (OSError, IndexError, ValueError):
+            continue
+    return total_ns / 1e9
+
+
+async def one_run(turns: int, with_mcp: bool) -> dict[str, Any]:
+    with FakeLLM() as fake:
+        for i in range(turns - 1):
+            tool = "demo__counter" if with_mcp else "note_read"
+            calls = [(f"c{i}", tool, "{}")]
+            fake.enqueue(sse(chat_chunks(f"turn {i}", tool_calls=calls, usage=(1000, 20)), delay_s=0.02))
+        fake.enqueue(sse(chat_chunks("all done", usage=(1000, 5)), delay_s=0.02))
+        payload = SpawnPayload(
+            task_id="t_bench", run_id="r_bench", instruction="count until told to stop",
+            intelligence=[EndpointSpec(kind="openai", base_url=fake.base_url, model="fake", stream=True)],
+            mcp_servers=[McpServerSpec(name="demo", transport="stdio", command=[sys.executable, SERVER])]
+            if with_mcp else [],
+            limits={"max_steps": turns + 5, "max_tokens": 10_000_000},  # type: ignore[arg-type]
+            loop={"repeat_cap": 1000, "idle_limit": 1000},  # type: ignore[arg-type]
+        )
+        started = time.monotonic()
+        async with spawn_child(payload) as child:
+            await child.wait_for(lambda f: isinstance(f, control.Ready), timeout_s=30)
+            ready_s = time.monotonic() - started
+            cpu: list[float] = []
+            first_request_s = 0.0
+            for n in range(1, turns + 1):
+                await fake.wait_requests(n, timeout_s=60)
+                if n == 1:
+                    first_request_s = fake.requests[0].at - started
+                cpu.append(_cpu_s(child.pid))
+            result = await child.result(timeout_s=60)
+            assert result.status.value == "completed", result
+            await child.wait_exit(timeout_s=30)
+    per_turn = [(b - a) * 1000 for a, b in zip(cpu, cpu[1:], strict=False)]
+    early, late = per_turn[: len(per_turn) // 5], per_turn[-(len(per_turn) // 5):]
+    return {
+        "ready_ms": ready_s * 1000,
+        "first_request_ms": first_request_s * 1000,
+        "cpu_per_turn_ms": statistics.median(per_turn),
+        "cpu_per_turn_early_ms": statistics.median(early),
+        "cpu_per_turn_late_ms": statistics.median(late),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=50)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--out", default=str(REPO / "bench" / "results" / "child.json"))
+    args = parser.parse_args()
+    rows: dict[str, dict[str, float]] = {}
+    for label, with_mcp in (("local tool", False), ("MCP stdio tool", True)):
+        runs = [anyio.run(one_run, args.turns, with_mcp) for _ in range(args.runs)]
+        rows[label] = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+    print(f"subagent, {args.turns}-turn task, median of {args.runs} runs (ms)")
+    print(f"{'':16} {'ev/ready':>9} {'1st request':>12} {'CPU/turn':>9} {'early':>7} {'late':>7}")
+    for label, r in rows.items():
+        print(f"{label:16} {r['ready_ms']:9.0f} {r['first_request_ms']:12.0f} {r['cpu_per_turn_ms']:9.2f}"
+              f" {r['cpu_per_turn_early_ms']:7.2f} {r['cpu_per_turn_late_ms']:7.2f}")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"turns": args.turns, "runs": args.runs, "results": rows}, indent=2))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
