@@ -172,7 +172,10 @@ class ServerLink:
         """Retire the current connection (if any) and open a new one; `None` or why it failed."""
         attempt = _Attempt(reason, anyio.Event())
         self._retire.set()
-        await self._attempts.send(attempt)
+        try:
+            await self._attempts.send(attempt)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            return "the tool layer is shutting down"
         with anyio.move_on_after(self.spec.connect_timeout_s + TEARDOWN_BOUND_S):
             await attempt.done.wait()
         return (
@@ -201,12 +204,12 @@ class ServerLink:
             async with AsyncExitStack() as stack:
                 opened = await self._open(stack)
                 if isinstance(opened, str):
-                    self._emit_connect("failed", started, err=opened)
+                    self._emit_connect("failed", started, listing=Listing(), err=opened)
                     attempt.finish(opened)
                     return
                 self._session, self.listing = opened
                 self.generation += 1
-                self._emit_connect(attempt.reason, started)
+                self._emit_connect(attempt.reason, started, listing=self.listing)
                 attempt.finish(None)
                 try:
                     await self._retire.wait()
@@ -246,13 +249,15 @@ class ServerLink:
             return f"invalid handshake: {brief(exc)}"
         return session, Listing(tools, resources, has_resources)
 
-    def _emit_connect(self, outcome: str, started: float, *, err: str | None = None) -> None:
+    def _emit_connect(
+        self, outcome: str, started: float, *, listing: Listing, err: str | None = None
+    ) -> None:
         fields: dict[str, JsonValue] = {
             "server": self.name,
             "transport": self.spec.transport,
             "outcome": outcome,
-            "tools": len(self.listing.tools),
-            "resources": len(self.listing.resources),
+            "tools": len(listing.tools),
+            "resources": len(listing.resources),
             "dur_ms": round((anyio.current_time() - started) * 1000),
             "err": err,
         }
@@ -299,7 +304,7 @@ class ServerLink:
         if session is not self._session:
             return  # the connection was replaced meanwhile; its own listing is newer
         self.listing = listing
-        self._emit_connect("refreshed", started)
+        self._emit_connect("refreshed", started, listing=listing)
         self._on_change()
 
     async def call_tool(

@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 import re
 import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import cast
+from typing import Literal, cast
 
 import anyio
 import mcp_types
@@ -43,6 +45,22 @@ from subagent.tools.selftools import (
 
 _TRACEPARENT = re.compile(r"^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
 
+# The `err` of a `tool.result` event: what went wrong, as a kind (an observation's text may
+# quote the server, and results stay out of the logs unless content capture is on).
+ErrorKind = Literal[
+    "scope",
+    "arguments",
+    "tool_error",
+    "timeout",
+    "protocol",
+    "invalid",
+    "transport",
+    "server_restarted",
+    "server_withdrawn",
+    "mcp_fatal",
+    "cancelled",
+]
+
 
 def call_meta(payload: SpawnPayload) -> mcp_types.RequestParamsMeta:
     """The `_meta` every `tools/call` carries, so backing services can correlate and dedupe re-runs."""
@@ -69,11 +87,14 @@ class _Route:
     tool: str
 
 
+Restart = Callable[[ServerLink, int], Awaitable[str | None]]
+
+
 class _LinkSource:
     """A server as `resource_read` sees it; a read is idempotent, so it is retried after a restart."""
 
-    def __init__(self, router: ToolRouter, link: ServerLink, timeout_s: float) -> None:
-        self._router, self._link = router, link
+    def __init__(self, link: ServerLink, timeout_s: float, restart: Restart) -> None:
+        self._link, self._restart = link, restart
         self._timeout_s = min(timeout_s, link.spec.call_timeout_s)
         self.name = link.name
 
@@ -84,7 +105,7 @@ class _LinkSource:
         generation = self._link.generation
         result = await self._link.read_resource(uri, timeout_s=self._timeout_s)
         if isinstance(result, Failure) and result.kind == "lost":
-            error = await self._router.restart(self._link, generation)
+            error = await self._restart(self._link, generation)
             if error is not None:
                 return Failure("lost", f"the server died and could not be restarted ({error})")
             result = await self._link.read_resource(uri, timeout_s=self._timeout_s)
@@ -103,8 +124,8 @@ class ToolRouter:
         self._supervisor = supervisor
         self._meta = call_meta(payload)
         self._notes = Notes(notes_path(payload))
-        self.links = tuple(
-            ServerLink(spec, payload.loop, sink=sink, on_change=self.rebuild) for spec in payload.mcp_servers
+        self._links = tuple(
+            ServerLink(spec, payload.loop, sink=sink, on_change=self._rebuild) for spec in payload.mcp_servers
         )
         self._routes: dict[str, _Route] = {}
         self._specs: tuple[ToolSpec, ...] = ()
@@ -125,9 +146,9 @@ class ToolRouter:
         return self._version
 
     def _offered(self) -> list[ServerLink]:
-        return [link for link in self.links if link.generation > 0 and not link.withdrawn]
+        return [link for link in self._links if link.generation > 0 and not link.withdrawn]
 
-    def rebuild(self) -> None:
+    def _rebuild(self) -> None:
         """Recompute the offered tools and the catalogue from the latest listings."""
         offered = self._offered()
         tools: dict[ToolRef, mcp_types.Tool] = {}
@@ -155,7 +176,7 @@ class ToolRouter:
             self._version += 1
         self._specs, self._routes, self._catalogue = tuple(specs), routes, catalogue
 
-    async def connect_all(self) -> None:
+    async def _connect_all(self) -> None:
         """Connect every granted server concurrently; raise `McpFatal` if a required one failed."""
         errors: dict[str, str] = {}
 
@@ -165,14 +186,14 @@ class ToolRouter:
                 errors[link.name] = error
 
         async with anyio.create_task_group() as tg:
-            for link in self.links:
+            for link in self._links:
                 tg.start_soon(connect, link)
-        self.rebuild()
-        for link in self.links:
+        self._rebuild()
+        for link in self._links:
             if link.spec.required and link.name in errors:
                 raise McpFatal(f"required MCP server `{link.name}` could not connect: {errors[link.name]}")
 
-    async def restart(self, link: ServerLink, seen_generation: int) -> str | None:
+    async def _restart(self, link: ServerLink, seen_generation: int) -> str | None:
         """Reconnect a server a request saw die: `None` when it is back, else why not.
 
         Raises:
@@ -183,7 +204,7 @@ class ToolRouter:
             if link.spec.required:
                 raise McpFatal(f"required MCP server `{link.name}` died and could not be restarted: {error}")
             link.withdrawn = True
-        self.rebuild()
+        self._rebuild()
         return error
 
     async def call(self, call: ToolCall, *, timeout_s: float) -> ToolOutcome:
@@ -199,72 +220,70 @@ class ToolRouter:
         fields: dict[str, JsonValue] = {"tool": call.name, "server": server, "call_id": call.id}
         self._sink("tool.call", {**fields, **describe(arguments, capture=capture, prefix="args")})
         started = anyio.current_time()
-        err: str | None = "cancelled"
+        # `err` is a kind, never text: an error observation can carry server content.
+        err: ErrorKind | None = "cancelled"
         outcome: ToolOutcome | None = None
         try:
-            outcome = await self._dispatch(route, call, timeout_s)
-            err = outcome.text.splitlines()[0][:200] if outcome.is_error else None
+            outcome, err = await self._dispatch(route, call, timeout_s)
             return outcome
-        except McpFatal as exc:
-            err = str(exc)
+        except McpFatal:
+            err = "mcp_fatal"
             raise
         finally:
             result = describe(outcome.text if outcome else "", capture=capture, prefix="result")
             dur_ms = round((anyio.current_time() - started) * 1000)
             is_error = outcome.is_error if outcome else True
-            self._sink(
-                "tool.result", {**fields, **result, "is_error": is_error, "dur_ms": dur_ms, "err": err}
-            )
+            ending: dict[str, JsonValue] = {"is_error": is_error, "dur_ms": dur_ms, "err": err}
+            self._sink("tool.result", {**fields, **result, **ending})
 
-    async def _dispatch(self, route: _Route | None, call: ToolCall, timeout_s: float) -> ToolOutcome:
+    async def _dispatch(
+        self, route: _Route | None, call: ToolCall, timeout_s: float
+    ) -> tuple[ToolOutcome, ErrorKind | None]:
         if route is None:
-            return ToolOutcome(f"tool `{call.name}` is not in this agent's granted scope", is_error=True)
+            text = f"tool `{call.name}` is not in this agent's granted scope"
+            return ToolOutcome(text, is_error=True), "scope"
         if call.arguments is None:
             problem = call.arguments_error or "not a JSON object"
-            return ToolOutcome(
-                f"tool `{call.name}` was not run: its arguments are invalid ({problem}); "
-                "send one JSON object",
-                is_error=True,
-            )
+            text = f"tool `{call.name}` was not run: invalid arguments ({problem}); send a JSON object"
+            return ToolOutcome(text, is_error=True), "arguments"
         if route.server is None:
-            return await self._self_tool(route.tool, call.arguments, timeout_s)
-        link = next(link for link in self.links if link.name == route.server)
+            outcome = await self._self_tool(route.tool, call.arguments, timeout_s)
+            return outcome, "tool_error" if outcome.is_error else None
+        link = next(link for link in self._links if link.name == route.server)
         return await self._mcp_call(link, route.tool, call.name, call.arguments, timeout_s)
 
     async def _mcp_call(
         self, link: ServerLink, tool: str, wire_name: str, arguments: JsonObject, timeout_s: float
-    ) -> ToolOutcome:
+    ) -> tuple[ToolOutcome, ErrorKind | None]:
         timeout_s = min(timeout_s, link.spec.call_timeout_s)
         if timeout_s <= 0:
-            return ToolOutcome(
-                f"tool `{wire_name}` was not run: no time is left before the deadline", is_error=True
-            )
+            text = f"tool `{wire_name}` was not run: no time is left before the deadline"
+            return ToolOutcome(text, is_error=True), "timeout"
         generation = link.generation
         result = await link.call_tool(tool, arguments, timeout_s=timeout_s, meta=self._meta)
         if not isinstance(result, Failure):
-            return ToolOutcome(render_tool_result(result), is_error=bool(result.is_error))
+            outcome = ToolOutcome(render_tool_result(result), is_error=bool(result.is_error))
+            return outcome, "tool_error" if outcome.is_error else None
         if result.kind != "lost":
-            return ToolOutcome(failure_text(wire_name, result, timeout_s), is_error=True)
-        error = await self.restart(link, generation)
+            return ToolOutcome(failure_text(wire_name, result, timeout_s), is_error=True), result.kind
+        error = await self._restart(link, generation)
+        crashed = f"tool `{wire_name}` failed: MCP server `{link.name}` crashed during the call and"
         if error is None:
-            return ToolOutcome(
-                f"tool `{wire_name}` failed: MCP server `{link.name}` crashed during the call and was "
-                "restarted. The call was not retried (it may have had effects); "
-                "call it again if that is safe.",
-                is_error=True,
+            text = (
+                f"{crashed} was restarted. The call was not retried (it may have had effects); "
+                "call it again if that is safe."
             )
-        return ToolOutcome(
-            f"tool `{wire_name}` failed: MCP server `{link.name}` crashed during the call and could not be "
-            f"restarted ({error}); its tools are no longer available.",
-            is_error=True,
-        )
+            return ToolOutcome(text, is_error=True), "server_restarted"
+        text = f"{crashed} could not be restarted ({error}); its tools are no longer available."
+        return ToolOutcome(text, is_error=True), "server_withdrawn"
 
     async def _self_tool(self, tool: str, arguments: JsonObject, timeout_s: float) -> ToolOutcome:
         try:
             if tool == RESOURCE_READ:
                 args = ResourceReadArgs.model_validate(arguments)
                 links = [link for link in self._offered() if link.listing.has_resources]
-                return await read_resource(args, [_LinkSource(self, link, timeout_s) for link in links])
+                sources = [_LinkSource(link, timeout_s, self._restart) for link in links]
+                return await read_resource(args, sources)
             if tool == NOTE_WRITE:
                 return await self._notes.write(NoteWriteArgs.model_validate(arguments))
         except ValidationError as exc:
@@ -272,3 +291,43 @@ class ToolRouter:
         if tool == NOTE_READ:
             return await self._notes.read()
         return ToolOutcome(f"tool `{tool}` is not available yet", is_error=True)
+
+
+def _sole_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The one real exception inside task-group wrapping, or the group itself if there are several."""
+    leaves: list[BaseException] = []
+    pending: list[BaseException] = [group]
+    while pending:
+        exc = pending.pop()
+        if isinstance(exc, BaseExceptionGroup):
+            pending.extend(exc.exceptions)
+        else:
+            leaves.append(exc)
+    return leaves[0] if len(leaves) == 1 else group
+
+
+@asynccontextmanager
+async def open_tools(
+    payload: SpawnPayload, *, sink: EventSink, supervisor: SupervisorLink | None = None
+) -> AsyncIterator[ToolRouter]:
+    """Connect the granted MCP servers concurrently and yield the router over them and the self-tools.
+
+    On exit every connection is retired; a stdio server's shutdown ladder runs shielded.
+
+    Raises:
+        McpFatal: a required server could not connect (at entry) or died for good (from `call`).
+    """
+    router = ToolRouter(payload, sink=sink, supervisor=supervisor)
+    try:
+        async with anyio.create_task_group() as tg:
+            for link in router._links:
+                tg.start_soon(link.run)
+            try:
+                await router._connect_all()
+                yield router
+            finally:
+                tg.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        # The task group wraps whatever crossed it (McpFatal, or the caller's own error): hand
+        # callers the exception they would have seen without it.
+        raise _sole_error(group) from None

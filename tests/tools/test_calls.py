@@ -192,3 +192,11 @@ async def test_call_events_describe_arguments_and_results_without_their_content(
     assert result["result_len"] == len("hunter2")
     assert {"args_len", "args_hash"} <= called.keys()
     assert "hunter2" not in json.dumps([called, result])
+
+
+async def test_a_failed_calls_event_names_the_error_kind_not_the_servers_text(shared: Shared) -> None:
+    await shared.router.call(tool_call("demo__fail", call_id="failing", message="card 4111"), timeout_s=5)
+    (result,) = shared.events.named("tool.result", call_id="failing")
+    assert result["is_error"] is True
+    assert result["err"] == "tool_error"
+    assert "4111" not in json.dumps(result)
