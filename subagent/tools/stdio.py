@@ -40,8 +40,8 @@ FORCE_KILL_TIMEOUT_S = 2.0
 KILL_REAP_TIMEOUT_S = 2.0
 # Time for the writer to flush messages the session already handed over before stdin closes.
 WRITER_FLUSH_TIMEOUT_S = 0.5
-# Time for stdout to reach EOF after the server exited; a grandchild may hold the pipe open.
-STDOUT_EOF_AFTER_EXIT_S = 0.5
+# Time for the pipes to reach EOF after the server exited; a grandchild may hold them open.
+PIPES_EOF_AFTER_EXIT_S = 0.5
 
 
 class OversizedLine(ValueError):
@@ -165,7 +165,8 @@ async def open_stdio_transport(spec: McpServerSpec) -> AsyncIterator[TransportSt
     # No await until the task group is entered, or a cancellation in the gap would leak the server.
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
-    exited, stdout_done, writer_done = anyio.Event(), anyio.Event(), anyio.Event()
+    exited, writer_done = anyio.Event(), anyio.Event()
+    stdout_done, stderr_done = anyio.Event(), anyio.Event()
     # Invariant: these outlive a caller's cancellation (the ladder needs them) and end only when
     # shutdown cancels them explicitly, after the server is gone.
     pipes_scope = anyio.CancelScope(shield=True)
@@ -204,11 +205,14 @@ async def open_stdio_transport(spec: McpServerSpec) -> AsyncIterator[TransportSt
 
     async def forward_stderr() -> None:
         lines = _CappedLines(STDERR_LINE_BYTES)
-        while chunk := await _read_chunk(stderr_fd):
-            for line in lines.feed(chunk):
+        try:
+            while chunk := await _read_chunk(stderr_fd):
+                for line in lines.feed(chunk):
+                    _write_stderr(prefix + line + b"\n")
+            for line in lines.close():
                 _write_stderr(prefix + line + b"\n")
-        for line in lines.close():
-            _write_stderr(prefix + line + b"\n")
+        finally:
+            stderr_done.set()
 
     async def watch_exit() -> None:
         with suppress(anyio.ClosedResourceError):
@@ -219,7 +223,7 @@ async def open_stdio_transport(spec: McpServerSpec) -> AsyncIterator[TransportSt
             os.killpg(process.pid, signal.SIGKILL)
         process.poll()  # reaps this pid only (waitpid(pid)), never another child of ours
         exited.set()
-        with anyio.move_on_after(STDOUT_EOF_AFTER_EXIT_S):
+        with anyio.move_on_after(PIPES_EOF_AFTER_EXIT_S):
             await stdout_done.wait()
         if not stdout_done.is_set():  # something outside the group still holds stdout open
             read_writer.close()
@@ -257,6 +261,10 @@ async def open_stdio_transport(spec: McpServerSpec) -> AsyncIterator[TransportSt
                 signal_group(signal.SIGKILL)
                 if not await wait_exited(KILL_REAP_TIMEOUT_S):
                     logger.warning("MCP server %s (pid %d) outlived SIGKILL", spec.name, process.pid)
+        if exited.is_set():
+            # Forward what the server wrote last: a dying server's stderr is the useful part.
+            with anyio.move_on_after(PIPES_EOF_AFTER_EXIT_S):
+                await stderr_done.wait()
         pipes_scope.cancel()
 
     try:

@@ -13,7 +13,13 @@ from mcp.shared.message import SessionMessage
 from pydantic import SecretStr
 
 from protocol.spawn import REVEAL_SECRETS, McpServerSpec
-from subagent.tools.stdio import MAX_LINE_BYTES, OversizedLine, open_stdio_transport, server_environment
+from subagent.tools.stdio import (
+    MAX_LINE_BYTES,
+    STDERR_LINE_BYTES,
+    OversizedLine,
+    open_stdio_transport,
+    server_environment,
+)
 from tests.tools.servers import FIXTURES, make_payload, stdio_server, wait_until
 
 pytestmark = pytest.mark.anyio
@@ -73,3 +79,18 @@ async def test_a_server_ignoring_eof_and_sigterm_dies_with_a_sigkilled_subagent(
 
     # No shutdown ladder ran (the subagent was SIGKILLed); only PDEATHSIG can have ended it.
     await wait_until(gone, timeout_s=10)
+
+
+@pytest.mark.processes
+async def test_server_stderr_is_forwarded_line_by_line_prefixed_and_capped(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    script = (
+        "import sys; sys.stderr.write('x' * 10000 + '\\nlast words\\n'); sys.stderr.flush(); sys.stdin.read()"
+    )
+    spec = McpServerSpec(name="noisy", transport="stdio", command=[sys.executable, "-c", script])
+    async with open_stdio_transport(spec):
+        pass
+    lines = capfd.readouterr().err.splitlines()
+    assert f"[mcp:noisy] {'x' * STDERR_LINE_BYTES} […{10000 - STDERR_LINE_BYTES} bytes dropped]" in lines
+    assert "[mcp:noisy] last words" in lines
