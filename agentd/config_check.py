@@ -37,13 +37,6 @@ def available(names: Iterable[str]) -> str:
     return f"available: {listed}" if listed else "none are configured"
 
 
-def server_key(server: McpServer) -> str:
-    """Where a server's keys live: `mcp.<name>`, or the entry of its imported JSON file."""
-    if server.origin == "toml":
-        return f"mcp.{server.name}"
-    return f"mcp_servers_json ({server.origin.removeprefix('json:')}): mcpServers.{server.name}"
-
-
 def rule_of_two_violation(
     servers: Mapping[str, McpServer], names: Iterable[str], allow_all: bool
 ) -> str | None:
@@ -133,7 +126,7 @@ def _check_endpoint(
 
 
 def _check_server(server: McpServer, out: list[ConfigProblem], notices: list[str]) -> None:
-    key = server_key(server)
+    key = server.key
     section = server.section
     try:
         _NAME.validate_python(server.name)
@@ -340,11 +333,11 @@ def check_environment(
         env_file, cwd = server.section.env_file, server.section.cwd
         if env_file is not None:
             try:
-                SecretSource("env_file", env_file, where=f"{server_key(server)}.env_file").read_all()
+                SecretSource("env_file", env_file, where=f"{server.key}.env_file").read_all()
             except SecretUnavailable as exc:
                 out.append(ConfigProblem(exc.where, str(exc)))
         if cwd is not None and not os.path.isdir(cwd):
-            out.append(ConfigProblem(f"{server_key(server)}.cwd", f"{cwd} is not a directory"))
+            out.append(ConfigProblem(f"{server.key}.cwd", f"{cwd} is not a directory"))
     group = file.daemon.admin_group
     if group is not None:
         try:

@@ -51,7 +51,7 @@ def cmd_validate(path: str | None, out: TextIO, err: TextIO) -> int:
 def cmd_schema(out: TextIO) -> int:
     """Print the JSON Schema of agentd.toml."""
     schema = AgentdFile.model_json_schema(by_alias=True)
-    schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "agentd.toml", **schema}
+    schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema, "title": "agentd.toml"}
     out.write(json.dumps(schema, indent=2) + "\n")
     return EXIT_OK
 

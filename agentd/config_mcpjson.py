@@ -16,7 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
-from agentd.config_errors import problems_from_validation
+from agentd.config_errors import problems_from_validation, render_key
 from agentd.config_secrets import SecretFileError, SecretSource, check_private_file
 from agentd.config_servers import McpSection, McpServer
 from agentd.errors import ConfigProblem
@@ -69,7 +69,7 @@ def _sources(
 
 
 def _server(name: str, entry: JsonServer, path: Path, problems: list[ConfigProblem]) -> McpServer | None:
-    where = f"mcp_servers_json ({path}): mcpServers.{name}"
+    where = f"{file_key(path)}: {render_key(('mcpServers', name))}"
     if entry.type == "sse":
         problems.append(
             ConfigProblem(
@@ -99,15 +99,21 @@ def _server(name: str, entry: JsonServer, path: Path, problems: list[ConfigProbl
         name=name,
         section=section,
         origin=f"json:{path}",
+        key=where,
         env=_sources(entry.env, f"{where}.env", origin, problems),
         headers=_sources(entry.headers, f"{where}.headers", origin, problems),
     )
 
 
+def file_key(path: Path) -> str:
+    """How problems inside the imported file are keyed: `mcp_servers_json (<path>): <key in it>`."""
+    return f"mcp_servers_json ({path})"
+
+
 def import_mcp_json(path: Path) -> tuple[dict[str, McpServer], list[ConfigProblem], list[str]]:
     """The servers of the mcpServers file at `path`, the problems found, and notices (entries
     skipped because they are `disabled`)."""
-    key = f"mcp_servers_json ({path})"
+    key = file_key(path)
     try:
         data = path.read_bytes()[: MAX_JSON_BYTES + 1]
     except OSError as exc:
@@ -124,7 +130,8 @@ def import_mcp_json(path: Path) -> tuple[dict[str, McpServer], list[ConfigProble
             [],
         )
     except ValidationError as exc:
-        return {}, problems_from_validation(exc, JsonFile, prefix=key), []
+        found = problems_from_validation(exc, JsonFile)
+        return {}, [ConfigProblem(f"{key}: {p.key}" if p.key else key, p.message) for p in found], []
     problems: list[ConfigProblem] = []
     notices: list[str] = []
     servers: dict[str, McpServer] = {}

@@ -195,6 +195,8 @@ class McpServer:
     section: McpSection
     # "toml", or "json:<path>" for an entry imported through mcp_servers_json.
     origin: str
+    # Where its keys are reported: `mcp.<name>`, or `mcp_servers_json (<path>): mcpServers.<name>`.
+    key: str
     env: Mapping[str, SecretSource]
     headers: Mapping[str, SecretSource]
 
@@ -217,6 +219,7 @@ class McpServer:
             name=name,
             section=section,
             origin="toml",
+            key=key,
             env=sources(section.env, section.env_from, "env"),
             headers=sources(section.headers, section.headers_from, "headers"),
         )
