@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from subagent.errors import McpFatal
-from subagent.tools import open_tools
+from subagent.tools import ToolRouter, open_tools
 from subagent.tools.stdio import FORCE_KILL_TIMEOUT_S, KILL_REAP_TIMEOUT_S, PROCESS_TERMINATION_TIMEOUT_S
 from tests.tools.servers import POISON_ENV, SENTINEL_ENV, EventLog, make_payload, stdio_server, tool_call
 
@@ -23,8 +23,8 @@ pytestmark = [pytest.mark.anyio, pytest.mark.processes]
 LADDER_S = PROCESS_TERMINATION_TIMEOUT_S + FORCE_KILL_TIMEOUT_S + KILL_REAP_TIMEOUT_S
 
 
-def names(specs: tuple[object, ...]) -> set[str]:
-    return {getattr(spec, "name", "") for spec in specs}
+def names(router: ToolRouter) -> set[str]:
+    return {spec.name for spec in router.specs()}
 
 
 async def test_a_required_server_that_never_answers_initialize_aborts_within_its_connect_bound() -> None:
@@ -66,6 +66,8 @@ async def test_a_required_server_that_crashes_mid_call_is_restarted_and_the_call
         assert (await router.call(tool_call("demo__counter"), timeout_s=10)).text == first.text == "1"
     outcomes = [f["outcome"] for f in events.named("mcp.connect", server="demo")]
     assert outcomes == ["ok", "reconnected"]
+    # One disconnect for the crashed connection, one for the restarted one at exit.
+    assert len(events.named("mcp.disconnect", server="demo")) == 2
 
 
 async def test_a_required_server_that_cannot_be_restarted_aborts_the_run(tmp_path: Path) -> None:
@@ -88,7 +90,7 @@ async def test_an_optional_server_that_cannot_be_restarted_loses_its_tools(tmp_p
         assert "could not be restarted" in outcome.text
         assert "no longer available" in outcome.text
         assert router.version > before
-        assert not any(name.startswith("demo__") for name in names(router.specs()))
+        assert not any(name.startswith("demo__") for name in names(router))
         assert router.resource_catalogue() == ""
         again = await router.call(tool_call("demo__add", a=1, b=2), timeout_s=10)
         assert again.text == "tool `demo__add` is not in this agent's granted scope"
@@ -98,14 +100,14 @@ async def test_tools_list_changed_refreshes_the_offered_tools_and_bumps_the_vers
     events = EventLog()
     async with open_tools(make_payload(stdio_server("demo", "mcp_basic.py")), sink=events) as router:
         before = router.version
-        assert "demo__fresh" not in names(router.specs())
+        assert "demo__fresh" not in names(router)
         await router.call(tool_call("demo__add_tool", name="fresh"), timeout_s=10)
         refreshed = await events.wait_for("mcp.connect", server="demo", outcome="refreshed")
         (connected,) = events.named("mcp.connect", server="demo", outcome="ok")
         assert isinstance(connected["tools"], int)
         assert refreshed["tools"] == connected["tools"] + 1
         assert router.version > before
-        assert "demo__fresh" in names(router.specs())
+        assert "demo__fresh" in names(router)
         assert (await router.call(tool_call("demo__fresh"), timeout_s=10)).text == "I am fresh"
 
 
