@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from agentd import config_paths
 from agentd.config import Config, load_config
 from agentd.errors import ConfigError, ConfigProblem
 
@@ -20,6 +21,12 @@ kind = "openai"
 model = "m"
 base_url = "http://127.0.0.1:9/v1"
 """
+
+
+@pytest.fixture(autouse=True)
+def _no_system_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A machine's real /etc/agentd/agentd.toml must not leak into the search order under test."""
+    monkeypatch.setattr(config_paths, "SYSTEM_CONFIG", tmp_path / "etc-agentd-absent.toml")
 
 
 @pytest.fixture

@@ -40,12 +40,7 @@ def test_validate_accepts_a_valid_file_with_exit_0(tmp_path: Path) -> None:
     assert out == f"ok: {path} (1 endpoint(s), 0 MCP server(s), 0 trigger(s))\n"
 
 
-def test_validate_without_a_file_checks_the_embedded_defaults(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    from agentd import config_paths
-
-    monkeypatch.setattr(config_paths, "SYSTEM_CONFIG", tmp_path / "absent.toml")
+def test_validate_without_a_file_checks_the_embedded_defaults() -> None:
     code, out, _ = _run(cmd_validate, None)
     assert code == 0 and out.startswith("ok: embedded defaults")
 
