@@ -1,0 +1,168 @@
+"""What the journal hands back: frozen records of tasks, nodes and events, and their ids.
+
+Records are built once from a row (JSON columns parsed once) and are safe to share between the
+writer thread and the event loop. `to_view()` turns a record into its `protocol.api` wire view.
+Ids are time-sortable and URL-safe: a prefix plus 26 Crockford base32 characters (ULID layout:
+48 bits of milliseconds, then 80 random bits).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import JsonValue
+
+from protocol.api import EventView, NodeView, TaskSpec, TaskState, TaskView
+from protocol.result import AbortKind, RunError, RunUsage, TerminalStatus
+
+NodeState = Literal["starting", "running", "terminal"]
+TASK_STATES: tuple[TaskState, ...] = ("queued", "starting", "running", "terminal")
+
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+def _ulid() -> str:
+    value = ((time.time_ns() // 1_000_000) << 80) | int.from_bytes(os.urandom(10), "big")
+    chars = []
+    for _ in range(26):
+        chars.append(_CROCKFORD[value & 0x1F])
+        value >>= 5
+    return "".join(reversed(chars))
+
+
+def new_task_id() -> str:
+    """A fresh task id, e.g. `t_01J9Z3K6W8M2Q4R5S7T9V0X1Y2`; later ids sort after earlier ones."""
+    return "t_" + _ulid()
+
+
+def new_run_id() -> str:
+    """A fresh run id (`r_` + 26 characters); a requeued task keeps its run id."""
+    return "r_" + _ulid()
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRecord:
+    """One task as journaled."""
+
+    task_id: str
+    run_id: str
+    owner_uid: int
+    idempotency_key: str | None
+    spec: TaskSpec
+    state: TaskState
+    created_at: float
+    # Invariant: `status` is set exactly when `state` is "terminal" (a CHECK constraint holds it).
+    status: TerminalStatus | None = None
+    exit_code: int | None = None
+    result: JsonValue = None
+    partial: bool = False
+    usage: RunUsage = field(default_factory=RunUsage)
+    abort: AbortKind | None = None
+    error: RunError | None = None
+    # Invariant: `attempts` counts runs that were interrupted and requeued; the current (or next)
+    # run is attempt number `attempts + 1`, so a requeue is allowed while that stays below
+    # `spec.retry.max_attempts` (see `may_requeue`).
+    attempts: int = 0
+    # Invariant: (`pid`, `pid_start_time`) identify the live process of the current attempt only
+    # while `state` is "running"; the start time (psutil `create_time()`) guards against pid reuse.
+    pid: int | None = None
+    pid_start_time: float | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+
+    @property
+    def may_requeue(self) -> bool:
+        """Whether the retry policy allows one more run after an interruption."""
+        return self.attempts + 1 < self.spec.retry.max_attempts
+
+    def to_view(self) -> TaskView:
+        return TaskView(
+            task_id=self.task_id,
+            run_id=self.run_id,
+            owner_uid=self.owner_uid,
+            state=self.state,
+            status=self.status,
+            exit_code=self.exit_code,
+            result=self.result,
+            partial=self.partial,
+            usage=self.usage,
+            abort=self.abort,
+            error=self.error,
+            attempts=self.attempts,
+            instruction=self.spec.instruction,
+            model=self.spec.model,
+            mcp=list(self.spec.mcp),
+            created_at=self.created_at,
+            started_at=self.started_at,
+            ended_at=self.ended_at,
+            pid=self.pid,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRecord:
+    """One subagent of a task's tree (handle "0" is the root); kept after the task ends."""
+
+    task_id: str
+    handle: str
+    parent: str | None
+    depth: int
+    state: NodeState
+    created_at: float
+    pid: int | None = None
+    pid_start_time: float | None = None
+    status: TerminalStatus | None = None
+    usage: RunUsage = field(default_factory=RunUsage)
+    grant_steps: int | None = None
+    grant_tokens: int | None = None
+    ended_at: float | None = None
+
+    def to_view(self) -> NodeView:
+        return NodeView(
+            handle=self.handle,
+            parent=self.parent,
+            depth=self.depth,
+            status=self.status,
+            state=self.state,
+            pid=self.pid,
+            usage=self.usage,
+            grant_steps=self.grant_steps,
+            grant_tokens=self.grant_tokens,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class EventRecord:
+    """One journaled event. `seq` starts at 1 per task and grows by one per event, with no gaps."""
+
+    task_id: str
+    seq: int
+    ts: float
+    event: str
+    fields: dict[str, JsonValue]
+
+    def to_view(self) -> EventView:
+        return EventView(seq=self.seq, ts=self.ts, event=self.event, fields=self.fields)
+
+
+@dataclass(frozen=True, slots=True)
+class JournalHealth:
+    """Whether the last write committed, and the most recent write failure (kept after recovery)."""
+
+    healthy: bool = True
+    last_error: str | None = None
+    last_error_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JournalStats:
+    """Writer counters since open: `commits` far below `operations` means group commit is working."""
+
+    commits: int = 0
+    operations: int = 0
+    failed_batches: int = 0
+    events_written: int = 0
+    events_dropped: int = 0

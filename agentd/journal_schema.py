@@ -1,0 +1,170 @@
+"""The journal's on-disk format: schema, migrations, connection settings, and error triage.
+
+`migrate` brings any older database to `SCHEMA_VERSION` (tracked in `PRAGMA user_version`) in one
+transaction; a database written by a newer agentd is refused rather than guessed at.
+`unavailable_reason` decides which SQLite failures are environmental (retryable, reported as
+`JournalUnavailable`) as opposed to a bug or a constraint in one operation.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from agentd.errors import JournalError
+
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_MS = 5000
+
+# Invariant: `seq` is the rowid alias, so it is the submission order and survives VACUUM (an
+# implicit rowid does not); the queue and "newest first" both order by it, never by wall-clock
+# `created_at`, which can step backwards. `task_id` is the public key (UNIQUE, FK target).
+_V1 = """
+CREATE TABLE tasks (
+    seq             INTEGER PRIMARY KEY,
+    task_id         TEXT    NOT NULL UNIQUE,
+    run_id          TEXT    NOT NULL,
+    owner_uid       INTEGER NOT NULL,
+    idempotency_key TEXT,
+    spec            TEXT    NOT NULL,
+    state           TEXT    NOT NULL DEFAULT 'queued'
+                    CHECK (state IN ('queued', 'starting', 'running', 'terminal')),
+    status          TEXT,
+    exit_code       INTEGER,
+    result          TEXT,
+    partial         INTEGER NOT NULL DEFAULT 0,
+    usage           TEXT,
+    abort           TEXT,
+    error           TEXT,
+    attempts        INTEGER NOT NULL DEFAULT 0,
+    pid             INTEGER,
+    pid_start_time  REAL,
+    created_at      REAL    NOT NULL,
+    started_at      REAL,
+    ended_at        REAL,
+    UNIQUE (owner_uid, idempotency_key),
+    CHECK ((state = 'terminal') = (status IS NOT NULL))
+);
+-- Entries of a one-column index are ordered by rowid within a key: these serve the FIFO queue
+-- (state = 'queued' ORDER BY seq), recovery, counts, and per-owner listing newest first.
+CREATE INDEX tasks_by_state ON tasks (state);
+CREATE INDEX tasks_by_owner ON tasks (owner_uid);
+
+CREATE TABLE nodes (
+    task_id        TEXT    NOT NULL REFERENCES tasks (task_id),
+    handle         TEXT    NOT NULL,
+    parent         TEXT,
+    depth          INTEGER NOT NULL,
+    pid            INTEGER,
+    pid_start_time REAL,
+    state          TEXT    NOT NULL CHECK (state IN ('starting', 'running', 'terminal')),
+    status         TEXT,
+    usage          TEXT,
+    grant_steps    INTEGER,
+    grant_tokens   INTEGER,
+    created_at     REAL    NOT NULL,
+    ended_at       REAL,
+    PRIMARY KEY (task_id, handle)
+) WITHOUT ROWID;
+
+CREATE TABLE events (
+    task_id TEXT    NOT NULL REFERENCES tasks (task_id),
+    seq     INTEGER NOT NULL,
+    ts      REAL    NOT NULL,
+    event   TEXT    NOT NULL,
+    fields  TEXT    NOT NULL,
+    PRIMARY KEY (task_id, seq)
+) WITHOUT ROWID;
+"""
+
+# Index i holds the script that takes a database from version i to i + 1.
+_MIGRATIONS: tuple[str, ...] = (_V1,)
+assert len(_MIGRATIONS) == SCHEMA_VERSION
+
+# SQLite primary result codes (the low byte of an extended code) that describe the environment
+# rather than the operation: retrying later, or after an operator frees space, can succeed.
+_UNAVAILABLE = {
+    sqlite3.SQLITE_FULL: "database or disk is full",
+    sqlite3.SQLITE_IOERR: "I/O error",
+    sqlite3.SQLITE_READONLY: "database is read-only",
+    sqlite3.SQLITE_BUSY: "database is locked",
+    sqlite3.SQLITE_LOCKED: "database table is locked",
+    sqlite3.SQLITE_CANTOPEN: "cannot open the database file",
+    sqlite3.SQLITE_NOMEM: "out of memory",
+    sqlite3.SQLITE_CORRUPT: "database disk image is malformed",
+    sqlite3.SQLITE_NOTADB: "file is not a database",
+    sqlite3.SQLITE_PROTOCOL: "locking protocol error",
+}
+
+
+def unavailable_reason(exc: sqlite3.Error) -> str | None:
+    """Return what went wrong if `exc` is environmental (retryable), else None (a bug or constraint)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is None:
+        # A closed connection or a misuse: the journal cannot write, but retrying will not help
+        # this process; still not the caller's fault, so report it as unavailable.
+        return str(exc) if isinstance(exc, sqlite3.ProgrammingError) else None
+    primary = code & 0xFF
+    if primary not in _UNAVAILABLE:
+        return None
+    return str(exc) or _UNAVAILABLE[primary]
+
+
+def connect_writer(path: Path) -> sqlite3.Connection:
+    """Open the single write connection, configure it for durability, and migrate the schema.
+
+    The connection is handed to the writer thread afterwards, hence `check_same_thread=False`;
+    it is never used by two threads at once.
+    """
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    try:
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if mode != "wal":
+            raise JournalError(f"journal {path}: cannot enable WAL mode (got {mode!r})")
+        # FULL fsyncs the WAL on every COMMIT: an acknowledged write survives power loss.
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        migrate(conn, path)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def connect_reader(path: Path) -> sqlite3.Connection:
+    """Open a read-only connection (WAL lets it read while the writer commits)."""
+    conn = sqlite3.connect(
+        f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None, check_same_thread=False
+    )
+    conn.row_factory = sqlite3.Row
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA query_only = ON")
+    return conn
+
+
+def migrate(conn: sqlite3.Connection, path: Path) -> None:
+    """Apply every pending migration in one IMMEDIATE transaction; refuse a newer schema."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        if version > SCHEMA_VERSION:
+            raise JournalError(
+                f"journal {path} has schema v{version}, newer than this agentd's v{SCHEMA_VERSION}"
+            )
+        for script in _MIGRATIONS[version:]:
+            # executescript() would COMMIT first; run the statements inside our transaction.
+            for statement in _statements(script):
+                conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def _statements(script: str) -> list[str]:
+    lines = [line for line in script.splitlines() if not line.lstrip().startswith("--")]
+    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]

@@ -1,0 +1,71 @@
+"""The on-disk format: which SQLite failures count as "journal unavailable", and migrations."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from agentd.journal_schema import SCHEMA_VERSION, connect_writer, unavailable_reason
+
+SQLITE_IOERR_WRITE = sqlite3.SQLITE_IOERR | (3 << 8)  # an extended code keeps its primary low byte
+
+
+def sqlite_error(cls: type[sqlite3.Error], message: str, code: int) -> sqlite3.Error:
+    exc = cls(message)
+    exc.sqlite_errorcode = code
+    return exc
+
+
+@pytest.mark.parametrize(
+    ("exc", "reason"),
+    [
+        pytest.param(
+            sqlite_error(sqlite3.OperationalError, "database or disk is full", sqlite3.SQLITE_FULL),
+            "database or disk is full",
+            id="disk-full",
+        ),
+        pytest.param(
+            sqlite_error(sqlite3.OperationalError, "disk I/O error", SQLITE_IOERR_WRITE),
+            "disk I/O error",
+            id="io-error-extended-code",
+        ),
+        pytest.param(
+            sqlite_error(sqlite3.OperationalError, "", sqlite3.SQLITE_READONLY),
+            "database is read-only",
+            id="read-only-without-message",
+        ),
+        pytest.param(
+            sqlite_error(sqlite3.OperationalError, "database is locked", sqlite3.SQLITE_BUSY),
+            "database is locked",
+            id="locked",
+        ),
+        pytest.param(
+            sqlite_error(sqlite3.IntegrityError, "UNIQUE constraint failed", sqlite3.SQLITE_CONSTRAINT),
+            None,
+            id="constraint-is-the-operation's-fault",
+        ),
+        pytest.param(
+            sqlite_error(sqlite3.OperationalError, "no such table: x", sqlite3.SQLITE_ERROR),
+            None,
+            id="sql-error-is-a-bug",
+        ),
+    ],
+)
+def test_only_environmental_failures_make_the_journal_unavailable(
+    exc: sqlite3.Error, reason: str | None
+) -> None:
+    assert unavailable_reason(exc) == reason
+
+
+def test_migrating_a_current_database_changes_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "agentd.db"
+    connect_writer(db).close()
+    conn = connect_writer(db)
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert tables == {"tasks", "nodes", "events"}
+    finally:
+        conn.close()

@@ -1,0 +1,250 @@
+"""Tasks in the journal: submit, idempotency, listing and ownership, the lifecycle, the queue."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+
+import anyio
+import pytest
+
+from agentd.errors import InvalidTransition, TaskNotFound
+from agentd.journal import Journal, TaskRecord, new_run_id, new_task_id, open_journal
+from protocol.api import RetryPolicy, TaskSpec
+from protocol.result import RunError, RunUsage, TerminalStatus
+from tests.journal.conftest import FAST, writer_held
+
+pytestmark = pytest.mark.anyio
+
+BOUND_S = 10.0
+
+
+def spec(text: str = "do the thing", **extra: object) -> TaskSpec:
+    return TaskSpec.model_validate({"instruction": text, **extra})
+
+
+def test_ids_are_url_safe_and_sort_by_creation_time() -> None:
+    ids = [new_task_id() for _ in range(3)]
+    assert all(re.fullmatch(r"t_[0-9A-HJKMNP-TV-Z]{26}", i) for i in ids)
+    assert re.fullmatch(r"r_[0-9A-HJKMNP-TV-Z]{26}", new_run_id())
+    # The first 10 characters encode milliseconds: later ids never sort before earlier ones.
+    assert [i[:12] for i in ids] == sorted(i[:12] for i in ids)
+    assert len(set(ids)) == 3
+
+
+async def test_a_submitted_task_is_queued_and_readable(journal: Journal) -> None:
+    record, created = await journal.submit(spec("hello", model="m1", mcp=["fs"]), owner_uid=1000)
+
+    assert created
+    assert record.state == "queued"
+    assert record.attempts == 0 and record.status is None
+    assert await journal.get(record.task_id) == record
+    view = record.to_view()
+    assert (view.task_id, view.owner_uid, view.instruction, view.model, view.mcp) == (
+        record.task_id,
+        1000,
+        "hello",
+        "m1",
+        ["fs"],
+    )
+
+
+async def test_get_of_an_unknown_task_is_none(journal: Journal) -> None:
+    assert await journal.get("t_nope") is None
+
+
+async def test_list_is_newest_first_and_filters_by_owner_and_state(journal: Journal) -> None:
+    a, _ = await journal.submit(spec("a"), owner_uid=1)
+    b, _ = await journal.submit(spec("b"), owner_uid=2)
+    c, _ = await journal.submit(spec("c"), owner_uid=1)
+    await journal.mark_starting(a.task_id)
+
+    assert [t.task_id for t in await journal.list()] == [c.task_id, b.task_id, a.task_id]
+    assert [t.task_id for t in await journal.list(owner_uid=1)] == [c.task_id, a.task_id]
+    assert [t.task_id for t in await journal.list(owner_uid=2)] == [b.task_id]
+    assert [t.task_id for t in await journal.list(state="queued")] == [c.task_id, b.task_id]
+    assert [t.task_id for t in await journal.list(owner_uid=1, state="starting")] == [a.task_id]
+    assert [t.task_id for t in await journal.list(limit=1)] == [c.task_id]
+    assert await journal.list(owner_uid=3) == ()
+
+
+async def test_the_same_key_from_the_same_uid_returns_the_existing_task(journal: Journal) -> None:
+    first, created = await journal.submit(spec("one"), owner_uid=7, idempotency_key="k1")
+    again, created_again = await journal.submit(spec("two"), owner_uid=7, idempotency_key="k1")
+
+    assert created and not created_again
+    assert again == first
+    assert len(await journal.list()) == 1
+
+
+async def test_the_same_key_from_another_uid_is_a_different_task(journal: Journal) -> None:
+    mine, _ = await journal.submit(spec(), owner_uid=7, idempotency_key="k1")
+    theirs, created = await journal.submit(spec(), owner_uid=8, idempotency_key="k1")
+
+    assert created
+    assert theirs.task_id != mine.task_id
+
+
+async def test_submits_without_a_key_always_create_tasks(journal: Journal) -> None:
+    first, _ = await journal.submit(spec(), owner_uid=7)
+    second, created = await journal.submit(spec(), owner_uid=7)
+    assert created and second.task_id != first.task_id
+
+
+async def test_concurrent_duplicate_submits_in_one_batch_create_one_task(journal: Journal) -> None:
+    results: list[tuple[TaskRecord, bool]] = []
+
+    async def submit() -> None:
+        results.append(await journal.submit(spec(), owner_uid=5, idempotency_key="same"))
+
+    commits_before = journal.stats.commits
+    with anyio.fail_after(BOUND_S):
+        async with anyio.create_task_group() as tg, writer_held(journal):
+            for _ in range(10):
+                tg.start_soon(submit)
+            await anyio.wait_all_tasks_blocked()
+
+    assert sum(created for _, created in results) == 1
+    assert len({record.task_id for record, _ in results}) == 1
+    # The parked batch plus exactly one batch holding all ten duplicates.
+    assert journal.stats.commits - commits_before == 2
+
+
+async def test_the_lifecycle_records_each_transition(journal: Journal) -> None:
+    record, _ = await journal.submit(spec(), owner_uid=1)
+
+    starting = await journal.mark_starting(record.task_id)
+    assert starting.state == "starting" and starting.started_at is not None
+    running = await journal.mark_running(record.task_id, pid=4242, pid_start_time=123.5)
+    assert (running.state, running.pid, running.pid_start_time) == ("running", 4242, 123.5)
+    usage = RunUsage(tokens_in=10, tokens_out=5, steps=2, model_calls=2)
+    ended = await journal.mark_terminal(
+        record.task_id,
+        TerminalStatus.EXHAUSTED_STEPS,
+        exit_code=3,
+        result={"answer": [1, 2]},
+        partial=True,
+        usage=usage,
+        error=RunError(kind="max_steps", message="ran out of steps"),
+    )
+
+    assert ended.state == "terminal"
+    assert ended.status is TerminalStatus.EXHAUSTED_STEPS
+    assert (ended.exit_code, ended.result, ended.partial, ended.usage) == (3, {"answer": [1, 2]}, True, usage)
+    assert ended.error == RunError(kind="max_steps", message="ran out of steps")
+    assert ended.ended_at is not None and ended.run_id == record.run_id
+    assert await journal.get(record.task_id) == ended
+    assert ended.to_view().status is TerminalStatus.EXHAUSTED_STEPS
+
+
+async def test_a_queued_task_can_end_without_starting(journal: Journal) -> None:
+    record, _ = await journal.submit(spec(), owner_uid=1)
+    ended = await journal.mark_terminal(record.task_id, TerminalStatus.CANCELLED, exit_code=1)
+    assert (ended.state, ended.status, ended.started_at) == ("terminal", TerminalStatus.CANCELLED, None)
+
+
+async def test_transitions_out_of_order_are_refused(journal: Journal) -> None:
+    record, _ = await journal.submit(spec(), owner_uid=1)
+
+    with pytest.raises(InvalidTransition, match="is queued; cannot move it to running"):
+        await journal.mark_running(record.task_id, pid=1, pid_start_time=1.0)
+    await journal.mark_terminal(record.task_id, TerminalStatus.CANCELLED)
+    with pytest.raises(InvalidTransition, match="is terminal"):
+        await journal.mark_terminal(record.task_id, TerminalStatus.COMPLETED)
+    with pytest.raises(InvalidTransition):
+        await journal.requeue(record.task_id)
+    with pytest.raises(TaskNotFound):
+        await journal.mark_starting("t_missing")
+    assert (await journal.get(record.task_id)) is not None
+
+
+async def test_a_refused_operation_does_not_fail_the_rest_of_its_batch(journal: Journal) -> None:
+    done, _ = await journal.submit(spec(), owner_uid=1)
+    await journal.mark_terminal(done.task_id, TerminalStatus.COMPLETED)
+    outcomes: dict[str, object] = {}
+
+    async def refused() -> None:
+        try:
+            await journal.mark_starting(done.task_id)
+        except InvalidTransition as exc:
+            outcomes["refused"] = exc
+
+    async def accepted(name: str) -> None:
+        outcomes[name] = await journal.submit(spec(name), owner_uid=1)
+
+    commits_before = journal.stats.commits
+    with anyio.fail_after(BOUND_S):
+        async with anyio.create_task_group() as tg, writer_held(journal):
+            tg.start_soon(accepted, "before")
+            await anyio.wait_all_tasks_blocked()
+            tg.start_soon(refused)
+            await anyio.wait_all_tasks_blocked()
+            tg.start_soon(accepted, "after")
+            await anyio.wait_all_tasks_blocked()
+
+    assert isinstance(outcomes["refused"], InvalidTransition)
+    assert journal.stats.commits - commits_before == 2
+    assert {t.spec.instruction for t in await journal.list()} == {"do the thing", "before", "after"}
+
+
+async def test_a_bug_in_one_operation_reaches_its_caller_only(journal: Journal) -> None:
+    def broken(conn: sqlite3.Connection) -> None:
+        conn.execute(
+            "INSERT INTO tasks (task_id, run_id, owner_uid, spec, created_at) VALUES ('x', 'r', 1, '{}', 0)"
+        )
+        raise ValueError("bug")
+
+    with pytest.raises(ValueError, match="bug"):
+        await journal.run_on_writer(broken)
+    # The op's partial write was rolled back with its savepoint.
+    assert await journal.get("x") is None
+    record, _ = await journal.submit(spec(), owner_uid=1)
+    assert await journal.get(record.task_id) == record
+    assert journal.healthy
+
+
+async def test_requeue_keeps_the_run_id_and_counts_the_attempt(journal: Journal) -> None:
+    record, _ = await journal.submit(spec(retry=RetryPolicy(max_attempts=2)), owner_uid=1)
+    await journal.mark_starting(record.task_id)
+    await journal.mark_running(record.task_id, pid=99, pid_start_time=5.0)
+    assert record.may_requeue
+
+    requeued = await journal.requeue(record.task_id)
+
+    assert (requeued.state, requeued.run_id, requeued.attempts) == ("queued", record.run_id, 1)
+    assert requeued.pid is None and requeued.pid_start_time is None
+    assert not requeued.may_requeue
+
+
+async def test_next_queued_is_fifo_and_unfinished_lists_started_tasks(journal: Journal) -> None:
+    tasks = [(await journal.submit(spec(str(i)), owner_uid=1))[0] for i in range(5)]
+    await journal.mark_starting(tasks[0].task_id)
+    await journal.mark_starting(tasks[2].task_id)
+    await journal.mark_running(tasks[2].task_id, pid=1, pid_start_time=1.0)
+    await journal.mark_starting(tasks[3].task_id)
+    await journal.mark_terminal(tasks[3].task_id, TerminalStatus.CRASHED)
+
+    assert [t.task_id for t in await journal.next_queued(10)] == [tasks[1].task_id, tasks[4].task_id]
+    assert [t.task_id for t in await journal.next_queued(1)] == [tasks[1].task_id]
+    assert [t.task_id for t in await journal.unfinished()] == [tasks[0].task_id, tasks[2].task_id]
+    assert await journal.counts() == {"queued": 2, "starting": 1, "running": 1, "terminal": 1}
+
+    # A requeued task is older than the ones still waiting, so it goes first.
+    await journal.requeue(tasks[0].task_id)
+    assert (await journal.next_queued(1))[0].task_id == tasks[0].task_id
+
+
+async def test_an_empty_journal_counts_zero_in_every_state(journal: Journal) -> None:
+    assert await journal.counts() == {"queued": 0, "starting": 0, "running": 0, "terminal": 0}
+
+
+async def test_tasks_survive_a_clean_reopen(state_dir: Path) -> None:
+    async with open_journal(state_dir, FAST) as journal:
+        record, _ = await journal.submit(spec(), owner_uid=3, idempotency_key="k")
+        running = await journal.mark_starting(record.task_id)
+
+    async with open_journal(state_dir, FAST) as journal:
+        assert await journal.get(record.task_id) == running
+        again, created = await journal.submit(spec(), owner_uid=3, idempotency_key="k")
+        assert not created and again.task_id == record.task_id
