@@ -23,8 +23,15 @@ from protocol.spawn import SpawnPayload
 from subagent.channel import ControlChannel
 from subagent.errors import ContextOverflow, IntelError, McpFatal
 from subagent.intel import Intelligence, open_intelligence
-from subagent.loop.machine import TurnView, initial_state, next_action, on_context_overflow, on_model_reply
-from subagent.loop.machine import on_tool_results, terminal_for
+from subagent.loop.machine import (
+    TurnView,
+    initial_state,
+    next_action,
+    on_context_overflow,
+    on_model_reply,
+    on_tool_results,
+    terminal_for,
+)
 from subagent.loop.state import CallModel, CallTools, Finish, LoopState, Terminal
 from subagent.messages import ToolOutcome
 from subagent.telemetry import describe
@@ -68,7 +75,7 @@ class Driver:
         if tools.version != self._view_version:
             specs = tools.specs()
             chars = sum(len(s.name) + len(s.description) + len(json.dumps(s.input_schema)) for s in specs)
-            self._view = TurnView(tools=specs, resources=tools.resource_catalogue(), tools_chars=chars)
+            self._view = TurnView.build(self.state.config, specs, tools.resource_catalogue(), chars)
             self._view_version = tools.version
         return self._view
 
@@ -79,7 +86,9 @@ class Driver:
     async def drive(self, intel: Intelligence, tools: ToolRouter) -> Terminal:
         """Run the loop to a terminal status."""
         while True:
-            action = next_action(self.state, self.view(tools), now=anyio.current_time(), cancelled=self.cancelled)
+            action = next_action(
+                self.state, self.view(tools), now=anyio.current_time(), cancelled=self.cancelled
+            )
             if isinstance(action, Finish):
                 return action.terminal
             if isinstance(action, CallModel):
@@ -100,7 +109,9 @@ class Driver:
                 return
         if scope.cancelled_caught:
             return
-        self.state = on_model_reply(self.state, action, reply, now=anyio.current_time(), cancelled=self.cancelled)
+        self.state = on_model_reply(
+            self.state, action, reply, now=anyio.current_time(), cancelled=self.cancelled
+        )
         after = self.state.budgets
         usage = control.UsageParams(
             tokens_in=after.tokens_in - before.tokens_in,
@@ -143,10 +154,17 @@ class Driver:
             return
         self.sent = result
         dur_ms = int((anyio.current_time() - self.started) * 1000)
-        self.channel.emit("loop.final", {
-            "status": result.status.value, "abort": result.abort, "steps": result.usage.steps,
-            "tokens": result.usage.tokens, "dur_ms": dur_ms, "error": result.error.kind if result.error else None,
-        })
+        self.channel.emit(
+            "loop.final",
+            {
+                "status": result.status.value,
+                "abort": result.abort,
+                "steps": result.usage.steps,
+                "tokens": result.usage.tokens,
+                "dur_ms": dur_ms,
+                "error": result.error.kind if result.error else None,
+            },
+        )
         self.channel.send(control.Result(params=result))
 
     def result(self, terminal: Terminal) -> RunResult:
@@ -159,8 +177,13 @@ class Driver:
 
     def usage(self) -> RunUsage:
         b = self.state.budgets
-        return RunUsage(tokens_in=b.tokens_in, tokens_out=b.tokens_out, steps=b.steps_used,
-                        model_calls=b.model_calls, tool_calls=b.tool_calls)
+        return RunUsage(
+            tokens_in=b.tokens_in,
+            tokens_out=b.tokens_out,
+            steps=b.steps_used,
+            model_calls=b.model_calls,
+            tool_calls=b.tool_calls,
+        )
 
 
 def distill(value: JsonValue) -> JsonValue:
@@ -178,15 +201,24 @@ async def run_async(payload: SpawnPayload, channel: ControlChannel) -> RunResult
     """Connect, drive the loop, report the result, then tear down."""
     driver = Driver(payload, channel, initial_state(payload, now=anyio.current_time()))
     capture = payload.telemetry.capture_content
-    channel.emit("loop.start", {
-        "handle": payload.handle, "depth": payload.depth, "max_steps": payload.limits.max_steps,
-        "max_tokens": payload.limits.max_tokens, "deadline_s": payload.limits.deadline_s,
-        "servers": len(payload.mcp_servers), **describe(payload.instruction, capture=capture, prefix="instruction"),
-    })
+    channel.emit(
+        "loop.start",
+        {
+            "handle": payload.handle,
+            "depth": payload.depth,
+            "max_steps": payload.limits.max_steps,
+            "max_tokens": payload.limits.max_tokens,
+            "deadline_s": payload.limits.deadline_s,
+            "servers": len(payload.mcp_servers),
+            **describe(payload.instruction, capture=capture, prefix="instruction"),
+        },
+    )
 
     async def connect_and_drive() -> None:
         async with (
-            open_intelligence(payload.intelligence, payload.loop, sink=channel.emit, capture_content=capture) as intel,
+            open_intelligence(
+                payload.intelligence, payload.loop, sink=channel.emit, capture_content=capture
+            ) as intel,
             open_tools(payload, sink=channel.emit) as tools,
         ):
             # Connected: from here on a cancel or the deadline aborts single operations instead.
@@ -235,8 +267,10 @@ def run_task(payload: SpawnPayload, channel: ControlChannel) -> int:
         import traceback
 
         traceback.print_exc(file=sys.stderr)
-        error = RunError(kind="internal", message=f"{type(exc).__name__} in the subagent after "
-                                                  f"{time.monotonic() - started:.1f}s")
+        error = RunError(
+            kind="internal",
+            message=f"{type(exc).__name__} in the subagent after {time.monotonic() - started:.1f}s",
+        )
         channel.send(control.Result(params=RunResult(status=TerminalStatus.CRASHED, error=error)))
         return EXIT_INTERNAL
     finally:

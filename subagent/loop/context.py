@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from subagent.loop.progress import canonical_json
-from subagent.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, UserMessage
+from subagent.messages import Message, ToolCall, ToolResultMessage, UserMessage
 
 SUMMARIZE_INSTRUCTION = (
     "Summarize this conversation so far for your own continuation of the task. Preserve decisions "
@@ -34,28 +34,26 @@ def stub_text(call: ToolCall | None, name: str) -> str:
     return f"[tool result for {_call_preview(call, name)} elided; call the tool again if you need it]"
 
 
-def stub_stale_tool_results(transcript: tuple[Message, ...], keep: int) -> tuple[Message, ...]:
-    """Lever 1: replace all but the newest `keep` tool-result bodies with stubs.
+def stub_oldest(
+    transcript: tuple[Message, ...], verbatim: tuple[tuple[int, str], ...], keep: int
+) -> tuple[tuple[Message, ...], tuple[tuple[int, str], ...], int]:
+    """Lever 1: stub the oldest verbatim tool results until at most `keep` remain.
 
-    Messages that are already stubs, and all other messages, are returned as the same objects,
-    so an adapter's per-message encoding cache stays warm.
+    Returns the new transcript, the new verbatim list and the change in characters. Only the
+    results that age out are replaced; every other message stays the same object, so an
+    adapter's per-message encoding cache stays warm.
     """
-    result_positions = [i for i, m in enumerate(transcript) if isinstance(m, ToolResultMessage)]
-    stale = result_positions[: max(0, len(result_positions) - keep)]
-    to_stub = [i for i in stale if not _is_stub(transcript[i])]
-    if not to_stub:
-        return transcript
-    calls = {c.id: c for m in transcript if isinstance(m, AssistantMessage) for c in m.tool_calls}
+    if len(verbatim) <= keep:
+        return transcript, verbatim, 0
+    aged, kept = verbatim[: len(verbatim) - keep], verbatim[len(verbatim) - keep :]
     out = list(transcript)
-    for i in to_stub:
-        msg = out[i]
+    delta = 0
+    for index, stub in aged:
+        msg = out[index]
         assert isinstance(msg, ToolResultMessage)
-        out[i] = replace(msg, text=stub_text(calls.get(msg.call_id), msg.name), stubbed=True)
-    return tuple(out)
-
-
-def _is_stub(msg: Message) -> bool:
-    return isinstance(msg, ToolResultMessage) and msg.stubbed
+        out[index] = replace(msg, text=stub, stubbed=True)
+        delta += len(stub) - len(msg.text)
+    return tuple(out), kept, delta
 
 
 def compaction_messages(head: tuple[Message, ...], transcript: tuple[Message, ...]) -> tuple[Message, ...]:

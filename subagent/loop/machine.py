@@ -54,12 +54,29 @@ from subagent.messages import (
 
 @dataclass(frozen=True, slots=True)
 class TurnView:
-    """What the environment offers this turn: the tools in scope and the resource catalogue."""
+    """What the environment offers this turn: the tools in scope and the resource catalogue.
+
+    Build it with `TurnView.build` once per catalogue version: that renders the system prompt
+    and measures the tools once, instead of every turn.
+    """
 
     tools: tuple[ToolSpec, ...] = ()
     resources: str = ""
-    # Serialized size of `tools`, for the forward estimate (the driver caches it per catalogue).
+    # Serialized size of `tools`, for the forward estimate.
     tools_chars: int = 0
+    # Set by `build`: the rendered system prompt and the tools as offered (with `task_refuse`).
+    system: str | None = None
+    offered: tuple[ToolSpec, ...] = ()
+
+    @staticmethod
+    def build(
+        config: LoopConfig, tools: tuple[ToolSpec, ...], resources: str, tools_chars: int = 0
+    ) -> TurnView:
+        offered = (*tools, prompt.refuse_tool_spec()) if config.tool_mode == "native" else tools
+        system = prompt.system_prompt(config, resources=resources, tools=offered)
+        return TurnView(
+            tools=tools, resources=resources, tools_chars=tools_chars, system=system, offered=offered
+        )
 
 
 def initial_state(payload: SpawnPayload, *, now: float) -> LoopState:
@@ -90,7 +107,7 @@ def initial_state(payload: SpawnPayload, *, now: float) -> LoopState:
         head.append(
             UserMessage(seed.content, kind="seed") if seed.role == "user" else AssistantMessage(seed.content)
         )
-    return LoopState(config=config, head=tuple(head))
+    return LoopState(config=config, head=tuple(head), chars=sum(message_chars(m) for m in head))
 
 
 def message_chars(m: Message) -> int:
@@ -99,8 +116,8 @@ def message_chars(m: Message) -> int:
     return len(m.text)
 
 
-def request_chars(request: ModelRequest, tools_chars: int = 0) -> int:
-    return len(request.system) + sum(message_chars(m) for m in request.messages) + tools_chars
+def request_chars(request: ModelRequest) -> int:
+    return len(request.system) + sum(message_chars(m) for m in request.messages)
 
 
 # ---- next action ---------------------------------------------------------------------------
@@ -117,16 +134,19 @@ def next_action(state: LoopState, view: TurnView, *, now: float, cancelled: bool
         return CallTools(tuple(p.call for p in state.pending if p.refusal is None))
 
     cfg = state.config
-    tools = (*view.tools, prompt.refuse_tool_spec()) if cfg.tool_mode == "native" else view.tools
-    system = prompt.system_prompt(cfg, resources=view.resources, tools=tools)
+    if view.system is None:
+        view = TurnView.build(cfg, view.tools, view.resources, view.tools_chars)
+    assert view.system is not None
+    tools = view.offered
     request = ModelRequest(
-        system=system,
+        system=view.system,
         messages=(*state.head, *state.transcript),
         tools=tools if cfg.tool_mode == "native" else (),
         purpose="turn",
         max_output_tokens=cfg.max_output_tokens,
     )
-    estimate = stop.estimate_next(request_chars(request, view.tools_chars), state.budgets.last_prompt_tokens)
+    chars = len(view.system) + state.chars + view.tools_chars
+    estimate = stop.estimate_next(chars, state.budgets.last_prompt_tokens)
     halt = stop.pre_call_stop(state, now=now, cancelled=cancelled, estimate=estimate)
     if halt is not None:
         return Finish(terminal_for(state, halt))
@@ -312,11 +332,28 @@ def on_tool_results(
             n_executed += 1
         results.append(ToolResultMessage(planned.call.id, planned.call.name, outcome.text, outcome.is_error))
         observed.append(f"{int(outcome.is_error)}:{outcome.text}")
-    transcript = context.stub_stale_tool_results((*state.transcript, *results), state.config.keep_verbatim)
+    first = len(state.transcript)
+    calls = {p.call.id: p.call for p in state.pending}
+    verbatim = state.verbatim + tuple(
+        (first + i, context.stub_text(calls.get(m.call_id), m.name))
+        for i, m in enumerate(results)
+        if isinstance(m, ToolResultMessage)
+    )
+    added = sum(message_chars(m) for m in results)
+    transcript, verbatim, delta = context.stub_oldest(
+        (*state.transcript, *results), verbatim, state.config.keep_verbatim
+    )
     budgets = replace(state.budgets, tool_calls=state.budgets.tool_calls + n_executed)
     signature = progress.turn_signature(state.pending_text, observed)
     state = replace(
-        state, transcript=transcript, budgets=budgets, repeats=repeats, pending=None, pending_text=""
+        state,
+        transcript=transcript,
+        chars=state.chars + added + delta,
+        verbatim=verbatim,
+        budgets=budgets,
+        repeats=repeats,
+        pending=None,
+        pending_text="",
     )
     return _end_turn(
         progress.record_signature(state, signature), "tools", now, cancelled, tool_calls=len(results)
@@ -370,13 +407,9 @@ def _on_compacted(state: LoopState, request: ModelRequest, reply: ModelReply) ->
         "loop.compact",
         {"how": how, "messages_before": len(state.transcript), "compactions": state.compactions + 1},
     )
+    state = _reset_transcript(state, transcript)
     return replace(
-        state,
-        budgets=budgets,
-        transcript=transcript,
-        compactions=state.compactions + 1,
-        force_compaction=False,
-        notes=(note,),
+        state, budgets=budgets, compactions=state.compactions + 1, force_compaction=False, notes=(note,)
     )
 
 
@@ -385,13 +418,8 @@ def on_context_overflow(state: LoopState, action: CallModel) -> tuple[LoopState,
     if action.request.purpose == "compact":
         transcript = context.mechanical_compaction(state.transcript, state.config.keep_verbatim)
         note = Note("loop.compact", {"how": "mechanical", "messages_before": len(state.transcript)})
-        return replace(
-            state,
-            transcript=transcript,
-            force_compaction=False,
-            compactions=state.compactions + 1,
-            notes=(note,),
-        ), False
+        state = _reset_transcript(state, transcript)
+        return replace(state, force_compaction=False, compactions=state.compactions + 1, notes=(note,)), False
     if state.overflow_retried or not _compactable(state.transcript):
         return state, True
     return replace(state, force_compaction=True, overflow_retried=True, notes=()), False
@@ -401,7 +429,13 @@ def on_context_overflow(state: LoopState, action: CallModel) -> tuple[LoopState,
 
 
 def _append(state: LoopState, message: Message) -> LoopState:
-    return replace(state, transcript=(*state.transcript, message))
+    return replace(state, transcript=(*state.transcript, message), chars=state.chars + message_chars(message))
+
+
+def _reset_transcript(state: LoopState, transcript: tuple[Message, ...]) -> LoopState:
+    """Replace the whole transcript (compaction): recount, nothing left verbatim."""
+    chars = sum(message_chars(m) for m in (*state.head, *transcript))
+    return replace(state, transcript=transcript, chars=chars, verbatim=())
 
 
 def _remember_partial(state: LoopState, text: str) -> LoopState:

@@ -103,6 +103,11 @@ class LoopState:
     head: tuple[Message, ...]
     # The running transcript after the head: managed by levers 1 and 2.
     transcript: tuple[Message, ...] = ()
+    # Invariant: the sum of `message_chars` over head + transcript, kept incrementally so a
+    # turn's cost does not grow with the history.
+    chars: int = 0
+    # Invariant: (transcript index, stub text) of every tool result still verbatim, oldest first.
+    verbatim: tuple[tuple[int, str], ...] = ()
     budgets: Budgets = Budgets()
     repeats: Mapping[str, RepeatEntry] = field(default_factory=dict)
     last_signature: str | None = None

@@ -7,9 +7,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from protocol.spawn import EndpointSpec, SpawnPayload
-from subagent.loop.machine import TurnView, initial_state, next_action, on_model_reply, on_tool_results
+from subagent.loop.machine import (
+    TurnView,
+    initial_state,
+    message_chars,
+    next_action,
+    on_model_reply,
+    on_tool_results,
+)
 from subagent.loop.state import CallModel, CallTools, Finish, LoopState, Terminal
-from subagent.messages import ModelReply, ModelRequest, TokenUsage, ToolCall, ToolOutcome, ToolSpec
+from subagent.messages import (
+    ModelReply,
+    ModelRequest,
+    TokenUsage,
+    ToolCall,
+    ToolOutcome,
+    ToolResultMessage,
+    ToolSpec,
+)
 
 ToolFn = Callable[[ToolCall], ToolOutcome]
 
@@ -81,7 +96,18 @@ def drive(
                 run.executed.append(c)
                 outcomes.append(tools[c.name](c))
             run.state = on_tool_results(run.state, outcomes, now=now, cancelled=cancelled)
+        check_invariants(run.state)
     raise AssertionError("the loop did not terminate")
+
+
+def check_invariants(state: LoopState) -> None:
+    """The incrementally kept counters agree with a full recount."""
+    assert state.chars == sum(message_chars(m) for m in (*state.head, *state.transcript))
+    verbatim = [
+        i for i, m in enumerate(state.transcript) if isinstance(m, ToolResultMessage) and not m.stubbed
+    ]
+    assert [i for i, _ in state.verbatim] == verbatim[len(verbatim) - len(state.verbatim) :]
+    assert len(state.verbatim) <= state.config.keep_verbatim
 
 
 def start(tool_mode: str = "native", **overrides: Any) -> LoopState:
