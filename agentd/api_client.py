@@ -1,0 +1,335 @@
+"""A small synchronous client of the daemon API, for the CLI (DESIGN §9).
+
+Standard-library sockets and no event loop, so `agentd submit` starts fast. One connection is
+reused across calls; every read is bounded in size and in time; every failure is an
+`ApiClientError` whose message tells a person what to do next.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import select
+import socket
+import stat
+import time
+from collections import deque
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+
+from pydantic import BaseModel, JsonValue, ValidationError
+
+from agentd.errors import ApiClientError
+from protocol.api import EVENT_NOTIFICATION, MAX_API_FRAME, EventView
+from protocol.control import INVALID_REQUEST
+from protocol.framing import LineSplitter, Oversize
+
+# Local error codes: outside JSON-RPC's reserved range and the daemon's 1xxx codes.
+UNREACHABLE = 2001  # no daemon at the path, stale socket, or permission denied
+TIMED_OUT = 2002  # the daemon did not answer in time
+BAD_RESPONSE = 2003  # the answer broke the protocol (too large, not JSON, wrong id)
+CONNECTION_LOST = 2004  # the daemon closed the connection before answering
+
+DEFAULT_TIMEOUT_S = 30.0
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024  # a list of many tasks; anything larger is a broken daemon
+READ_CHUNK = 256 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class FinalResult:
+    """The response that ends a `stream`: the method's result."""
+
+    result: JsonValue
+
+
+class ApiClient:
+    """A connection to an agentd socket. Use as a context manager, or call `close()`.
+
+    `timeout_s` bounds connecting and each call's answer (`math.inf` for no bound); a call may
+    override it, e.g. `task.wait` with a long server-side timeout.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
+    ) -> None:
+        self._path = os.fspath(path)
+        self._timeout_s = timeout_s
+        self._max_response = max_response_bytes
+        self._sock: socket.socket | None = None
+        self._splitter = LineSplitter(max_response_bytes)
+        self._lines: deque[bytes | Oversize] = deque()
+        self._next_id = 1
+
+    def __enter__(self) -> ApiClient:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection (the next call opens a new one)."""
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        self._splitter = LineSplitter(self._max_response)
+        self._lines.clear()
+
+    def call(
+        self,
+        method: str,
+        params: BaseModel | Mapping[str, JsonValue] | None = None,
+        *,
+        timeout_s: float | None = None,
+    ) -> JsonValue:
+        """Send one request and return its result. `task.event` notifications are skipped.
+
+        Raises:
+            ApiClientError: the daemon's error (its code, message and retryable flag), or a local
+                failure (`UNREACHABLE`, `TIMED_OUT`, `BAD_RESPONSE`, `CONNECTION_LOST`).
+        """
+        budget = self._timeout_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + budget
+        request_id = self._send(method, params, deadline)
+        while True:
+            message = self._receive(method, deadline, budget)
+            if message.get("method") == EVENT_NOTIFICATION:
+                continue
+            return self._result_of(message, request_id)
+
+    def stream(
+        self,
+        method: str,
+        params: BaseModel | Mapping[str, JsonValue] | None = None,
+        *,
+        idle_timeout_s: float = math.inf,
+    ) -> Iterator[EventView | FinalResult]:
+        """Send a streaming request (`task.events` with `follow`): yield each event, then the result.
+
+        `idle_timeout_s` bounds the wait for each next message. Stopping the iteration early
+        closes the connection, which makes the daemon stop streaming.
+
+        Raises:
+            ApiClientError: as for `call`.
+        """
+        request_id = self._send(method, params, time.monotonic() + self._timeout_s)
+        finished = False
+        try:
+            while True:
+                message = self._receive(method, time.monotonic() + idle_timeout_s, idle_timeout_s)
+                if message.get("method") == EVENT_NOTIFICATION:
+                    try:
+                        yield EventView.model_validate(message.get("params"))
+                    except ValidationError:
+                        raise self._bad_response("an event that is not an EventView") from None
+                    continue
+                result = self._result_of(message, request_id)
+                finished = True
+                yield FinalResult(result)
+                return
+        finally:
+            if not finished:
+                self.close()  # the daemon may still be streaming into this connection
+
+    # ---- transport -----------------------------------------------------------------------
+
+    def _send(self, method: str, params: BaseModel | Mapping[str, JsonValue] | None, deadline: float) -> int:
+        if isinstance(params, BaseModel):
+            body: JsonValue = params.model_dump(mode="json")
+        else:
+            body = dict(params) if params is not None else {}
+        request_id = self._next_id
+        self._next_id += 1
+        frame = json.dumps(
+            {"jsonrpc": "2.0", "id": request_id, "method": method, "params": body},
+            separators=(",", ":"),
+            ensure_ascii=False,
+        ).encode()
+        if len(frame) > MAX_API_FRAME:
+            raise ApiClientError(
+                INVALID_REQUEST,
+                f"the request is {len(frame)} bytes, over the daemon's {MAX_API_FRAME}-byte cap",
+            )
+        sock = self._connection(deadline)
+        try:
+            sock.settimeout(_remaining(deadline))
+            sock.sendall(frame + b"\n")
+        except TimeoutError:
+            self.close()
+            raise ApiClientError(
+                TIMED_OUT, f"agentd at {self._path} did not take the {method} request in time", retryable=True
+            ) from None
+        except OSError as exc:
+            # The daemon may have refused us and hung up (too many connections): its reason
+            # is already waiting in our receive buffer, and says more than EPIPE.
+            reason = self._waiting_error(sock)
+            self.close()
+            if reason is not None:
+                raise reason from exc
+            raise ApiClientError(
+                CONNECTION_LOST,
+                f"agentd at {self._path} closed the connection ({exc.strerror}); is it restarting?",
+                retryable=True,
+            ) from exc
+        return request_id
+
+    def _waiting_error(self, sock: socket.socket) -> ApiClientError | None:
+        try:
+            sock.setblocking(False)
+            data = sock.recv(READ_CHUNK)
+        except OSError:
+            return None
+        line = data.split(b"\n", 1)[0]
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return None
+        if not isinstance(message, dict) or message.get("id") is not None:
+            return None
+        error = message.get("error")
+        return _error_of(error) if isinstance(error, dict) else None
+
+    def _connection(self, deadline: float) -> socket.socket:
+        if self._sock is not None and _readable_now(self._sock):
+            # Nothing is owed to us between calls: readable means closed (idle timeout) or junk.
+            self.close()
+        if self._sock is None:
+            self._sock = self._connect(deadline)
+        return self._sock
+
+    def _connect(self, deadline: float) -> socket.socket:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(_remaining(deadline))
+            sock.connect(self._path)
+        except BaseException as exc:
+            sock.close()
+            if isinstance(exc, OSError):
+                raise self._connect_error(exc) from exc
+            raise
+        return sock
+
+    def _connect_error(self, exc: OSError) -> ApiClientError:
+        path = self._path
+        if isinstance(exc, FileNotFoundError | NotADirectoryError):
+            return ApiClientError(
+                UNREACHABLE, f"no agentd at {path} — is the daemon running? start it with `agentd serve`"
+            )
+        if isinstance(exc, ConnectionRefusedError):
+            return ApiClientError(
+                UNREACHABLE,
+                f"agentd at {path} refused the connection: the socket is stale (no daemon is running); "
+                "start it with `agentd serve`",
+                retryable=True,
+            )
+        if isinstance(exc, PermissionError):
+            return ApiClientError(
+                UNREACHABLE,
+                f"permission denied connecting to agentd at {path}{_access_hint(path)}; "
+                "ask its operator to add your user to the socket's group",
+            )
+        if isinstance(exc, TimeoutError | BlockingIOError):
+            return ApiClientError(
+                TIMED_OUT,
+                f"agentd at {path} did not accept the connection in time (overloaded?)",
+                retryable=True,
+            )
+        return ApiClientError(UNREACHABLE, f"cannot connect to agentd at {path}: {exc.strerror or exc}")
+
+    def _receive(self, method: str, deadline: float, budget: float) -> dict[str, JsonValue]:
+        """The next message from the daemon, parsed as a JSON object."""
+        sock = self._sock
+        assert sock is not None  # _send connected
+        while not self._lines:
+            try:
+                sock.settimeout(_remaining(deadline))
+                data = sock.recv(READ_CHUNK)
+            except TimeoutError:
+                self.close()  # its answer may still come: this connection is out of step now
+                raise ApiClientError(
+                    TIMED_OUT,
+                    f"agentd at {self._path} did not answer {method} within {budget:g}s",
+                    retryable=True,
+                ) from None
+            except ConnectionResetError:
+                data = b""
+            except OSError as exc:
+                self.close()
+                raise ApiClientError(CONNECTION_LOST, f"reading from agentd failed: {exc.strerror}") from exc
+            if not data:
+                self.close()
+                raise ApiClientError(
+                    CONNECTION_LOST,
+                    f"agentd at {self._path} closed the connection before answering {method} "
+                    "(restarting or overloaded?)",
+                    retryable=True,
+                )
+            self._lines.extend(
+                line for line in self._splitter.feed(data) if not isinstance(line, bytes) or line
+            )
+        line = self._lines.popleft()
+        if isinstance(line, Oversize):
+            raise self._bad_response(f"a message over {self._max_response} bytes")
+        try:
+            message = json.loads(line)
+        except ValueError:
+            raise self._bad_response("a message that is not JSON") from None
+        if not isinstance(message, dict):
+            raise self._bad_response("a message that is not a JSON object")
+        return message
+
+    def _result_of(self, message: dict[str, JsonValue], request_id: int) -> JsonValue:
+        error = message.get("error")
+        if "result" not in message and not isinstance(error, dict):
+            raise self._bad_response("a message that is neither a result nor an error")
+        # id null: the daemon could not tie its error to a request (a frame fault, a refusal).
+        if message.get("id") not in (request_id, None):
+            raise self._bad_response("an answer to another request")
+        if isinstance(error, dict):
+            raise _error_of(error)
+        return message["result"]
+
+    def _bad_response(self, what: str) -> ApiClientError:
+        self.close()
+        return ApiClientError(BAD_RESPONSE, f"agentd at {self._path} sent {what}")
+
+
+def _error_of(error: dict[str, JsonValue]) -> ApiClientError:
+    """The daemon's JSON-RPC error object as an exception."""
+    code, text, data = error.get("code"), error.get("message"), error.get("data")
+    return ApiClientError(
+        code if isinstance(code, int) else BAD_RESPONSE,
+        text if isinstance(text, str) else "error without a message",
+        retryable=isinstance(data, dict) and data.get("retryable") is True,
+    )
+
+
+def _remaining(deadline: float) -> float | None:
+    """A socket timeout for an absolute monotonic deadline (None = no bound); raises once it passed."""
+    if math.isinf(deadline):
+        return None
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError
+    return left
+
+
+def _readable_now(sock: socket.socket) -> bool:
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLIN)
+    return bool(poller.poll(0))
+
+
+def _access_hint(path: str) -> str:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return " (its directory is closed to this user)"
+    return f" (socket mode {stat.S_IMODE(st.st_mode):04o}, owner uid {st.st_uid}, group gid {st.st_gid})"

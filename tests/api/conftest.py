@@ -1,0 +1,27 @@
+"""API tests run on asyncio, against a real server on a real unix socket in `tmp_path`."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tests.api.harness import Server, serving
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def socket_path(tmp_path: Path) -> Path:
+    return tmp_path / "run" / "agentd.sock"
+
+
+@pytest.fixture
+async def server(socket_path: Path) -> AsyncIterator[Server]:
+    """A server with default limits and an empty in-memory backend."""
+    async with serving(socket_path) as running:
+        yield running

@@ -1,0 +1,127 @@
+"""Driving a real API server in tests: `serving` runs one, `RawConnection` speaks bytes to it.
+
+`RawConnection` is deliberately not the product client: it sends whatever bytes a test wants and
+reads whatever comes back, every wait bounded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.abc import UNIXSocketStream
+
+from agentd.api_listener import open_listener
+from agentd.api_server import ApiLimits, serve_api
+from protocol.framing import LineSplitter, Oversize
+from tests.api.in_memory_backend import InMemoryBackend
+
+# Parsed JSON from the wire; tests index into it freely.
+Message = dict[str, Any]
+
+WAIT_S = 5.0
+DEFAULT_LIMITS = ApiLimits()
+
+
+@dataclass(frozen=True)
+class Server:
+    path: Path
+    backend: InMemoryBackend
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    path: Path,
+    backend: InMemoryBackend | None = None,
+    *,
+    limits: ApiLimits = DEFAULT_LIMITS,
+    admin_gid: int | None = None,
+    group: int | None = None,
+) -> AsyncIterator[Server]:
+    """Run `serve_api` on a fresh listener at `path` for the duration of the block."""
+    backend = backend if backend is not None else InMemoryBackend()
+    with open_listener(path, group=group) as sock:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(functools.partial(serve_api, sock, backend, limits=limits, admin_gid=admin_gid))
+            try:
+                yield Server(path, backend)
+            finally:
+                tg.cancel_scope.cancel()
+
+
+def request_line(method: str, params: dict[str, Any] | None = None, *, request_id: int | str = 1) -> bytes:
+    frame: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        frame["params"] = params
+    return json.dumps(frame).encode() + b"\n"
+
+
+class RawConnection:
+    """One client connection that writes raw bytes and reads JSON lines."""
+
+    def __init__(self, stream: UNIXSocketStream) -> None:
+        self._stream = stream
+        self._splitter = LineSplitter(64 * 1024 * 1024)
+        self._lines: deque[bytes] = deque()
+        self.raw_received = bytearray()
+
+    @classmethod
+    async def open(cls, path: Path) -> RawConnection:
+        return cls(await anyio.connect_unix(path))
+
+    async def __aenter__(self) -> RawConnection:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def send(self, data: bytes) -> None:
+        await self._stream.send(data)
+
+    async def send_eof(self) -> None:
+        await self._stream.send_eof()
+
+    async def request(
+        self, method: str, params: dict[str, Any] | None = None, *, request_id: int | str = 1
+    ) -> Message:
+        await self.send(request_line(method, params, request_id=request_id))
+        return await self.receive()
+
+    async def receive(self, timeout_s: float = WAIT_S) -> Message:
+        """The next message; fails the test if none comes within `timeout_s` or the peer closes."""
+        message = await self.receive_or_eof(timeout_s)
+        assert message is not None, "the server closed the connection"
+        return message
+
+    async def receive_or_eof(self, timeout_s: float = WAIT_S) -> Message | None:
+        with anyio.fail_after(timeout_s):
+            while not self._lines:
+                try:
+                    data = await self._stream.receive()
+                except (anyio.EndOfStream, anyio.BrokenResourceError):
+                    return None
+                self.raw_received += data
+                for line in self._splitter.feed(data):
+                    assert not isinstance(line, Oversize)
+                    self._lines.append(line)
+        message = json.loads(self._lines.popleft())
+        assert isinstance(message, dict)
+        return message
+
+    async def receive_until_closed(self, timeout_s: float = WAIT_S) -> list[Message]:
+        """Every message until the server closes the connection (bounded by `timeout_s`)."""
+        messages: list[Message] = []
+        with anyio.fail_after(timeout_s):
+            while (message := await self.receive_or_eof(timeout_s)) is not None:
+                messages.append(message)
+        return messages

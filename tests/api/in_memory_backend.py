@@ -1,0 +1,169 @@
+"""`InMemoryBackend`: the daemon's `Backend` contract over a dict, with hooks tests observe.
+
+It keeps the ownership rule the real daemon must keep (`check_owner`, owner-filtered lists), records
+every caller it sees, and counts event iterators opened and closed. Instructions that start with
+`explode` or `unavailable` make `submit` fail, to exercise the server's error paths.
+"""
+
+from __future__ import annotations
+
+import builtins
+import itertools
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import anyio
+from pydantic import JsonValue
+
+from agentd.api_server import ApiError, Caller, check_owner, task_not_found
+from protocol.api import (
+    UNAVAILABLE,
+    CancelParams,
+    DaemonStatus,
+    EventsParams,
+    EventView,
+    ListParams,
+    NodeView,
+    SubmitParams,
+    SubmitResult,
+    TaskRef,
+    TaskView,
+    WaitParams,
+)
+from protocol.result import TerminalStatus
+
+
+@dataclass
+class _Task:
+    view: TaskView
+    events: list[EventView] = field(default_factory=list)
+
+
+class InMemoryBackend:
+    def __init__(self) -> None:
+        self._tasks: dict[str, _Task] = {}
+        self._ids = itertools.count(1)
+        self._keys: dict[tuple[int, str], str] = {}
+        self._changed = anyio.Event()
+        self.callers: list[Caller] = []
+        self.iterators_opened = 0
+        self.iterators_closed = 0
+        self.iterator_closed = anyio.Event()
+        self.streaming = anyio.Event()
+        self.waiting = anyio.Event()
+        self.wait_ended = anyio.Event()
+
+    # ---- test hooks ----------------------------------------------------------------------
+
+    def add_event(self, task_id: str, event: str, **fields: JsonValue) -> None:
+        task = self._tasks[task_id]
+        task.events.append(EventView(seq=len(task.events) + 1, ts=0.0, event=event, fields=fields))
+        self._notify()
+
+    def finish(self, task_id: str, status: TerminalStatus = TerminalStatus.COMPLETED) -> None:
+        task = self._tasks[task_id]
+        task.view = task.view.model_copy(update={"state": "terminal", "status": status, "exit_code": 0})
+        self.add_event(task_id, "task.terminal", status=status)
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    def _owned(self, caller: Caller, task_id: str) -> _Task:
+        task = self._tasks.get(task_id)
+        if task is None:
+            raise task_not_found(task_id)
+        check_owner(caller, task.view.owner_uid, task_id=task_id)
+        return task
+
+    # ---- Backend -------------------------------------------------------------------------
+
+    async def submit(self, caller: Caller, params: SubmitParams) -> SubmitResult:
+        self.callers.append(caller)
+        instruction = params.spec.instruction
+        if instruction.startswith("explode"):
+            raise RuntimeError(f"backend bug while handling {instruction!r}")
+        if instruction.startswith("unavailable"):
+            raise ApiError(UNAVAILABLE, "the journal could not commit", retryable=True)
+        key = (caller.uid, params.idempotency_key) if params.idempotency_key else None
+        if key is not None and key in self._keys:
+            existing = self._tasks[self._keys[key]].view
+            return SubmitResult(task_id=existing.task_id, state=existing.state, created=False)
+        task_id = f"t{next(self._ids)}"
+        view = TaskView(
+            task_id=task_id,
+            run_id=f"r-{task_id}",
+            owner_uid=caller.uid,
+            state="queued",
+            instruction=instruction,
+        )
+        self._tasks[task_id] = _Task(view)
+        if key is not None:
+            self._keys[key] = task_id
+        self.add_event(task_id, "task.submitted")
+        return SubmitResult(task_id=task_id, state="queued", created=True)
+
+    async def get(self, caller: Caller, params: TaskRef) -> TaskView:
+        self.callers.append(caller)
+        return self._owned(caller, params.task_id).view
+
+    async def list(self, caller: Caller, params: ListParams) -> builtins.list[TaskView]:
+        self.callers.append(caller)
+        views = [t.view for t in self._tasks.values() if caller.is_admin or t.view.owner_uid == caller.uid]
+        return [v for v in views if params.state in (None, v.state)][: params.limit]
+
+    async def cancel(self, caller: Caller, params: CancelParams) -> TaskView:
+        self.callers.append(caller)
+        task = self._owned(caller, params.task_id)
+        if task.view.state != "terminal":
+            self.finish(params.task_id, TerminalStatus.CANCELLED)
+        return task.view
+
+    async def wait(self, caller: Caller, params: WaitParams) -> TaskView:
+        self.callers.append(caller)
+        task = self._owned(caller, params.task_id)
+        self.waiting.set()
+        try:
+            with anyio.move_on_after(params.timeout_s if params.timeout_s is not None else float("inf")):
+                while task.view.state != "terminal":
+                    await self._changed.wait()
+        finally:
+            self.wait_ended.set()
+        return task.view
+
+    async def events(self, caller: Caller, params: EventsParams) -> AsyncIterator[EventView]:
+        self.callers.append(caller)
+        task = self._owned(caller, params.task_id)
+        self.iterators_opened += 1
+        try:
+            seq = params.after_seq  # events are numbered 1, 2, ...: seq is also an index
+            while True:
+                while seq < len(task.events):
+                    event = task.events[seq]
+                    seq = event.seq
+                    self.streaming.set()
+                    yield event
+                if not params.follow or task.view.state == "terminal":
+                    return
+                await self._changed.wait()
+        finally:
+            self.iterators_closed += 1
+            self.iterator_closed.set()
+
+    async def tree(self, caller: Caller, params: TaskRef) -> builtins.list[NodeView]:
+        self.callers.append(caller)
+        self._owned(caller, params.task_id)
+        return [NodeView(handle="0", parent=None, depth=0)]
+
+    async def status(self, caller: Caller) -> DaemonStatus:
+        self.callers.append(caller)
+        return DaemonStatus(
+            pid=0,
+            version="test",
+            uptime_s=0.0,
+            draining=False,
+            queued=sum(t.view.state == "queued" for t in self._tasks.values()),
+            running=0,
+            max_concurrent_tasks=4,
+            journal_ok=True,
+        )

@@ -1,0 +1,136 @@
+"""Across uids: a caller sees and cancels only its own tasks, unless it is in the admin group.
+
+The other user is a real forked child that drops to `nobody` before connecting, so the server
+sees its credentials through `SO_PEERCRED` exactly as in production. It reaches the socket through
+the socket's group (the `group=` option of `open_listener`), starting in the socket's directory
+because the test's temporary tree above it is closed to other users.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import traceback
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import pytest
+from pydantic import JsonValue
+
+from agentd.api_client import UNREACHABLE, ApiClient
+from agentd.errors import ApiClientError
+from protocol.api import NOT_FOUND
+from tests.api.harness import RawConnection, serving
+
+pytestmark = [pytest.mark.anyio, pytest.mark.processes]
+
+NOBODY = 65534
+NOGROUP = 65534
+ADMINS = 4242  # a gid no account uses; membership is given to the child directly
+
+
+def _scenario(root_task: str, path: str) -> dict[str, Any]:
+    """What the other user tries, each outcome recorded (runs in the privilege-dropped child)."""
+    steps: list[tuple[str, str, dict[str, JsonValue]]] = [
+        ("get", "task.get", {"task_id": root_task}),
+        ("events", "task.events", {"task_id": root_task}),
+        ("missing", "task.get", {"task_id": "t999"}),
+        ("submit", "task.submit", {"spec": {"instruction": "mine"}}),
+        ("list", "task.list", {}),
+        ("cancel", "task.cancel", {"task_id": root_task}),
+    ]
+    out: dict[str, Any] = {}
+    with ApiClient(path, timeout_s=10) as client:
+        for name, method, params in steps:
+            try:
+                out[name] = {"result": client.call(method, params)}
+            except ApiClientError as exc:
+                out[name] = {"code": exc.code, "message": exc.message}
+    return out
+
+
+def _fork_as_nobody(cwd: Path, root_task: str, path: str, extra_groups: list[int]) -> dict[str, Any]:
+    """Run `_scenario` in a forked child that has dropped to nobody; return what it saw.
+
+    A fork, not an exec: the interpreter lives under /root, which nobody cannot enter.
+    """
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(read_end)
+            os.chdir(cwd)  # as root: the tree above is closed to nobody
+            os.setgroups(extra_groups)
+            os.setgid(NOGROUP)
+            os.setuid(NOBODY)
+            with os.fdopen(write_end, "wb") as out:
+                out.write(json.dumps(_scenario(root_task, path)).encode())
+            code = 0
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as reader:
+        data = reader.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    result = json.loads(data)
+    assert isinstance(result, dict)
+    return result
+
+
+async def _as_nobody(cwd: Path, root_task: str, path: str, *, extra_groups: list[int]) -> dict[str, Any]:
+    # In a worker thread: the server answering the child runs on this event loop.
+    return await anyio.to_thread.run_sync(_fork_as_nobody, cwd, root_task, path, extra_groups)
+
+
+async def test_another_uid_cannot_see_or_cancel_a_task_and_sees_only_its_own(socket_path: Path) -> None:
+    async with (
+        serving(socket_path, group=NOGROUP) as server,
+        await RawConnection.open(server.path) as root,
+    ):
+        root_task = (await root.request("task.submit", {"spec": {"instruction": "root's"}}))["result"][
+            "task_id"
+        ]
+        seen = await _as_nobody(socket_path.parent, root_task, "agentd.sock", extra_groups=[])
+        everything = await root.request("task.list", {}, request_id=2)
+        still = await root.request("task.get", {"task_id": root_task}, request_id=3)
+
+    # Someone else's task is indistinguishable from a missing one.
+    for name in ("get", "events", "cancel"):
+        assert seen[name] == {"code": NOT_FOUND, "message": f"no task {root_task!r}"}, name
+    assert seen["missing"] == {"code": NOT_FOUND, "message": "no task 't999'"}
+    own = seen["submit"]["result"]["task_id"]
+    assert [t["task_id"] for t in seen["list"]["result"]] == [own]
+    assert seen["list"]["result"][0]["owner_uid"] == NOBODY
+    # Root (the daemon's uid) sees both; the refused cancel changed nothing.
+    assert {t["task_id"] for t in everything["result"]} == {root_task, own}
+    assert still["result"]["state"] == "queued"
+    assert {c.uid for c in server.backend.callers} == {os.geteuid(), NOBODY}
+
+
+async def test_an_admin_group_member_sees_and_cancels_every_task(socket_path: Path) -> None:
+    async with (
+        serving(socket_path, group=NOGROUP, admin_gid=ADMINS) as server,
+        await RawConnection.open(server.path) as root,
+    ):
+        root_task = (await root.request("task.submit", {"spec": {"instruction": "root's"}}))["result"][
+            "task_id"
+        ]
+        seen = await _as_nobody(socket_path.parent, root_task, "agentd.sock", extra_groups=[ADMINS])
+    assert seen["get"]["result"]["owner_uid"] == os.geteuid()
+    assert {t["task_id"] for t in seen["list"]["result"]} == {root_task, seen["submit"]["result"]["task_id"]}
+    assert seen["cancel"]["result"]["status"] == "cancelled"
+    admin_callers = [c for c in server.backend.callers if c.uid == NOBODY]
+    assert admin_callers and all(c.is_admin and ADMINS in c.groups for c in admin_callers)
+
+
+async def test_a_user_outside_the_socket_group_is_told_permission_is_denied(socket_path: Path) -> None:
+    async with serving(socket_path):  # root's group only: closed to nobody
+        seen = await _as_nobody(socket_path.parent.parent, "t1", "run/agentd.sock", extra_groups=[])
+    assert seen["get"]["code"] == UNREACHABLE
+    assert seen["get"]["message"].startswith("permission denied connecting to agentd at run/agentd.sock")
