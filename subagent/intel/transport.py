@@ -23,6 +23,7 @@ from subagent.intel.sse import SseError, SseEvent, SseParser
 
 MAX_BODY_BYTES = 32 * 1024 * 1024
 MAX_ERROR_BODY_BYTES = 64 * 1024
+DRAIN_TIMEOUT_S = 0.5
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
 
@@ -95,16 +96,26 @@ async def post_sse(
     between events may exceed `idle_timeout_s`. Either stall raises `IntelTransient`.
     """
     events_seen = 0
+    done = False
+    status = 0
     with anyio.CancelScope(deadline=anyio.current_time() + first_token_timeout_s) as scope:
         try:
             async with client.stream("POST", url, content=body, headers=dict(headers)) as response:
                 await _raise_for_status(response)
+                status = response.status_code
                 if response.headers.get("content-type", "").startswith("application/json"):
-                    return Streamed(response.status_code, plain=await _read_body(response))
+                    return Streamed(status, plain=await _read_body(response))
                 parser = SseParser()
                 size = 0
                 async for chunk in response.aiter_bytes():
                     size += len(chunk)
+                    if done:
+                        # Past the last event: read the chunked terminator (bounded) so the
+                        # connection returns to the pool; a reconnect per turn costs a TCP (and
+                        # in production a TLS) handshake every model call.
+                        if size > MAX_BODY_BYTES:
+                            break
+                        continue
                     if size > MAX_BODY_BYTES:
                         return Streamed(response.status_code, f"stream exceeds {MAX_BODY_BYTES} bytes")
                     try:
@@ -115,12 +126,18 @@ async def post_sse(
                         events_seen += 1
                         scope.deadline = anyio.current_time() + idle_timeout_s
                         if on_event(event):
-                            return Streamed(response.status_code)
+                            done = True
+                            scope.deadline = anyio.current_time() + DRAIN_TIMEOUT_S
+                            break
                 return Streamed(response.status_code)
         except httpx2.HTTPError as exc:
+            if done:
+                return Streamed(status)
             raise translate_http_error(exc) from exc
         except httpx2.InvalidURL as exc:
             raise EndpointFatal("the endpoint base_url is not a valid URL", kind="config") from exc
+    if done:
+        return Streamed(status)  # complete; only the drain ran out of time (the connection closes)
     if events_seen == 0:
         raise IntelTransient(
             f"stream stalled: no first event within first_token_timeout_s={first_token_timeout_s:g}"

@@ -126,3 +126,13 @@ async def test_a_server_that_ignores_stream_and_answers_json_is_still_understood
     fake_llm.enqueue(chat("plain answer"))
     reply = await stream_once(fake_llm)
     assert reply.text == "plain answer"
+
+
+async def test_consecutive_streams_reuse_one_keep_alive_connection(fake_llm: FakeLLM) -> None:
+    fake_llm.enqueue(*(sse(chat_chunks(f"reply {i}")) for i in range(3)))
+    endpoint = openai_spec(fake_llm, stream=True)
+    async with open_intelligence([endpoint], FAST_KNOBS, sink=RecordingSink()) as intel:
+        for i in range(3):
+            reply = await intel.complete(REQUEST)
+            assert reply.text == f"reply {i}"
+    assert fake_llm.connections == 1

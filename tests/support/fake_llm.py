@@ -181,6 +181,7 @@ class FakeLLM:
         self._queue: deque[Behaviour] = deque()
         self._requests: list[Recorded] = []
         self._aborted = 0
+        self._connections = 0
         self._changed = threading.Condition()
         self._exit = contextlib.ExitStack()
         self._scope: anyio.CancelScope | None = None
@@ -206,6 +207,12 @@ class FakeLLM:
         """Responses the client abandoned before they were complete (disconnected mid-way)."""
         with self._changed:
             return self._aborted
+
+    @property
+    def connections(self) -> int:
+        """TCP connections accepted so far (keep-alive reuse keeps this low)."""
+        with self._changed:
+            return self._connections
 
     def wait_requests_blocking(self, count: int, timeout_s: float = 5.0) -> list[Recorded]:
         """Block until `count` requests have arrived; AssertionError after `timeout_s`."""
@@ -250,6 +257,8 @@ class FakeLLM:
                 await listener.serve(self._connection, task_group=tg)
 
     async def _connection(self, stream: SocketStream) -> None:
+        with self._changed:
+            self._connections += 1
         reader = BufferedByteReceiveStream(stream)
         try:
             while True:
