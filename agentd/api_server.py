@@ -56,7 +56,8 @@ _ACCEPT_TRANSIENT = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.
 
 
 class Backend(Protocol):
-    """What the daemon implements behind the socket. Enforces the ownership rule (see `check_owner`).
+    """What the daemon implements behind the socket. It enforces the ownership rule: `check_owner`
+    on every task it is asked about, and `list` filtered to the caller's tasks unless `is_admin`.
 
     Raise `ApiError` to refuse a request; any other exception is answered as an internal error.
     `events` yields a task's events after `after_seq`; with `follow` it keeps yielding until the
