@@ -99,6 +99,8 @@ class SupervisedChild:
         self._stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
         self._tg: anyio.abc.TaskGroup | None = None
         self._ladder_running = False
+        # A stop requested before `run` started: applied first thing, instead of the spawn frame.
+        self._pending_stop: tuple[KillCause, RungAction, str] | None = None
 
     @property
     def pid(self) -> int:
@@ -130,7 +132,11 @@ class SupervisedChild:
                 tg.start_soon(self._read_frames)
                 tg.start_soon(self._relay_stderr)
                 tg.start_soon(self._watch)
-                if not await self.send(control.Spawn(params=payload), reveal=True):
+                if self._pending_stop is not None:
+                    # Stopped before it was given its task: it is idle, so skip the cancel rung.
+                    cause, start, reason = self._pending_stop
+                    self.stop(cause, start="sigkill" if start == "sigkill" else "sigterm", reason=reason)
+                elif not await self.send(control.Spawn(params=payload), reveal=True):
                     self.stop("faulty", start="sigterm")
                 await self._wait_exit()
                 with anyio.move_on_after(DRAIN_AFTER_EXIT_S):
@@ -154,6 +160,10 @@ class SupervisedChild:
         """Start the kill ladder (once); a later, harder request (`start="sigkill"`) escalates at once."""
         if self.exited:
             return
+        if self._tg is None:
+            if self._pending_stop is None or start == "sigkill":
+                self._pending_stop = (cause, start, reason)
+            return
         if self.kill_cause is None:
             self.kill_cause = cause  # the first cause decides an attributed status
         if self._ladder_running:
@@ -165,7 +175,6 @@ class SupervisedChild:
         self._ladder_running = True
         if self.eof_at is not None and start == "cancel":
             start = "sigterm"  # it cannot read a cancel it will never answer
-        assert self._tg is not None
         self._tg.start_soon(self._climb, plan(self.ladder, start=start), reason or cause, cause)
 
     async def _climb(self, rungs: tuple, reason: str, cause: KillCause) -> None:  # type: ignore[type-arg]

@@ -203,6 +203,18 @@ class Config:
         return config_check.trigger_grant(self.file, index)
 
 
+def merge_tables(base: Mapping[str, object], top: Mapping[str, object]) -> dict[str, object]:
+    """`top` over `base`, recursively for tables; any other value in `top` replaces."""
+    merged = dict(base)
+    for key, value in top.items():
+        below = merged.get(key)
+        if isinstance(value, Mapping) and isinstance(below, Mapping):
+            merged[key] = merge_tables(below, value)
+        else:
+            merged[key] = value
+    return merged
+
+
 def _read_toml(path: Path, required_by: str | None) -> dict[str, object]:
     source = str(path)
     try:
@@ -231,6 +243,7 @@ def load_config(
     state_dir: str | None = None,
     environ: Mapping[str, str] | None = None,
     check_environment: bool = True,
+    overrides: Mapping[str, object] | None = None,
 ) -> Config:
     """Find, read and validate the configuration.
 
@@ -241,6 +254,8 @@ def load_config(
         environ: the environment to read (default `os.environ`, also read again at call time).
         check_environment: also check that every secret, script and directory named is usable
             (`agentd config show` turns this off to display a file meant for another environment).
+        overrides: tables merged over the file before validation (`agentd run`'s flags), so
+            flag values get exactly the checks and messages file values get.
 
     Raises:
         ConfigError: every problem found, each naming its key.
@@ -252,6 +267,8 @@ def load_config(
     else:
         source, base_dir = str(located.path), located.path.absolute().parent
         data = _read_toml(located.path, located.required_by)
+    if overrides:
+        data = merge_tables(data, overrides)
     try:
         file = AgentdFile.model_validate(data, context={"base_dir": base_dir})
     except ValidationError as exc:

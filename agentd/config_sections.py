@@ -184,6 +184,14 @@ class SupervisionSection(Section):
         default=5, ge=1, description="Failures within restart_breaker_window_s that open the breaker."
     )
     restart_breaker_window_s: Seconds = Field(default=60.0, gt=0, description="Restart governor window.")
+    child_command: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        description=(
+            "The program run as each subagent, for debugging and fault-injection tests only; the default "
+            "is this interpreter running `python -I -m subagent`. It speaks the control protocol."
+        ),
+    )
 
 
 class LoopSection(Section):

@@ -40,6 +40,16 @@ class _Vocabulary:
         return event_dict
 
 
+FIRST = ("ts", "level", "event", "comp")
+
+
+def _order(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """Put the fields a reader scans for first; the rest keep their order."""
+    ordered = {k: event_dict[k] for k in FIRST if k in event_dict}
+    ordered.update((k, v) for k, v in event_dict.items() if k not in ordered)
+    return ordered
+
+
 def configure(level: str = "info", *, stream: TextIO | None = None, strict: bool = False) -> None:
     """Configure structlog for JSON lines; safe to call again (tests, reload)."""
     structlog.configure(
@@ -49,6 +59,7 @@ def configure(level: str = "info", *, stream: TextIO | None = None, strict: bool
             structlog.processors.add_log_level,
             _timestamp,
             structlog.processors.format_exc_info,
+            _order,
             structlog.processors.JSONRenderer(sort_keys=False),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(LEVELS.get(level, logging.INFO)),

@@ -306,17 +306,29 @@ class Supervisor:
         log.info("subagent.spawn", pid=proc.pid)
         try:
             run.record = await self.journal.mark_running(record.task_id, proc.pid, proc.start_time)
+            await self.journal.upsert_node(
+                record.task_id,
+                "0",
+                parent=None,
+                depth=0,
+                state="running",
+                pid=proc.pid,
+                pid_start_time=proc.start_time,
+                grant_steps=payload.limits.max_steps,
+                grant_tokens=payload.limits.max_tokens,
+            )
         except JournalError:
-            # Not recorded as running: the child must not run unrecorded. Kill it, then report.
+            # It must not run unrecorded: kill and reap it before reporting the failure.
             child.stop("faulty", start="sigkill")
+            with anyio.CancelScope(shield=True):
+                await child.run(payload)
             raise
-        finally:
-            if run.cancel_reason is not None or self.draining:
-                child.stop(
-                    "drain" if self.draining else "cancel",
-                    start="sigkill" if self._force else "cancel",
-                    reason=run.cancel_reason or "agentd is shutting down",
-                )
+        if run.cancel_reason is not None or self.draining:
+            child.stop(
+                "drain" if self.draining else "cancel",
+                start="sigkill" if self._force else "cancel",
+                reason=run.cancel_reason or "agentd is shutting down",
+            )
         self.log.info(
             "task.started",
             task_id=record.task_id,
@@ -332,6 +344,7 @@ class Supervisor:
             "subagent.exit",
             {"handle": "0", "pid": proc.pid, "exit": exit_desc, "status": result.status.value},
         )
+        await self.journal.end_node(record.task_id, "0", result.status, result.usage)
         return result
 
     async def _record_terminal(

@@ -1,9 +1,10 @@
 """Subagent costs: time to `ev/ready`, time to the first model request, child CPU per turn.
 
-Runs the real `python -m subagent` against the fake OpenAI-compatible server on loopback, each
-turn calling a local self-tool (`note_read`) or a real stdio MCP tool (the fixture's `counter`). Every reply is an SSE stream whose first
-event is delayed 20 ms, so the child is idle — waiting on the model — when its CPU time is
-sampled at each request. Prints a table of medians over `--runs` runs and writes JSON.
+Runs the real `python -m subagent` against the fake OpenAI-compatible server on loopback; each turn
+calls a local self-tool (`note_read`) or a real stdio MCP tool (the fixture's `counter`). Every
+reply is an SSE stream whose events are 20 ms apart, so the child is idle — waiting on the model —
+when its CPU time is sampled at each request. Prints a table of medians over `--runs` runs and
+writes JSON.
 
     python bench/child_turns.py [--turns 50] [--runs 3] [--out bench/results/child.json]
 """
@@ -11,6 +12,7 @@ sampled at each request. Prints a table of medians over `--runs` runs and writes
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import sys
@@ -50,12 +52,15 @@ async def one_run(turns: int, with_mcp: bool) -> dict[str, Any]:
             fake.enqueue(sse(chat_chunks(f"turn {i}", tool_calls=calls, usage=(1000, 20)), delay_s=0.02))
         fake.enqueue(sse(chat_chunks("all done", usage=(1000, 5)), delay_s=0.02))
         payload = SpawnPayload(
-            task_id="t_bench", run_id="r_bench", instruction="count until told to stop",
+            task_id="t_bench",
+            run_id="r_bench",
+            instruction="count until told to stop",
             intelligence=[EndpointSpec(kind="openai", base_url=fake.base_url, model="fake", stream=True)],
             mcp_servers=[McpServerSpec(name="demo", transport="stdio", command=[sys.executable, SERVER])]
-            if with_mcp else [],
-            limits={"max_steps": turns + 5, "max_tokens": 10_000_000},  # type: ignore[arg-type]
-            loop={"repeat_cap": 1000, "idle_limit": 1000},  # type: ignore[arg-type]
+            if with_mcp
+            else [],
+            limits={"max_steps": turns + 5, "max_tokens": 10_000_000},
+            loop={"repeat_cap": 1000, "idle_limit": 1000},
         )
         started = time.monotonic()
         async with spawn_child(payload) as child:
@@ -71,8 +76,8 @@ async def one_run(turns: int, with_mcp: bool) -> dict[str, Any]:
             result = await child.result(timeout_s=60)
             assert result.status.value == "completed", result
             await child.wait_exit(timeout_s=30)
-    per_turn = [(b - a) * 1000 for a, b in zip(cpu, cpu[1:], strict=False)]
-    early, late = per_turn[: len(per_turn) // 5], per_turn[-(len(per_turn) // 5):]
+    per_turn = [(b - a) * 1000 for a, b in itertools.pairwise(cpu)]
+    early, late = per_turn[: len(per_turn) // 5], per_turn[-(len(per_turn) // 5) :]
     return {
         "ready_ms": ready_s * 1000,
         "first_request_ms": first_request_s * 1000,
@@ -95,8 +100,10 @@ def main() -> None:
     print(f"subagent, {args.turns}-turn task, median of {args.runs} runs (ms)")
     print(f"{'':16} {'ev/ready':>9} {'1st request':>12} {'CPU/turn':>9} {'early':>7} {'late':>7}")
     for label, r in rows.items():
-        print(f"{label:16} {r['ready_ms']:9.0f} {r['first_request_ms']:12.0f} {r['cpu_per_turn_ms']:9.2f}"
-              f" {r['cpu_per_turn_early_ms']:7.2f} {r['cpu_per_turn_late_ms']:7.2f}")
+        print(
+            f"{label:16} {r['ready_ms']:9.0f} {r['first_request_ms']:12.0f} {r['cpu_per_turn_ms']:9.2f}"
+            f" {r['cpu_per_turn_early_ms']:7.2f} {r['cpu_per_turn_late_ms']:7.2f}"
+        )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"turns": args.turns, "runs": args.runs, "results": rows}, indent=2))

@@ -41,6 +41,11 @@ EventName = Literal[
     "mcp.disconnect",
     "loop.compact",
     "log.stderr",
+    "api.accept",
+    "api.reject",
+    "api.connect",
+    "api.disconnect",
+    "api.error",
 ]
 
 EVENT_NAMES: frozenset[str] = frozenset(get_args(EventName))

@@ -37,7 +37,11 @@ class ControlChannel:
     """One child's control channel. `send` may be called from any thread."""
 
     def __init__(
-        self, fd_in: int, fd_out: int, *, splitter: LineSplitter | None = None,
+        self,
+        fd_in: int,
+        fd_out: int,
+        *,
+        splitter: LineSplitter | None = None,
         early_lines: list[bytes | Oversize] | None = None,
     ) -> None:
         self._fd_in = fd_in
@@ -166,8 +170,9 @@ class ControlChannel:
     async def request(self, method: str, params: dict[str, JsonValue], *, timeout_s: float) -> JsonValue:
         """Send a `sup/*` request and wait (bounded) for the supervisor's response."""
         adapter_id = next(self._ids)
-        frame = control.UP_ADAPTER.validate_python({"jsonrpc": "2.0", "id": adapter_id, "method": method,
-                                                     "params": params})
+        frame = control.UP_ADAPTER.validate_python(
+            {"jsonrpc": "2.0", "id": adapter_id, "method": method, "params": params}
+        )
         done = anyio.Event()
         slot: list[Any] = []
         self._waiting[adapter_id] = (done, slot)

@@ -24,9 +24,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "processes: the test spawns processes; checked for leaks")
     set_child_subreaper()
     # Children launched by tests import the repo's packages without an install step.
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p
-    )
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
 
 
 @pytest.fixture
