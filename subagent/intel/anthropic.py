@@ -14,7 +14,7 @@ from pydantic import JsonValue
 
 from protocol.spawn import EndpointSpec
 from subagent.intel.encode_once import EncodeOnceCache, join_array, json_bytes, with_fields
-from subagent.intel.endpoint import Prepared, Sent
+from subagent.intel.endpoint import Prepared, Sent, as_text_turn
 from subagent.intel.openai import new_call_id
 from subagent.intel.replies import arguments_object, object_arguments, strict_json, with_estimated_usage
 from subagent.intel.transport import MAX_BODY_BYTES, checked_headers, post_json
@@ -164,7 +164,8 @@ class AnthropicMessages:
         if spec.api_key is not None:
             self._headers["x-api-key"] = spec.api_key.get_secret_value()
         self._headers = checked_headers(self._headers)
-        self._messages: EncodeOnceCache[Message, tuple[str, bytes]] = EncodeOnceCache(encode_blocks)
+        encoder = encode_blocks if spec.tool_mode == "native" else _encode_text_blocks
+        self._messages: EncodeOnceCache[Message, tuple[str, bytes]] = EncodeOnceCache(encoder)
         self._tools: EncodeOnceCache[ToolSpec, bytes] = EncodeOnceCache(encode_tool)
 
     @property
@@ -200,3 +201,7 @@ class AnthropicMessages:
         if reply.malformed is None:
             reply = with_estimated_usage(reply, prepared.size_bytes)
         return Sent(reply, received.status)
+
+
+def _encode_text_blocks(message: Message) -> tuple[str, bytes]:
+    return encode_blocks(as_text_turn(message))

@@ -13,7 +13,14 @@ from typing import Protocol
 
 from protocol.spawn import EndpointSpec
 from subagent.intel.replies import arguments_wire
-from subagent.messages import AssistantMessage, Message, ModelReply, ModelRequest, ToolResultMessage
+from subagent.messages import (
+    AssistantMessage,
+    Message,
+    ModelReply,
+    ModelRequest,
+    ToolResultMessage,
+    UserMessage,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,3 +61,18 @@ def message_chars(message: Message) -> int:
 def request_chars(request: ModelRequest) -> int:
     """Characters of the system prompt and every message of `request`."""
     return len(request.system) + sum(message_chars(m) for m in request.messages)
+
+
+def as_text_turn(message: Message) -> Message:
+    """JSON-action mode (no native tool calling): the same turn as plain text.
+
+    The loop keeps parsed JSON actions as tool calls and their observations as tool results; an
+    endpoint without tool calling must see neither, so an assistant turn keeps only its text (the
+    JSON action it wrote) and a tool result becomes a user message naming the tool.
+    """
+    if isinstance(message, ToolResultMessage):
+        label = " (error)" if message.is_error else ""
+        return UserMessage(f"Result of tool `{message.name}`{label}:\n{message.text}", kind="observation")
+    if isinstance(message, AssistantMessage) and message.tool_calls:
+        return AssistantMessage(message.text)
+    return message

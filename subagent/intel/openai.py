@@ -15,7 +15,7 @@ from pydantic import JsonValue
 from protocol.spawn import EndpointSpec
 from subagent.errors import IntelTransient
 from subagent.intel.encode_once import EncodeOnceCache, join_array, with_fields
-from subagent.intel.endpoint import Prepared, Sent
+from subagent.intel.endpoint import Prepared, Sent, as_text_turn
 from subagent.intel.openai_stream import ChatStream
 from subagent.intel.openai_wire import encode_message, encode_system, encode_tool, parse_completion
 from subagent.intel.replies import strict_json, with_estimated_usage
@@ -41,7 +41,8 @@ class OpenAIChat:
         if spec.stream:
             self._headers["accept"] = "text/event-stream"
         self._headers = checked_headers(self._headers)
-        self._messages: EncodeOnceCache[Message, bytes] = EncodeOnceCache(encode_message)
+        encoder = encode_message if spec.tool_mode == "native" else _encode_text_turn
+        self._messages: EncodeOnceCache[Message, bytes] = EncodeOnceCache(encoder)
         self._tools: EncodeOnceCache[ToolSpec, bytes] = EncodeOnceCache(encode_tool)
         self._system: tuple[str, bytes] | None = None
 
@@ -120,3 +121,7 @@ class OpenAIChat:
         if reply.malformed is not None:
             return reply
         return with_estimated_usage(reply, prepared.size_bytes)
+
+
+def _encode_text_turn(message: Message) -> bytes:
+    return encode_message(as_text_turn(message))

@@ -284,3 +284,29 @@ async def test_nan_in_tool_arguments_is_an_arguments_error_not_a_poisoned_transc
     [call] = reply.tool_calls
     assert call.arguments is None
     assert call.raw_arguments == '{"a": NaN}'
+
+
+async def test_json_action_mode_sends_tool_turns_as_plain_text(fake_llm: FakeLLM) -> None:
+    call = ToolCall(id="act_1", name="demo__add", arguments={"a": 1}, raw_arguments='{"a": 1}')
+    request = ModelRequest(
+        system="s",
+        messages=(
+            UserMessage("task"),
+            AssistantMessage('{"action": "tool", "tool": "demo__add", "arguments": {"a": 1}}', (call,)),
+            ToolResultMessage("act_1", "demo__add", "2"),
+        ),
+    )
+    fake_llm.enqueue(chat('{"action": "final", "result": "2"}'))
+    endpoint = openai_spec(fake_llm, tool_mode="json")
+    async with open_intelligence([endpoint], FAST_KNOBS, sink=RecordingSink()) as intel:
+        await intel.complete(request)
+    body = fake_llm.requests[0].json
+    assert isinstance(body, dict)
+    messages = body["messages"]
+    assert isinstance(messages, list)
+    assert [m["role"] for m in messages if isinstance(m, dict)] == ["system", "user", "assistant", "user"]
+    assert all("tool_calls" not in m for m in messages if isinstance(m, dict))
+    last = messages[-1]
+    assert isinstance(last, dict)
+    assert last["content"] == "Result of tool `demo__add`:\n2"
+    assert "tools" not in body
