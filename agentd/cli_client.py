@@ -183,16 +183,17 @@ def cmd_submit(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
     if not (args.wait or args.follow):
         out.write((json.dumps(submitted) if args.json else task_id) + "\n")
         return 0
+    human = args.follow and out.isatty() and not args.json
     if args.follow:
-        follow(
-            client, task_id, out if not args.json else sys.stderr, human=sys.stdout.isatty() and not args.json
-        )
+        # A terminal gets a progress view; anything else gets one JSON line per event.
+        follow(client, task_id, out, human=human)
     view = _view(client.call("task.wait", {"task_id": task_id}, timeout_s=math.inf))
-    if args.json:
+    if human:
+        out.write(describe(view) + "\n")
+        print_result(view, out)
+    elif args.json or args.follow:
         out.write(view.model_dump_json() + "\n")
     else:
-        if args.follow:
-            sys.stderr.write(describe(view) + "\n")
         print_result(view, out)
     return view.exit_code if view.exit_code is not None else EXIT_FAILURE
 

@@ -1,0 +1,166 @@
+"""`running_daemon`: a real `agentd serve` process on a private socket and state dir, for e2e tests.
+
+The test writes only the TOML it cares about; this adds the socket, the state dir, fast
+supervision knobs, and waits (bounded) until the daemon answers `daemon.status`. On exit the
+daemon gets SIGTERM and must drain; if it does not exit in time it is killed and the test fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agentd.api_client import ApiClient
+from agentd.errors import ApiClientError
+from protocol.api import TaskView
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "fixtures"
+START_TIMEOUT_S = 30.0
+
+FAST_SUPERVISION = """
+[supervision]
+ping_interval_s = 0.2
+missed_pongs = 3
+cancel_grace_s = 0.5
+term_grace_s = 0.5
+kill_reap_s = 2
+eof_grace_s = 0.5
+orphan_sweep_interval_s = 0.5
+"""
+
+
+@dataclass
+class Daemon:
+    workdir: Path
+    config: Path
+    socket: Path
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def client(self, timeout_s: float = 30.0) -> ApiClient:
+        return ApiClient(self.socket, timeout_s=timeout_s)
+
+    def call(
+        self, method: str, params: dict[str, object] | None = None, *, timeout_s: float = 30.0
+    ) -> object:
+        with self.client(timeout_s) as client:
+            return client.call(method, params)  # type: ignore[arg-type]
+
+    def submit(self, instruction: str, **spec: object) -> str:
+        result = self.call("task.submit", {"spec": {"instruction": instruction, **spec}})
+        assert isinstance(result, dict)
+        return str(result["task_id"])
+
+    def wait(self, task_id: str, timeout_s: float = 60.0) -> TaskView:
+        with self.client(timeout_s + 5) as client:
+            view = client.call(
+                "task.wait", {"task_id": task_id, "timeout_s": timeout_s}, timeout_s=timeout_s + 5
+            )
+        return TaskView.model_validate(view)
+
+    def cli(self, *args: str, timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "agentd", *args, "--socket", str(self.socket)],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env={**os.environ, **self.env},
+        )
+
+    def log(self) -> list[dict[str, object]]:
+        lines = []
+        for line in self.log_path.read_text(errors="replace").splitlines():
+            try:
+                lines.append(json.loads(line))
+            except ValueError:
+                continue
+        return lines
+
+    def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 30.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.proc.wait(timeout=timeout_s)
+
+
+def write_config(workdir: Path, body: str, *, fast: bool = True) -> Path:
+    config = workdir / "agentd.toml"
+    head = f'[daemon]\nsocket = "{workdir / "agentd.sock"}"\nstate_dir = "{workdir / "state"}"\n'
+    text = head + body
+    if fast and "[supervision]" not in body:
+        text += FAST_SUPERVISION
+    config.write_text(text)
+    return config
+
+
+def start_daemon(workdir: Path, config: Path, env: dict[str, str] | None = None) -> Daemon:
+    log_path = workdir / "daemon.log"
+    extra = env or {}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentd", "serve", "--config", str(config)],
+        stdout=open(log_path, "ab"),
+        stderr=subprocess.STDOUT,  # noqa: SIM115 - owned by the child
+        env={**os.environ, **extra},
+        start_new_session=True,
+    )
+    daemon = Daemon(workdir, config, workdir / "agentd.sock", proc, log_path, extra)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        if proc.poll() is not None:
+            raise AssertionError(
+                f"daemon exited ({proc.returncode}) during start:\n{log_path.read_text()[-3000:]}"
+            )
+        try:
+            daemon.call("daemon.status", timeout_s=2)
+            return daemon
+        except ApiClientError:
+            pass
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"daemon did not become ready:\n{log_path.read_text()[-3000:]}")
+        time.sleep(0.05)
+
+
+@contextmanager
+def running_daemon(workdir: Path, body: str, *, env: dict[str, str] | None = None) -> Iterator[Daemon]:
+    daemon = start_daemon(workdir, write_config(workdir, body), env)
+    try:
+        yield daemon
+    finally:
+        if daemon.proc.poll() is None:
+            daemon.proc.send_signal(signal.SIGTERM)
+            try:
+                code = daemon.proc.wait(timeout=40)
+            except subprocess.TimeoutExpired:
+                os.killpg(daemon.proc.pid, signal.SIGKILL)
+                daemon.proc.wait()
+                raise AssertionError("the daemon did not drain within 40 s") from None
+            assert code == 0, f"daemon exited {code} on SIGTERM:\n{daemon.log_path.read_text()[-3000:]}"
+
+
+def scripted(name: str, turns: list[dict[str, object]], workdir: Path, **extra: object) -> str:
+    """An [intelligence.<name>] table for a scripted model with these turns."""
+    path = workdir / f"{name}.json"
+    path.write_text(json.dumps({"model": f"scripted-{name}", "turns": turns, **extra}))
+    return f'[intelligence.{name}]\nkind = "scripted"\nscript = "{path}"\n'
+
+
+def rogue_command() -> str:
+    return f'child_command = ["{sys.executable}", "{FIXTURES / "rogue_child.py"}"]\n'
+
+
+def demo_mcp(name: str = "demo") -> str:
+    return f'[mcp.{name}]\ncommand = ["{sys.executable}", "{FIXTURES / "mcp_basic.py"}"]\ntrust = []\n'
