@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -411,22 +412,32 @@ class Supervisor:
 
 
 def kill_survivor(record: TaskRecord, *, timeout_s: float = 5.0) -> bool:
-    """Kill the process a previous daemon ran for `record`, if it still exists and is really it."""
+    """Kill the process a previous daemon ran for `record`, if it still exists and is really it.
+
+    It is identified by pid, start time and the env marker, so a recycled pid is never signalled.
+    It is not our child (it was reparented when its daemon died), so it cannot be reaped here:
+    it is gone once it has vanished or become a zombie.
+    """
     if record.pid is None or record.pid_start_time is None:
         return False
     try:
         proc = psutil.Process(record.pid)
         if abs(proc.create_time() - record.pid_start_time) > 0.05:
             return False
-        marker = proc.environ().get(MARKER_ENV, "")
-        if not marker.startswith(record.run_id + "/"):
+        if not proc.environ().get(MARKER_ENV, "").startswith(record.run_id + "/"):
             return False
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(record.pid, signal.SIGKILL)
-        proc.kill()
-        proc.wait(timeout=timeout_s)
-    except psutil.NoSuchProcess:
+    except psutil.Error:
         return False
-    except (psutil.Error, OSError):
-        return False
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(record.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(record.pid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                break
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.01)
     return True

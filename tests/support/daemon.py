@@ -72,6 +72,20 @@ class Daemon:
             )
         return TaskView.model_validate(view)
 
+    def wait_ready(self, task_ids: list[str], timeout_s: float = 30.0) -> dict[str, int]:
+        """Wait until every task's child has sent `ev/ready`; return their pids."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            ready = {
+                str(line["task_id"]): line["pid"]
+                for line in self.log()
+                if line.get("event") == "subagent.ready" and line.get("task_id") in task_ids
+            }
+            if len(ready) == len(task_ids):
+                return {t: int(p) for t, p in ready.items()}  # type: ignore[call-overload]
+            assert time.monotonic() < deadline, f"children not ready: {ready}"
+            time.sleep(0.05)
+
     def cli(self, *args: str, timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "agentd", *args, "--socket", str(self.socket)],
@@ -96,9 +110,10 @@ class Daemon:
         return self.proc.wait(timeout=timeout_s)
 
 
-def write_config(workdir: Path, body: str, *, fast: bool = True) -> Path:
+def write_config(workdir: Path, body: str, *, fast: bool = True, daemon: str = "") -> Path:
+    """Write agentd.toml: the [daemon] table (plus `daemon` lines), then `body`."""
     config = workdir / "agentd.toml"
-    head = f'[daemon]\nsocket = "{workdir / "agentd.sock"}"\nstate_dir = "{workdir / "state"}"\n'
+    head = f'[daemon]\nsocket = "{workdir / "agentd.sock"}"\nstate_dir = "{workdir / "state"}"\n{daemon}'
     text = head + body
     if fast and "[supervision]" not in body:
         text += FAST_SUPERVISION
@@ -109,13 +124,14 @@ def write_config(workdir: Path, body: str, *, fast: bool = True) -> Path:
 def start_daemon(workdir: Path, config: Path, env: dict[str, str] | None = None) -> Daemon:
     log_path = workdir / "daemon.log"
     extra = env or {}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "agentd", "serve", "--config", str(config)],
-        stdout=open(log_path, "ab"),
-        stderr=subprocess.STDOUT,  # noqa: SIM115 - owned by the child
-        env={**os.environ, **extra},
-        start_new_session=True,
-    )
+    with open(log_path, "ab") as log:  # the child keeps its own copy of the fd
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "agentd", "serve", "--config", str(config)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **extra},
+            start_new_session=True,
+        )
     daemon = Daemon(workdir, config, workdir / "agentd.sock", proc, log_path, extra)
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
@@ -135,8 +151,10 @@ def start_daemon(workdir: Path, config: Path, env: dict[str, str] | None = None)
 
 
 @contextmanager
-def running_daemon(workdir: Path, body: str, *, env: dict[str, str] | None = None) -> Iterator[Daemon]:
-    daemon = start_daemon(workdir, write_config(workdir, body), env)
+def running_daemon(
+    workdir: Path, body: str, *, env: dict[str, str] | None = None, daemon_lines: str = ""
+) -> Iterator[Daemon]:
+    daemon = start_daemon(workdir, write_config(workdir, body, daemon=daemon_lines), env)
     try:
         yield daemon
     finally:

@@ -1,0 +1,130 @@
+"""Chaos against the real daemon (DESIGN §17): children that crash, hog, hang, flood or escape.
+
+Each test asserts the outcome DESIGN §6 promises — one terminal status with the reason recorded,
+the ladder rung that ended it, no survivor — and the leak check proves nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from protocol.result import TerminalStatus as S
+from tests.support.daemon import Daemon, rogue_command, running_daemon, scripted
+
+pytestmark = pytest.mark.processes
+
+
+def rogue_daemon(tmp_path: Path, extra: str = "") -> str:
+    # The rogue reads its behaviour from the instruction; the model section is never used.
+    return (
+        scripted("m", [{"text": "unused"}], tmp_path)
+        + '[defaults]\nmodel = "m"\n'
+        + extra
+        + "[supervision]\nping_interval_s = 0.2\nmissed_pongs = 3\ncancel_grace_s = 0.5\n"
+        "term_grace_s = 0.5\nkill_reap_s = 2\neof_grace_s = 0.5\norphan_sweep_interval_s = 0.3\n"
+        + rogue_command()
+    )
+
+
+def signals_used(daemon: Daemon, task_id: str) -> list[str]:
+    return [
+        str(line.get("rung"))
+        for line in daemon.log()
+        if line.get("event") == "subagent.signal" and line.get("task_id") == task_id
+    ]
+
+
+def test_a_segfaulting_child_is_crashed_with_the_signal_and_stack_recorded(tmp_path: Path) -> None:
+    with running_daemon(tmp_path, rogue_daemon(tmp_path)) as daemon:
+        view = daemon.wait(daemon.submit("segfault"))
+        assert view.status is S.CRASHED
+        assert view.error is not None
+        assert view.error.kind == "segfault"
+        assert "Fatal Python error: Segmentation fault" in view.error.message  # faulthandler's stack
+        assert view.exit_code == 1
+
+
+def test_a_memory_bomb_is_stopped_by_the_address_space_limit(tmp_path: Path) -> None:
+    extra = '[limits]\naddress_space = "1G"\n'
+    with running_daemon(tmp_path, rogue_daemon(tmp_path, extra)) as daemon:
+        view = daemon.wait(daemon.submit("memory"))
+        assert view.status is S.CRASHED
+        assert view.error is not None
+        assert "MemoryError" in view.error.message
+        for proc in psutil.Process(daemon.pid).children(recursive=True):
+            assert proc.memory_info().rss < 1100 * 1024 * 1024
+
+
+def test_a_child_ignoring_cancel_and_sigterm_is_killed_at_the_sigkill_rung(tmp_path: Path) -> None:
+    with running_daemon(tmp_path, rogue_daemon(tmp_path)) as daemon:
+        task_id = daemon.submit("ignore-cancel")
+        daemon.wait_ready([task_id])
+        started = time.monotonic()
+        daemon.call("task.cancel", {"task_id": task_id})
+        view = daemon.wait(task_id)
+        assert view.status is S.CANCELLED
+        assert signals_used(daemon, task_id) == ["cancel", "sigterm", "sigkill"]
+        assert time.monotonic() - started < 0.5 + 0.5 + 2 + 2  # within the ladder's bound
+
+
+def test_a_child_that_closes_its_channel_but_keeps_running_is_laddered(tmp_path: Path) -> None:
+    with running_daemon(tmp_path, rogue_daemon(tmp_path)) as daemon:
+        task_id = daemon.submit("close-stdout")
+        view = daemon.wait(task_id)
+        assert view.status is S.CRASHED
+        assert view.error is not None
+        assert view.error.kind == "stuck"
+        assert signals_used(daemon, task_id)[0] == "sigterm"  # it cannot read a cancel
+
+
+def test_a_child_flooding_without_newlines_is_killed_at_the_cap_with_bounded_memory(tmp_path: Path) -> None:
+    with running_daemon(tmp_path, rogue_daemon(tmp_path)) as daemon:
+        rss_before = psutil.Process(daemon.pid).memory_info().rss
+        view = daemon.wait(daemon.submit("flood"))
+        assert view.status is S.CRASHED
+        assert view.error is not None
+        assert view.error.kind == "protocol"
+        growth = psutil.Process(daemon.pid).memory_info().rss - rss_before
+        assert growth < 48 * 1024 * 1024, f"daemon grew {growth / 2**20:.0f} MiB"
+
+
+def test_a_wedged_child_that_stops_answering_pings_is_stuck_and_killed(tmp_path: Path) -> None:
+    with running_daemon(tmp_path, rogue_daemon(tmp_path)) as daemon:
+        task_id = daemon.submit("silent")
+        view = daemon.wait(task_id)
+        assert view.status is S.CRASHED
+        assert view.error is not None
+        assert view.error.kind == "stuck"
+        stuck = [line for line in daemon.log() if line.get("event") == "subagent.stuck"]
+        assert stuck[0]["verdict"] == "unresponsive"
+
+
+def test_an_orphaned_grandchild_is_swept_by_the_subreaper(tmp_path: Path) -> None:
+    with running_daemon(tmp_path, rogue_daemon(tmp_path)) as daemon:
+        view = daemon.wait(daemon.submit("spawn-orphan"))
+        assert view.status is S.CRASHED
+        deadline = time.monotonic() + 10
+        while any(p.name() == "sleep" for p in psutil.Process(daemon.pid).children(recursive=True)):
+            assert time.monotonic() < deadline, "the orphan was not swept"
+            time.sleep(0.05)
+        orphan_kills = [line for line in daemon.log() if line.get("reason") == "orphan"]
+        assert orphan_kills
+
+
+def test_a_sigstopped_real_subagent_is_detected_as_stuck_and_killed(tmp_path: Path) -> None:
+    body = scripted("slow", [{"text": "zzz", "delay_s": 60}], tmp_path) + '[defaults]\nmodel = "slow"\n'
+    with running_daemon(tmp_path, body) as daemon:
+        task_id = daemon.submit("think slowly")
+        pid = daemon.wait_ready([task_id])[task_id]
+        os.kill(pid, signal.SIGSTOP)
+        view = daemon.wait(task_id)
+        assert view.status is S.CRASHED
+        assert view.error is not None
+        assert view.error.kind == "stuck"
+        assert signals_used(daemon, task_id)[-1] == "sigkill"  # a stopped process only dies by SIGKILL

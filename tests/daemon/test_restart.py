@@ -1,0 +1,102 @@
+"""Restart recovery and drain: a daemon killed with -9 loses no acknowledged task; SIGTERM drains."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from protocol.result import TerminalStatus as S
+from tests.daemon.test_chaos import rogue_daemon
+from tests.support.daemon import running_daemon, start_daemon, write_config
+
+pytestmark = pytest.mark.processes
+
+
+def test_kill_9_of_the_daemon_loses_no_task_and_leaves_no_survivor(tmp_path: Path) -> None:
+    config = write_config(tmp_path, rogue_daemon(tmp_path), fast=False, daemon="max_concurrent_tasks = 2\n")
+    daemon = start_daemon(tmp_path, config)
+    retried = daemon.submit("ignore-cancel")
+    once = daemon.submit("ignore-cancel", retry={"max_attempts": 1})
+    queued = [daemon.submit("complete") for _ in range(3)]
+    old_pids = daemon.wait_ready([retried, once])
+    daemon.proc.send_signal(signal.SIGKILL)
+    daemon.proc.wait(timeout=10)
+    for pid in old_pids.values():
+        assert psutil.pid_exists(pid), (
+            "the rogue child survives its daemon (no PDEATHSIG): recovery must kill it"
+        )
+
+    daemon = start_daemon(tmp_path, config)
+    try:
+        for pid in old_pids.values():
+            assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        crashed = daemon.wait(once, timeout_s=5)
+        assert crashed.status is S.CRASHED
+        assert crashed.error is not None
+        assert crashed.error.kind == "supervisor_restart"
+        for task_id in queued:
+            assert daemon.wait(task_id).status is S.COMPLETED
+        again = daemon.call("task.get", {"task_id": retried})
+        assert isinstance(again, dict)
+        assert again["attempts"] == 1
+        assert again["state"] in ("queued", "starting", "running")
+        recovery = [line for line in daemon.log() if line.get("event") == "subagent.restart"]
+        assert {line["outcome"] for line in recovery} == {"requeued", "crashed"}
+        assert all(line["survivor_killed"] for line in recovery)
+    finally:
+        assert daemon.stop(timeout_s=40) == 0
+    assert daemon.proc.returncode == 0
+
+
+def test_sigterm_drains_running_tasks_and_exits_0(tmp_path: Path) -> None:
+    with running_daemon(tmp_path, rogue_daemon(tmp_path)) as daemon:
+        tasks = [daemon.submit("ignore-cancel"), daemon.submit("ignore-cancel")]
+        daemon.wait_ready(tasks)
+        started = time.monotonic()
+        assert daemon.stop(signal.SIGTERM, timeout_s=30) == 0
+        assert time.monotonic() - started < 25
+    daemon = start_daemon(tmp_path, daemon.config)
+    try:
+        for task_id in tasks:
+            view = daemon.call("task.get", {"task_id": task_id})
+            assert isinstance(view, dict)
+            assert view["status"] == "cancelled"
+            assert view["exit_code"] == 0  # a clean drain
+    finally:
+        assert daemon.stop() == 0
+
+
+def test_a_second_signal_kills_every_child_at_once(tmp_path: Path) -> None:
+    slow = rogue_daemon(tmp_path).replace("cancel_grace_s = 0.5", "cancel_grace_s = 20")
+    with running_daemon(tmp_path, slow) as daemon:
+        pids = daemon.wait_ready([daemon.submit("ignore-cancel")])
+        daemon.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.3)  # let the first signal start the drain; the second must not wait 20 s
+        daemon.proc.send_signal(signal.SIGINT)
+        assert daemon.proc.wait(timeout=10) == 0
+        for pid in pids.values():
+            assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_daemon_refuses_a_state_dir_another_daemon_holds(tmp_path: Path) -> None:
+    with running_daemon(tmp_path, rogue_daemon(tmp_path)) as daemon:
+        other = tmp_path / "other"
+        other.mkdir()
+        config = other / "agentd.toml"
+        config.write_text(
+            daemon.config.read_text().replace(str(tmp_path / "agentd.sock"), str(other / "s.sock"))
+        )
+        second = subprocess.run(
+            [sys.executable, "-m", "agentd", "serve", "--config", str(config)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert second.returncode != 0
+        assert "another agentd" in second.stdout + second.stderr
