@@ -338,10 +338,11 @@ def check_environment(
                 out.append(ConfigProblem(exc.where, str(exc)))
         if cwd is not None and not os.path.isdir(cwd):
             out.append(ConfigProblem(f"{server.key}.cwd", f"{cwd} is not a directory"))
-    group = file.daemon.admin_group
-    if group is not None:
+    for key, group in (("admin_group", file.daemon.admin_group), ("socket_group", file.daemon.socket_group)):
+        if group is None:
+            continue
         try:
             grp.getgrgid(int(group)) if group.isdigit() else grp.getgrnam(group)
         except KeyError:
-            out.append(ConfigProblem("daemon.admin_group", f"no group {group!r} on this machine"))
+            out.append(ConfigProblem(f"daemon.{key}", f"no group {group!r} on this machine"))
     return out

@@ -62,6 +62,12 @@ class DaemonSection(Section):
         description="Group (name or gid) whose members may see and cancel every user's tasks, like the "
         "daemon's own uid and root. Unset: nobody else.",
     )
+    socket_group: str | None = Field(
+        default=None,
+        pattern=r"^([a-z_][a-z0-9_-]*\$?|[0-9]+)$",
+        description="Group (name or gid) that owns the socket and its directory, so its members may connect "
+        "and submit (they still see only their own tasks). Unset: admin_group, else the daemon's group.",
+    )
     drain_timeout_s: Seconds = Field(
         default=25.0,
         gt=0,

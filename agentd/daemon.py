@@ -49,6 +49,8 @@ def _admin_gid(config: Config) -> int | None:
     name = config.daemon.admin_group
     if name is None:
         return None
+    if name.isdigit():
+        return int(name)
     try:
         return grp.getgrnam(name).gr_gid
     except KeyError:
@@ -67,7 +69,8 @@ def _listener(config: Config) -> Iterator[socket.socket]:
         finally:
             sock.close()
         return
-    with open_listener(config.socket, group=config.daemon.admin_group) as sock:
+    group = config.daemon.socket_group or config.daemon.admin_group
+    with open_listener(config.socket, group=int(group) if group and group.isdigit() else group) as sock:
         yield sock
 
 

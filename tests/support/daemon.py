@@ -110,10 +110,13 @@ class Daemon:
         return self.proc.wait(timeout=timeout_s)
 
 
-def write_config(workdir: Path, body: str, *, fast: bool = True, daemon: str = "") -> Path:
+def write_config(
+    workdir: Path, body: str, *, fast: bool = True, daemon: str = "", socket: Path | None = None
+) -> Path:
     """Write agentd.toml: the [daemon] table (plus `daemon` lines), then `body`."""
     config = workdir / "agentd.toml"
-    head = f'[daemon]\nsocket = "{workdir / "agentd.sock"}"\nstate_dir = "{workdir / "state"}"\n{daemon}'
+    socket = socket or workdir / "agentd.sock"
+    head = f'[daemon]\nsocket = "{socket}"\nstate_dir = "{workdir / "state"}"\n{daemon}'
     text = head + body
     if fast and "[supervision]" not in body:
         text += FAST_SUPERVISION
@@ -121,7 +124,9 @@ def write_config(workdir: Path, body: str, *, fast: bool = True, daemon: str = "
     return config
 
 
-def start_daemon(workdir: Path, config: Path, env: dict[str, str] | None = None) -> Daemon:
+def start_daemon(
+    workdir: Path, config: Path, env: dict[str, str] | None = None, socket: Path | None = None
+) -> Daemon:
     log_path = workdir / "daemon.log"
     extra = env or {}
     with open(log_path, "ab") as log:  # the child keeps its own copy of the fd
@@ -132,7 +137,7 @@ def start_daemon(workdir: Path, config: Path, env: dict[str, str] | None = None)
             env={**os.environ, **extra},
             start_new_session=True,
         )
-    daemon = Daemon(workdir, config, workdir / "agentd.sock", proc, log_path, extra)
+    daemon = Daemon(workdir, config, socket or workdir / "agentd.sock", proc, log_path, extra)
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
         if proc.poll() is not None:
