@@ -131,24 +131,13 @@ class DaemonBackend:
 
     async def tree(self, caller: Caller, params: TaskRef) -> builtins.list[NodeView]:
         record = await self._owned(caller, params.task_id)
+        slot = self.supervisor.running.get(params.task_id)
+        if slot is not None and slot.run is not None:
+            return slot.run.node_views()  # live: usage as counted so far
         nodes = [n.to_view() for n in await self.journal.nodes(params.task_id)]
-        if nodes:
+        if nodes or record.state == "terminal":
             return nodes
-        run = self.supervisor.running.get(params.task_id)
-        child = run.child if run is not None else None
-        status = record.status
-        state = "terminal" if record.state == "terminal" else ("running" if child else "starting")
-        return [
-            NodeView(
-                handle="0",
-                parent=None,
-                depth=0,
-                status=status,
-                state=state,
-                pid=child.pid if child else record.pid,
-                usage=record.usage,
-            )
-        ]
+        return [NodeView(handle="0", parent=None, depth=0, state="starting")]
 
     async def status(self, caller: Caller) -> DaemonStatus:
         counts = await self.journal.counts()
@@ -169,7 +158,8 @@ class DaemonBackend:
 
     def _view(self, record: TaskRecord) -> TaskView:
         view = record.to_view()
-        run = self.supervisor.running.get(record.task_id)
-        if run is not None and run.child is not None and view.pid is None:
-            view = view.model_copy(update={"pid": run.child.pid})
+        slot = self.supervisor.running.get(record.task_id)
+        child = slot.run.root_child if slot is not None and slot.run is not None else None
+        if child is not None and view.pid is None:
+            view = view.model_copy(update={"pid": child.pid})
         return view

@@ -34,6 +34,7 @@ STDERR_LINE_CAP = 8192
 STDERR_TAIL_LINES = 40
 WRITE_TIMEOUT_S = 5.0
 DRAIN_AFTER_EXIT_S = 1.0
+RTT_SAMPLES = 256
 
 SupRequest = control.SupSpawn | control.SupWait | control.SupStatus | control.SupCancel
 
@@ -88,6 +89,8 @@ class SupervisedChild:
         self.outstanding_pings = 0
         self.last_loop_age_ms: int | None = None
         self.last_rtt_s: float | None = None
+        # The latest ping round trips, oldest first; a reader may drain it (benches, diagnostics).
+        self.recent_rtts_s: collections.deque[float] = collections.deque(maxlen=RTT_SAMPLES)
         self.eof_at: float | None = None
         self.kill_cause: KillCause | None = None
         self.top_rung: RungAction | None = None
@@ -302,6 +305,7 @@ class SupervisedChild:
         sent = self._ping_sent.pop(pong.seq, None)
         if sent is not None:
             self.last_rtt_s = anyio.current_time() - sent
+            self.recent_rtts_s.append(self.last_rtt_s)
         self._ping_sent = {k: v for k, v in self._ping_sent.items() if k > pong.seq}
         self.outstanding_pings = len(self._ping_sent)
         self.last_loop_age_ms = pong.loop_age_ms

@@ -112,7 +112,19 @@ class DefaultsSection(Section):
         default=_LIMITS.deadline_s, gt=0, alias="deadline", description="Default wall-clock deadline."
     )
     max_depth: int = Field(
-        default=_LIMITS.remaining_depth, ge=0, le=16, description="How deep a task's subagent tree may go."
+        default=_LIMITS.remaining_depth,
+        ge=0,
+        le=4,
+        description="How deep a task's subagent tree may go (≤ 4).",
+    )
+    child_max_steps: int = Field(
+        default=20,
+        ge=1,
+        le=100_000,
+        description="A nested subagent's step grant when its parent asks for none.",
+    )
+    child_max_tokens: int = Field(
+        default=50_000, ge=1000, description="A nested subagent's token grant when its parent asks for none."
     )
     max_steps_ceiling: int = Field(
         default=400, ge=1, le=100_000, description="Largest step budget a task may ask for (larger is cut)."

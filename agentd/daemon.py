@@ -3,7 +3,9 @@
 Order matters. The state directory's lock and restart recovery come before the socket accepts
 anything, so no client sees a half-reconciled journal; SIGTERM/SIGINT drain (stop intake,
 cancel running tasks, ladder stragglers, record outcomes) and exit 0 within the drain cap; a
-second signal SIGKILLs every child at once.
+second signal SIGKILLs every child at once. Under systemd (DESIGN §15) `READY=1` is sent only once
+recovery is done and the socket listens; SIGHUP is bracketed by `RELOADING=1` … `READY=1`, the
+drain starts with `STOPPING=1`, and the watchdog is fed from this event loop.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from agentd.backend import DaemonBackend
 from agentd.config import Config, ConfigError, load_config
 from agentd.grants import build_payload, supervisor_options
 from agentd.journal import open_journal
+from agentd.sdnotify import Notifier
+from agentd.service_notify import ServiceStatus, run_watchdog, wedge_event_loop, wedge_seconds
 from agentd.spawner import ExecSpawner
 from agentd.supervisor import Supervisor
 from subagent.linux import set_child_subreaper
@@ -40,6 +44,8 @@ class ConfigHolder:
     """The live configuration; SIGHUP swaps it only for a valid one."""
 
     current: Config
+    # The error of the last rejected reload; None once a reload succeeds (shown in STATUS=).
+    reload_error: str | None = None
 
     def get(self) -> Config:
         return self.current
@@ -74,28 +80,49 @@ def _listener(config: Config) -> Iterator[socket.socket]:
         yield sock
 
 
-async def _signals(supervisor: Supervisor, holder: ConfigHolder, reload: Callable[[], None]) -> None:
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as received:
+async def _signals(
+    supervisor: Supervisor,
+    reload: Callable[[], None],
+    on_drain: Callable[[], None],
+    wedge_s: float | None,
+) -> None:
+    signals = [signal.SIGTERM, signal.SIGINT, signal.SIGHUP]
+    if wedge_s is not None:
+        signals.append(signal.SIGUSR2)  # fault injection only: otherwise SIGUSR2 keeps its default
+    with anyio.open_signal_receiver(*signals) as received:
         async for signum in received:
             if signum == signal.SIGHUP:
                 reload()
+            elif signum == signal.SIGUSR2 and wedge_s is not None:
+                wedge_event_loop(wedge_s)
             else:
+                first = not supervisor.draining
                 supervisor.drain(force=supervisor.draining)
+                if first:
+                    on_drain()
 
 
 async def serve(config: Config, *, on_ready: Callable[[str], None] | None = None) -> int:
     """Run the daemon until it is drained; returns the process exit code."""
     log = logs.get()
+    notifier = Notifier.from_environ(report=lambda err: log.warning("proc.notify", err=err))
     set_child_subreaper()
     holder = ConfigHolder(config)
 
-    def reload() -> None:
+    def reload_config() -> None:
+        # The socket and the state dir are fixed for the daemon's life, whatever the file says now.
         try:
-            fresh = load_config(str(holder.current.path) if holder.current.path else None)
+            fresh = load_config(
+                str(holder.current.path) if holder.current.path else None,
+                socket=str(holder.current.socket),
+                state_dir=str(holder.current.state_dir),
+            )
         except ConfigError as exc:
+            holder.reload_error = str(exc)
             log.error("config.invalid", source=exc.source, err=str(exc), kept="previous configuration")
             return
         holder.current = fresh
+        holder.reload_error = None
         log.info("config.loaded", source=fresh.source, reload=True)
 
     cgroup_root = cgroup.discover()
@@ -122,17 +149,38 @@ async def serve(config: Config, *, on_ready: Callable[[str], None] | None = None
                 frame_deadline_s=config.daemon.frame_deadline_s,
                 max_connections_per_uid=config.daemon.max_connections_per_uid,
             )
+            status = ServiceStatus(notifier, supervisor, journal, lambda: holder.reload_error)
+            await status.refresh_queued()
+
+            def reload() -> None:
+                notifier.reloading()
+                reload_config()
+                notifier.ready(status.text())
+
             async with anyio.create_task_group() as tg:
                 tg.start_soon(supervisor.serve)
                 tg.start_soon(
                     functools.partial(serve_api, sock, backend, limits=limits, admin_gid=_admin_gid(config))
                 )
-                tg.start_soon(_signals, supervisor, holder, reload)
-                log.info("proc.ready", pid=os.getpid(), recovered=len(recovered), socket=str(config.socket))
+                tg.start_soon(
+                    _signals, supervisor, reload, lambda: notifier.stopping(status.text()), wedge_seconds()
+                )
+                tg.start_soon(run_watchdog, notifier)
+                tg.start_soon(status.run)
+                log.info(
+                    "proc.ready",
+                    pid=os.getpid(),
+                    recovered=len(recovered),
+                    socket=str(config.socket),
+                    notify=notifier.enabled,
+                    watchdog_interval_s=notifier.watchdog_interval_s,
+                )
+                notifier.ready(status.text())
                 if on_ready is not None:
                     on_ready(str(config.socket))
                 await supervisor.wait_drained()
                 tg.cancel_scope.cancel()
+    notifier.close()
     log.info("proc.exit", pid=os.getpid(), code=0)
     return 0
 

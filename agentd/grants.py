@@ -119,4 +119,6 @@ def supervisor_options(config: Config) -> SupervisorOptions:
         drain_timeout_s=config.daemon.drain_timeout_s,
         orphan_sweep_interval_s=sup.orphan_sweep_interval_s,
         child_argv=tuple(sup.child_command) if sup.child_command else None,
+        child_steps=config.defaults.child_max_steps,
+        child_tokens=config.defaults.child_max_tokens,
     )

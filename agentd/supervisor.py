@@ -17,19 +17,16 @@ from dataclasses import dataclass, field
 
 import anyio
 import psutil
-from pydantic import JsonValue
 
 from agentd import logs, reaper
 from agentd.cgroup import CgroupRoot
-from agentd.child import ChildIdentity, SupervisedChild, SupRequest
-from agentd.errors import AgentdError, JournalError, SpawnError
+from agentd.errors import AgentdError, JournalError
 from agentd.journal import Journal
 from agentd.journal_records import TaskRecord
-from agentd.ladder import LadderPolicy, RungAction
-from agentd.liveness import KillCause, LivenessPolicy, Verdict
-from agentd.spawner import MARKER_ENV, RLimits, Spawner, SpawnRequest
-from protocol import control
-from protocol.events import EventName
+from agentd.ladder import LadderPolicy
+from agentd.liveness import LivenessPolicy
+from agentd.spawner import MARKER_ENV, RLimits, Spawner
+from agentd.taskrun import TaskRun
 from protocol.result import RunError, RunResult, TerminalStatus, exit_code
 from protocol.spawn import SpawnPayload
 
@@ -53,75 +50,18 @@ class SupervisorOptions:
     teardown_grace_s: float = 10.0
     orphan_sweep_interval_s: float = 10.0
     child_argv: tuple[str, ...] | None = None
+    # A nested child's grant when its parent asks for none (always capped by what the parent has).
+    child_steps: int = 20
+    child_tokens: int = 50_000
 
 
 @dataclass
-class _Run:
+class _Slot:
+    """A task this daemon has taken from the queue; `run` exists once its payload is built."""
+
     record: TaskRecord
-    child: SupervisedChild | None = None
+    run: TaskRun | None = None
     cancel_reason: str | None = None
-    node_usage: dict[str, int] = field(default_factory=lambda: {"tokens_in": 0, "tokens_out": 0, "steps": 0})
-
-
-def _comp(event: str) -> str:
-    if event.startswith("intel."):
-        return "intel"
-    if event.startswith(("tool.", "mcp.")):
-        return "mcp"
-    return "agent"
-
-
-def _capped(fields: dict[str, JsonValue]) -> dict[str, JsonValue]:
-    return {k: (v[:FIELD_CAP] if isinstance(v, str) else v) for k, v in fields.items()}
-
-
-class _RunListener:
-    """The `ChildListener` of one task's root child: journal, logs and accounting."""
-
-    def __init__(self, sup: Supervisor, run: _Run) -> None:
-        self.sup = sup
-        self.run = run
-        rec = run.record
-        self.log = logs.get(task_id=rec.task_id, run_id=rec.run_id, handle="0")
-
-    def _journal(self, event: EventName, fields: dict[str, JsonValue]) -> None:
-        self.sup.journal.append_event(self.run.record.task_id, event, fields)
-
-    def on_ready(self, child: SupervisedChild) -> None:
-        ready_ms = int((anyio.current_time() - child.spawned_at) * 1000)
-        self.log.info("subagent.ready", pid=child.pid, dur_ms=ready_ms)
-        self._journal("subagent.ready", {"handle": "0", "pid": child.pid, "dur_ms": ready_ms})
-
-    def on_event(self, child: SupervisedChild, params: control.EventParams) -> None:
-        fields = _capped(params.fields)
-        level = (
-            "info" if params.event in ("loop.start", "loop.final", "loop.error", "mcp.connect") else "debug"
-        )
-        getattr(self.log, level)(params.event, pid=child.pid, comp=_comp(params.event), **fields)
-        self._journal(params.event, {"handle": "0", **fields})
-
-    def on_usage(self, child: SupervisedChild, params: control.UsageParams) -> None:
-        usage = self.run.node_usage
-        usage["tokens_in"] += params.tokens_in
-        usage["tokens_out"] += params.tokens_out
-        usage["steps"] += params.steps
-
-    def on_result(self, child: SupervisedChild, result: RunResult) -> None:
-        self.log.info("subagent.exit", pid=child.pid, status=result.status.value, phase="result")
-
-    def on_stderr(self, child: SupervisedChild, line: str) -> None:
-        self.log.info("log.stderr", pid=child.pid, line=line)
-
-    def on_verdict(self, child: SupervisedChild, verdict: Verdict) -> None:
-        self.log.warning("subagent.stuck", pid=child.pid, verdict=verdict)
-        self._journal("subagent.stuck", {"handle": "0", "verdict": verdict})
-
-    def on_rung(self, child: SupervisedChild, rung: RungAction, cause: KillCause) -> None:
-        self.log.warning("subagent.signal", pid=child.pid, rung=rung, cause=cause)
-        self._journal("subagent.signal", {"handle": "0", "rung": rung, "cause": cause})
-
-    async def on_request(self, child: SupervisedChild, request: SupRequest) -> JsonValue:
-        return {"refused": "nested subagents are not available in this build"}
 
 
 class Supervisor:
@@ -140,7 +80,7 @@ class Supervisor:
         self.cgroup_root = cgroup_root
         self.log = logs.get()
         self.draining = False
-        self.running: dict[str, _Run] = {}
+        self.running: dict[str, _Slot] = {}
         self._wake = anyio.Event()
         self._terminal: dict[str, anyio.Event] = {}
         self._drained = anyio.Event()
@@ -148,8 +88,17 @@ class Supervisor:
 
     # ---- public --------------------------------------------------------------------------------
 
+    @property
+    def forced(self) -> bool:
+        """A second signal asked for SIGKILL now."""
+        return self._force
+
+    def ladder_bound_s(self) -> float:
+        ladder = self.options.ladder
+        return ladder.cancel_grace_s + ladder.term_grace_s + ladder.kill_reap_s
+
     def owned_pids(self) -> set[int]:
-        return {r.child.pid for r in self.running.values() if r.child is not None and not r.child.exited}
+        return {pid for slot in self.running.values() if slot.run is not None for pid in slot.run.pids()}
 
     def notify_submitted(self) -> None:
         self._wake.set()
@@ -160,11 +109,11 @@ class Supervisor:
 
     async def cancel(self, task_id: str, reason: str) -> TaskRecord | None:
         """Cancel a task in any state; returns the record as it stands (None if unknown)."""
-        run = self.running.get(task_id)
-        if run is not None:
-            run.cancel_reason = run.cancel_reason or reason
-            if run.child is not None:
-                run.child.stop("cancel", reason=reason)
+        slot = self.running.get(task_id)
+        if slot is not None:
+            slot.cancel_reason = slot.cancel_reason or reason
+            if slot.run is not None:
+                slot.run.cancel(reason)
             return await self.journal.get(task_id)
         record = await self.journal.get(task_id)
         if record is None or record.state != "queued":
@@ -180,13 +129,10 @@ class Supervisor:
         self._force = self._force or force
         if first:
             self.log.info("proc.drain", running=len(self.running))
-        for run in self.running.values():
-            if run.child is not None:
-                run.child.stop(
-                    "drain", start="sigkill" if force else "cancel", reason="agentd is shutting down"
-                )
-            else:
-                run.cancel_reason = run.cancel_reason or "agentd is shutting down"
+        for slot in self.running.values():
+            slot.cancel_reason = slot.cancel_reason or "agentd is shutting down"
+            if slot.run is not None:
+                slot.run.cancel("agentd is shutting down", cause="drain", force=force)
         self._wake.set()
 
     async def wait_drained(self) -> None:
@@ -215,9 +161,9 @@ class Supervisor:
                             or len(self.running) >= self.options.max_concurrent_tasks
                         ):
                             continue
-                        run = _Run(record)
-                        self.running[record.task_id] = run
-                        tg.start_soon(self._run_task, run)
+                        slot = _Slot(record)
+                        self.running[record.task_id] = slot
+                        tg.start_soon(self._run_task, slot)
                 self._wake = anyio.Event()
                 with anyio.move_on_after(1.0):
                     await self._wake.wait()
@@ -248,12 +194,11 @@ class Supervisor:
 
     # ---- one task ------------------------------------------------------------------------------
 
-    async def _run_task(self, run: _Run) -> None:
-        record = run.record
+    async def _run_task(self, slot: _Slot) -> None:
+        record = slot.record
         try:
-            result = await self._start_and_supervise(run)
-            if result is not None:
-                await self._record_terminal(record, result, clean_drain=self.draining)
+            result = await self._start_and_supervise(slot)
+            await self._record_terminal(record, result, clean_drain=self.draining)
         except JournalError as exc:
             # The outcome could not be recorded; restart recovery will reconcile the task.
             self.log.error("task.terminal", task_id=record.task_id, err=f"journal: {exc}")
@@ -262,91 +207,19 @@ class Supervisor:
             self._wake.set()
             self.sweep()
 
-    async def _start_and_supervise(self, run: _Run) -> RunResult | None:
-        record = run.record
-        log = self.log.bind(task_id=record.task_id, run_id=record.run_id, handle="0")
+    async def _start_and_supervise(self, slot: _Slot) -> RunResult:
         try:
-            payload = self.build_payload(record)
+            payload = self.build_payload(slot.record)
         except PayloadError as exc:
             return RunResult(status=TerminalStatus.CRASHED, error=RunError(kind="config", message=str(exc)))
-        if run.cancel_reason is not None:
+        if slot.cancel_reason is not None:
             return RunResult(
-                status=TerminalStatus.CANCELLED, error=RunError(kind="cancelled", message=run.cancel_reason)
+                status=TerminalStatus.CANCELLED, error=RunError(kind="cancelled", message=slot.cancel_reason)
             )
-        run.record = await self.journal.mark_starting(record.task_id)
-        leaf = None
-        if self.cgroup_root is not None:
-            leaf = self.cgroup_root.create_leaf(
-                f"{record.task_id}-0", memory_max=self.options.memory_max, pids_max=self.options.pids_max
-            )
-        request = SpawnRequest(
-            task_id=record.task_id,
-            run_id=record.run_id,
-            handle="0",
-            rlimits=self.options.rlimits,
-            cgroup=str(leaf.path) if leaf else None,
-            argv=self.options.child_argv,
-        )
-        try:
-            proc = self.spawner.spawn(request)
-        except SpawnError as exc:
-            log.error("subagent.spawn", err=str(exc))
-            return RunResult(status=TerminalStatus.CRASHED, error=RunError(kind="spawn", message=str(exc)))
-        deadline = anyio.current_time() + payload.limits.deadline_s
-        child = SupervisedChild(
-            proc,
-            ChildIdentity(record.task_id, record.run_id, "0"),
-            _RunListener(self, run),
-            deadline=deadline,
-            liveness=self.options.liveness,
-            ladder=self.options.ladder,
-            cgroup=leaf,
-            teardown_grace_s=self.options.teardown_grace_s,
-        )
-        run.child = child
-        log.info("subagent.spawn", pid=proc.pid)
-        try:
-            run.record = await self.journal.mark_running(record.task_id, proc.pid, proc.start_time)
-            await self.journal.upsert_node(
-                record.task_id,
-                "0",
-                parent=None,
-                depth=0,
-                state="running",
-                pid=proc.pid,
-                pid_start_time=proc.start_time,
-                grant_steps=payload.limits.max_steps,
-                grant_tokens=payload.limits.max_tokens,
-            )
-        except JournalError:
-            # It must not run unrecorded: kill and reap it before reporting the failure.
-            child.stop("faulty", start="sigkill")
-            with anyio.CancelScope(shield=True):
-                await child.run(payload)
-            raise
-        if run.cancel_reason is not None or self.draining:
-            child.stop(
-                "drain" if self.draining else "cancel",
-                start="sigkill" if self._force else "cancel",
-                reason=run.cancel_reason or "agentd is shutting down",
-            )
-        self.log.info(
-            "task.started",
-            task_id=record.task_id,
-            run_id=record.run_id,
-            pid=proc.pid,
-            attempt=record.attempts + 1,
-        )
-        result = await child.run(payload)
-        exit_desc = child.exit_info.describe if child.exit_info else "unknown"
-        log.info("subagent.exit", pid=proc.pid, status=result.status.value, exit=exit_desc)
-        self.journal.append_event(
-            record.task_id,
-            "subagent.exit",
-            {"handle": "0", "pid": proc.pid, "exit": exit_desc, "status": result.status.value},
-        )
-        await self.journal.end_node(record.task_id, "0", result.status, result.usage)
-        return result
+        slot.run = TaskRun(self, slot.record, payload)
+        if self.draining:
+            slot.run.cancel("agentd is shutting down", cause="drain", force=self._force)
+        return await slot.run.run()
 
     async def _record_terminal(
         self, record: TaskRecord, result: RunResult, *, clean_drain: bool = False

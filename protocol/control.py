@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, JsonValue, Tag
 
 from protocol.events import EventName
 from protocol.result import RunResult
-from protocol.spawn import Handle, Limits, OutputContract, SeedMessage, SpawnPayload
+from protocol.spawn import Handle, OutputContract, SeedMessage, SpawnPayload
 
 RequestId = Annotated[int, Field(strict=True, ge=0)] | Annotated[str, Field(max_length=64)]
 
@@ -127,14 +127,24 @@ class Result(_Msg):
     params: RunResult
 
 
+class RequestedLimits(_Params):
+    """What a parent asks for its child; each unset value takes the supervisor's default, and every
+    value is capped by what the parent has left (DESIGN §7)."""
+
+    max_steps: int | None = Field(default=None, ge=1, le=100_000)
+    max_tokens: int | None = Field(default=None, ge=1)
+    deadline_s: float | None = Field(default=None, gt=0)
+
+
 class SpawnRequestParams(_Params):
     """A child's request for a child. Identity fields are absent on purpose: the supervisor mints them."""
 
     instruction: str = Field(min_length=1, max_length=1_000_000)
     output_contract: OutputContract = OutputContract()
     context_seed: list[SeedMessage] = Field(default_factory=list, max_length=256)
-    tool_scope: list[str] | None = None
-    limits: Limits | None = None
+    # Server names (`fs`) or single tools (`fs/read_file`) of the parent's grant; None = all of it.
+    tool_scope: list[Annotated[str, Field(max_length=200)]] | None = Field(default=None, max_length=256)
+    limits: RequestedLimits = RequestedLimits()
     wait: bool = True
 
     # A forged identity claim is tolerated on the wire and ignored (never trusted).

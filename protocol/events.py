@@ -46,6 +46,10 @@ EventName = Literal[
     "api.connect",
     "api.disconnect",
     "api.error",
+    # systemd integration (docs/operations.md): a notify-socket problem, reported once; the
+    # fault-injection wedge of the event loop (only with AGENTD_TEST_WEDGE_ON_SIGUSR2 set).
+    "proc.notify",
+    "proc.wedge",
 ]
 
 EVENT_NAMES: frozenset[str] = frozenset(get_args(EventName))

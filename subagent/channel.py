@@ -29,7 +29,7 @@ READ_CHUNK = 1 << 16
 MAX_FAULTS_LOGGED = 5
 
 
-class ChannelClosed(Exception):
+class ChannelClosed(ConnectionError):
     """The supervisor's end is gone; nothing more can be reported."""
 
 

@@ -186,6 +186,17 @@ class Driver:
         )
 
 
+class ChannelLink:
+    """The `SupervisorLink` of the `subagent_*` tools: `sup/*` requests over the control channel."""
+
+    def __init__(self, channel: ControlChannel) -> None:
+        self._channel = channel
+
+    async def request(self, method: str, params: dict[str, JsonValue]) -> JsonValue:
+        # The tool call that makes the request bounds it by the run's deadline.
+        return await self._channel.request(method, params, timeout_s=math.inf)
+
+
 def distill(value: JsonValue) -> JsonValue:
     """Cap every string in a result at 8,000 characters, with a marker (DESIGN §4)."""
     if isinstance(value, str):
@@ -219,7 +230,7 @@ async def run_async(payload: SpawnPayload, channel: ControlChannel) -> RunResult
             open_intelligence(
                 payload.intelligence, payload.loop, sink=channel.emit, capture_content=capture
             ) as intel,
-            open_tools(payload, sink=channel.emit) as tools,
+            open_tools(payload, sink=channel.emit, supervisor=ChannelLink(channel)) as tools,
         ):
             # Connected: from here on a cancel or the deadline aborts single operations instead.
             outer.deadline = math.inf

@@ -8,6 +8,7 @@ names the problem, never the content.
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Literal
@@ -63,11 +64,34 @@ class ScriptedTurn(_Strict):
     fail: Literal["auth", "unavailable", "overflow"] | None = None
 
 
+class Role(_Strict):
+    """An alternative script for runs whose instruction matches `match` (a regular expression):
+    how one script file plays a parent and its subagents differently."""
+
+    match: str = Field(min_length=1, max_length=1000)
+    turns: list[ScriptedTurn] = Field(min_length=1)
+    after_end: Literal["repeat_last", "cycle", "error"] = "repeat_last"
+    summary: str | None = None
+
+    @model_validator(mode="after")
+    def _compiles(self) -> Role:
+        try:
+            re.compile(self.match)
+        except re.error as exc:
+            raise ValueError(f"match is not a valid regular expression: {exc}") from None
+        return self
+
+
 class Script(_Strict):
     model: str = "scripted"
     turns: list[ScriptedTurn] = Field(min_length=1)
     after_end: Literal["repeat_last", "cycle", "error"] = "repeat_last"
     summary: str | None = None
+    # Checked in order against the run's instruction at its first turn; no match plays `turns`.
+    roles: list[Role] = Field(default_factory=list, max_length=64)
+
+    def for_instruction(self, instruction: str) -> Script | Role:
+        return next((r for r in self.roles if re.search(r.match, instruction)), self)
 
 
 def load_script(path: str) -> Script:
@@ -148,7 +172,9 @@ class ScriptedModel:
 
     def __init__(self, spec: EndpointSpec, script: Script) -> None:
         self._spec = spec
-        self._script = script
+        self._file = script
+        # The role this run plays is chosen at its first turn, from its instruction.
+        self._script: Script | Role = script
         self._turns_played = 0
 
     @classmethod
@@ -162,7 +188,7 @@ class ScriptedModel:
 
     @property
     def model(self) -> str:
-        return self._spec.model or self._script.model
+        return self._spec.model or self._file.model
 
     def prepare(self, request: ModelRequest) -> Prepared:
         return Prepared(request=request, payload=b"", size_bytes=request_chars(request))
@@ -176,6 +202,9 @@ class ScriptedModel:
                 None,
             )
         turn_no = self._turns_played
+        if turn_no == 0:
+            instruction = next((m.text for m in request.messages if isinstance(m, UserMessage)), "")
+            self._script = self._file.for_instruction(instruction)
         turn = self._pick(turn_no)
         # Advance before any await: a cancelled turn is spent, as a real model call would be.
         self._turns_played += 1

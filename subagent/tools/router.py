@@ -24,6 +24,7 @@ from protocol.spawn import SpawnPayload
 from subagent.errors import McpFatal
 from subagent.messages import JsonObject, ToolCall, ToolOutcome, ToolSpec
 from subagent.telemetry import EventSink, describe
+from subagent.tools import delegate
 from subagent.tools.catalogue import CatalogueEntry, render_catalogue
 from subagent.tools.connection import Failure, ServerLink
 from subagent.tools.naming import ToolRef, assign_wire_names, offered_spec
@@ -120,7 +121,7 @@ class ToolRouter:
     ) -> None:
         self._payload = payload
         self._sink = sink
-        # The seam for the `subagent_*` self-tools (a later issue routes them through it).
+        # Routes the `subagent_*` self-tools to the supervisor (absent: they are not offered).
         self._supervisor = supervisor
         self._meta = call_meta(payload)
         self._notes = Notes(notes_path(payload))
@@ -164,6 +165,10 @@ class ToolRouter:
         has_resources = any(link.listing.has_resources for link in offered)
         for spec in SPECS:
             if spec.name != RESOURCE_READ or has_resources:
+                specs.append(spec)
+                routes[spec.name] = _Route(None, spec.name)
+        if self._supervisor is not None and self._payload.limits.remaining_depth > 0:
+            for spec in delegate.SPECS:
                 specs.append(spec)
                 routes[spec.name] = _Route(None, spec.name)
         entries = [
@@ -278,6 +283,8 @@ class ToolRouter:
         return ToolOutcome(text, is_error=True), "server_withdrawn"
 
     async def _self_tool(self, tool: str, arguments: JsonObject, timeout_s: float) -> ToolOutcome:
+        if tool in delegate.TOOLS and self._supervisor is not None:
+            return await delegate.call(tool, arguments, self._supervisor.request, timeout_s=timeout_s)
         try:
             if tool == RESOURCE_READ:
                 args = ResourceReadArgs.model_validate(arguments)

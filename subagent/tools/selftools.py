@@ -2,8 +2,8 @@
 
 `resource_read` is deliberate attention over the catalogue's awareness (RFC 0007 §3.8): it reads
 one resource from the server that listed it. The notes pair is lever 3 of §3.9: one private file
-per task (0600, capped at 1 MiB), the only memory in core. The `subagent_*` tools are reserved
-here and will be routed through `SupervisorLink` (a later issue); until then they are not offered.
+per task (0600, capped at 1 MiB), the only memory in core. The `subagent_*` tools live in
+`delegate` and are routed through `SupervisorLink`; their names are reserved here.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from subagent.tools.render import render_resource
 RESOURCE_READ = "resource_read"
 NOTE_WRITE = "note_write"
 NOTE_READ = "note_read"
-# The seam for the supervisor-routed tools: reserved wire names, offered once `SupervisorLink` routes them.
+# The supervisor-routed tools (`delegate`): reserved so no MCP tool can take their names.
 SUPERVISOR_TOOLS = ("subagent_spawn", "subagent_wait", "subagent_status", "subagent_cancel")
 RESERVED_NAMES = frozenset({RESOURCE_READ, NOTE_WRITE, NOTE_READ, *SUPERVISOR_TOOLS})
 MAX_NOTES_BYTES = 1024 * 1024

@@ -9,10 +9,10 @@ import anyio
 import pytest
 from pydantic import JsonValue
 
-from protocol.spawn import EndpointSpec
+from protocol.spawn import EndpointSpec, LoopKnobs
 from subagent.errors import ContextOverflow, IntelFatal, IntelUnavailable
 from subagent.intel import Intelligence, open_intelligence
-from subagent.intel.scripted import DEFAULT_SUMMARY
+from subagent.intel.scripted import DEFAULT_SUMMARY, ScriptedModel
 from subagent.messages import (
     AssistantMessage,
     Message,
@@ -238,3 +238,29 @@ async def test_every_example_script_is_valid(path: Path) -> None:
     spec = EndpointSpec(kind="scripted", script_path=str(path))
     async with open_intelligence([spec], FAST_KNOBS, sink=RecordingSink()):
         pass
+
+
+async def test_roles_pick_a_script_by_the_runs_instruction(tmp_path: Path) -> None:
+    script = {
+        "turns": [{"text": "I am the parent"}],
+        "roles": [{"match": "^child:", "turns": [{"text": "I am a child of {instruction}"}]}],
+    }
+    path = tmp_path / "roles.json"
+    path.write_text(json.dumps(script))
+    spec = EndpointSpec(kind="scripted", script_path=str(path))
+    for instruction, expected in (
+        ("child: count", "I am a child of child: count"),
+        ("plan", "I am the parent"),
+    ):
+        async with open_intelligence([spec], LoopKnobs(), sink=RecordingSink()) as intel:
+            reply = await intel.complete(ModelRequest(system="s", messages=(UserMessage(instruction),)))
+        assert reply.text == expected
+
+
+def test_a_role_with_a_bad_regular_expression_is_rejected_at_open(tmp_path: Path) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(
+        json.dumps({"turns": [{"text": "x"}], "roles": [{"match": "(", "turns": [{"text": "y"}]}]})
+    )
+    with pytest.raises(IntelFatal, match="not a valid regular expression"):
+        ScriptedModel.open(EndpointSpec(kind="scripted", script_path=str(path)))

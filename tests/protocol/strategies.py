@@ -25,6 +25,7 @@ from protocol.control import (
     PingParams,
     Ready,
     ReadyParams,
+    RequestedLimits,
     Response,
     Result,
     Spawn,
@@ -229,7 +230,12 @@ sup_spawns = st.builds(
         output_contract=output_contracts,
         context_seed=st.lists(seed_messages, max_size=3),
         tool_scope=st.none() | st.lists(short_text, max_size=3),
-        limits=st.none() | limits,
+        limits=st.builds(
+            RequestedLimits,
+            max_steps=st.none() | st.integers(1, 1000),
+            max_tokens=st.none() | st.integers(1, 10**6),
+            deadline_s=st.none() | st.floats(0.1, 1000),
+        ),
         wait=st.booleans(),
     ),
 )

@@ -1,0 +1,176 @@
+"""A supervisor with many live children: ping RTT (in-process) and daemon memory (real daemon).
+
+Booting a real subagent costs about 2 s of CPU, so the children here are the light stand-in
+`tests/fixtures/rogue_child.py` in its `idle` mode: it speaks the control protocol, answers
+every `ctrl/ping` from a thread, and ends on `ctrl/cancel`. RTT samples come from
+`SupervisedChild.recent_rtts_s`, so they need an in-process `Supervisor` (the daemon's own
+scheduler, journal and spawner, without the API socket).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import psutil
+
+from agentd import logs
+from agentd.api_client import ApiClient
+from agentd.child import SupervisedChild
+from agentd.journal import open_journal
+from agentd.journal_records import TaskRecord
+from agentd.liveness import LivenessPolicy
+from agentd.spawner import ExecSpawner
+from agentd.supervisor import Supervisor, SupervisorOptions
+from bench.daemon_procs import BenchDaemon, ChildrenMemory
+from bench.samples import Summary, summarize
+from protocol.api import TaskSpec
+from protocol.spawn import EndpointSpec, SpawnPayload
+from tests.support.daemon import FIXTURES
+
+ROGUE = str(FIXTURES / "rogue_child.py")
+READY_TIMEOUT_S = 180.0
+DRAIN_TIMEOUT_S = 30.0
+SETTLE_S = 1.0  # after the last child is ready, let boot-time CPU and the journal go quiet
+COLLECT_EVERY_S = 0.5  # well inside a child's 256-sample RTT ring at any ping interval used here
+
+
+@dataclass(frozen=True, slots=True)
+class RttResult:
+    children: int
+    ping_interval_s: float
+    window_s: float
+    rtt: Summary
+    pongs_missing_at_end: int
+    supervisor_cpu_pct: float  # of one core, over the window
+    supervisor_rss_mb: float
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonWithChildren:
+    children: int
+    ready_s: float
+    daemon_rss_mb: float
+    daemon_cpu_pct: float
+    memory: ChildrenMemory
+
+
+def _stand_in_payload(record: TaskRecord) -> SpawnPayload:
+    # The stand-in reads only the instruction; the endpoint is never called.
+    endpoint = EndpointSpec(kind="openai", base_url="http://127.0.0.1:9/v1", model="unused")
+    return SpawnPayload(
+        task_id=record.task_id,
+        run_id=record.run_id,
+        instruction=record.spec.instruction,
+        intelligence=[endpoint],
+    )
+
+
+async def measure_rtt(workdir: Path, children: int, ping_interval_s: float, window_s: float) -> RttResult:
+    """Ping RTT of `children` idle stand-ins under an in-process `Supervisor`.
+
+    The supervisor's orphan sweep kills every child of this process it does not own: no daemon
+    started by this bench may be running meanwhile.
+    """
+    logs.configure("error")
+    options = SupervisorOptions(
+        max_concurrent_tasks=children,
+        liveness=LivenessPolicy(ping_interval_s=ping_interval_s),
+        child_argv=(sys.executable, ROGUE),
+    )
+    spec = TaskSpec(instruction="idle", labels={"bench": "rtt"})
+    async with open_journal(workdir / "state") as journal:
+        for _ in range(children):
+            await journal.submit(spec, owner_uid=os.getuid())
+        supervisor = Supervisor(journal, _stand_in_payload, ExecSpawner(), options)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(supervisor.serve)
+            supervisor.notify_submitted()
+            await _poll_until(lambda: len(supervisor.owned_pids()) == children, READY_TIMEOUT_S)
+            live = _supervised_children(supervisor.owned_pids())
+            await _poll_until(lambda: all(child.ready for child in live), READY_TIMEOUT_S)
+            await anyio.sleep(SETTLE_S)
+            for child in live:
+                child.recent_rtts_s.clear()
+            me = psutil.Process()
+            cpu_before, started = _cpu_s(me), time.monotonic()
+            samples: list[float] = []
+            end = anyio.current_time() + window_s
+            while anyio.current_time() < end:
+                await anyio.sleep(min(COLLECT_EVERY_S, max(0.0, end - anyio.current_time())))
+                for child in live:
+                    samples.extend(child.recent_rtts_s)
+                    child.recent_rtts_s.clear()
+            cpu_pct = 100 * (_cpu_s(me) - cpu_before) / (time.monotonic() - started)
+            rss_mb = me.memory_info().rss / (1024 * 1024)
+            missing = sum(child.outstanding_pings for child in live)
+            supervisor.drain()
+            with anyio.fail_after(DRAIN_TIMEOUT_S):
+                await supervisor.wait_drained()
+            tg.cancel_scope.cancel()
+    return RttResult(
+        children=children,
+        ping_interval_s=ping_interval_s,
+        window_s=window_s,
+        rtt=summarize(samples),
+        pongs_missing_at_end=missing,
+        supervisor_cpu_pct=round(cpu_pct, 1),
+        supervisor_rss_mb=round(rss_mb, 1),
+    )
+
+
+async def _poll_until(done: Callable[[], bool], timeout_s: float) -> None:
+    # Readiness is only visible as state on the children: poll it, bounded.
+    with anyio.fail_after(timeout_s):
+        while True:
+            if done():
+                return
+            await anyio.sleep(0.05)
+
+
+def _supervised_children(pids: set[int]) -> list[SupervisedChild]:
+    """The `SupervisedChild` objects owning `pids`.
+
+    Found through the garbage collector rather than the supervisor's private bookkeeping, which
+    is being reworked (task trees): the bench depends only on `Supervisor`'s public surface.
+    """
+    found = [o for o in gc.get_objects() if isinstance(o, SupervisedChild) and o.pid in pids]
+    if len(found) != len(pids):
+        raise RuntimeError(f"found {len(found)} supervised children for {len(pids)} pids")
+    return found
+
+
+def _cpu_s(proc: psutil.Process) -> float:
+    times = proc.cpu_times()
+    return float(times.user + times.system)
+
+
+def measure_daemon(daemon: BenchDaemon, children: int, cpu_window_s: float) -> DaemonWithChildren:
+    """Daemon RSS (and its CPU while idle) with `children` live stand-ins it supervises."""
+    started = time.monotonic()
+    with ApiClient(daemon.socket, timeout_s=30) as api:
+        task_ids = []
+        for _ in range(children):
+            view = api.call("task.submit", {"spec": {"instruction": "idle", "labels": {"bench": "rss"}}})
+            assert isinstance(view, dict)
+            task_ids.append(str(view["task_id"]))
+    daemon.daemon.wait_ready(task_ids, timeout_s=READY_TIMEOUT_S)
+    ready_s = time.monotonic() - started
+    time.sleep(SETTLE_S)
+    proc = psutil.Process(daemon.pid)
+    cpu_before, cpu_started = _cpu_s(proc), time.monotonic()
+    time.sleep(cpu_window_s)
+    cpu_pct = 100 * (_cpu_s(proc) - cpu_before) / (time.monotonic() - cpu_started)
+    return DaemonWithChildren(
+        children=children,
+        ready_s=round(ready_s, 2),
+        daemon_rss_mb=daemon.rss_mb(),
+        daemon_cpu_pct=round(cpu_pct, 1),
+        memory=daemon.children_memory(),
+    )
