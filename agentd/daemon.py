@@ -11,6 +11,7 @@ drain starts with `STOPPING=1`, and the watchdog is fed from this event loop.
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import functools
 import grp
 import os
@@ -194,6 +195,8 @@ def run_serve(config_path: str | None, socket: str | None, state_dir: str | None
         logs.get().error("config.invalid", source=exc.source, err=str(exc))
         return 2
     logs.configure(config.daemon.log_level)
+    # systemd's watchdog ends a wedged daemon with SIGABRT: the stacks then show where it hung.
+    faulthandler.enable()
     logs.get().info("config.loaded", source=config.source)
     Path(config.state_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
     return anyio.run(serve, config)

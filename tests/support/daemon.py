@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,6 +87,17 @@ class Daemon:
             assert time.monotonic() < deadline, f"children not ready: {ready}"
             time.sleep(0.05)
 
+    def wait_log(self, event: str, timeout_s: float = 30.0, **match: object) -> dict[str, object]:
+        """The first log line with this `event` (and these field values), waiting for it (bounded)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            for line in self.log():
+                if line.get("event") == event and all(line.get(k) == v for k, v in match.items()):
+                    return line
+            assert time.monotonic() < deadline, f"no {event} {match} in the daemon log within {timeout_s} s"
+            assert self.proc.poll() is None, f"daemon exited ({self.proc.returncode}) before logging {event}"
+            time.sleep(0.02)
+
     def cli(self, *args: str, timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "agentd", *args, "--socket", str(self.socket)],
@@ -125,19 +137,32 @@ def write_config(
 
 
 def start_daemon(
-    workdir: Path, config: Path, env: dict[str, str] | None = None, socket: Path | None = None
+    workdir: Path,
+    config: Path,
+    env: dict[str, str] | None = None,
+    socket: Path | None = None,
+    *,
+    launcher: Sequence[str] = (),
+    wait: bool = True,
 ) -> Daemon:
+    """Start `agentd serve`; with `wait`, return once it answers `daemon.status`.
+
+    `launcher` is a command that execs the daemon's argv (e.g. `systemd-socket-activate -l PATH`
+    or `WATCHDOG_PID_WRAPPER`), so the daemon keeps the launcher's pid.
+    """
     log_path = workdir / "daemon.log"
     extra = env or {}
     with open(log_path, "ab") as log:  # the child keeps its own copy of the fd
         proc = subprocess.Popen(
-            [sys.executable, "-m", "agentd", "serve", "--config", str(config)],
+            [*launcher, sys.executable, "-m", "agentd", "serve", "--config", str(config)],
             stdout=log,
             stderr=subprocess.STDOUT,
             env={**os.environ, **extra},
             start_new_session=True,
         )
     daemon = Daemon(workdir, config, socket or workdir / "agentd.sock", proc, log_path, extra)
+    if not wait:
+        return daemon
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
         if proc.poll() is not None:
@@ -187,3 +212,66 @@ def rogue_command() -> str:
 
 def demo_mcp(name: str = "demo") -> str:
     return f'[mcp.{name}]\ncommand = ["{sys.executable}", "{FIXTURES / "mcp_basic.py"}"]\ntrust = []\n'
+
+
+# Exports its own pid as WATCHDOG_PID, then execs the daemon in place, as systemd does for the
+# main process.
+WATCHDOG_PID_WRAPPER = ("sh", "-c", 'WATCHDOG_PID=$$ exec "$@"', "sh")
+
+
+@dataclass(frozen=True)
+class Notification:
+    fields: dict[str, str]
+    received_at: float  # monotonic, when the test read it
+
+
+class FakeNotifySocket:
+    """Stands in for systemd's notify socket: a bound AF_UNIX datagram socket recording every message."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(str(path))
+        self.received: list[Notification] = []
+
+    def env(self, watchdog_usec: int | None = None) -> dict[str, str]:
+        """The daemon's environment for this socket; pair a watchdog with `WATCHDOG_PID_WRAPPER`."""
+        env = {"NOTIFY_SOCKET": str(self.path)}
+        if watchdog_usec is not None:
+            env["WATCHDOG_USEC"] = str(watchdog_usec)
+        return env
+
+    def receive(self, timeout_s: float) -> Notification | None:
+        """The next message, or None if none arrives within `timeout_s`."""
+        self.sock.settimeout(timeout_s)
+        try:
+            data = self.sock.recv(65536)
+        except TimeoutError:
+            return None
+        fields = dict(line.split("=", 1) for line in data.decode().splitlines() if "=" in line)
+        note = Notification(fields, time.monotonic())
+        self.received.append(note)
+        return note
+
+    def drain_nowait(self) -> list[Notification]:
+        """Every message already queued, without waiting."""
+        drained = []
+        while (note := self.receive(0.001)) is not None:
+            drained.append(note)
+        return drained
+
+    def wait_for(self, key: str, timeout_s: float = 30.0) -> Notification:
+        """Read messages until one carries `key`; fails the test after `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        while (left := deadline - time.monotonic()) > 0:
+            note = self.receive(left)
+            if note is not None and key in note.fields:
+                return note
+        raise AssertionError(f"no {key}= within {timeout_s} s; got {[n.fields for n in self.received]}")
+
+    def key_sequence(self) -> list[str]:
+        """Every key received so far, in order (fields of one message in their order)."""
+        return [key for note in self.received for key in note.fields]
+
+    def close(self) -> None:
+        self.sock.close()
