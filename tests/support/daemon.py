@@ -144,6 +144,7 @@ def start_daemon(
     *,
     launcher: Sequence[str] = (),
     wait: bool = True,
+    pass_fds: Sequence[int] = (),
 ) -> Daemon:
     """Start `agentd serve`; with `wait`, return once it answers `daemon.status`.
 
@@ -159,6 +160,7 @@ def start_daemon(
             stderr=subprocess.STDOUT,
             env={**os.environ, **extra},
             start_new_session=True,
+            pass_fds=pass_fds,
         )
     daemon = Daemon(workdir, config, socket or workdir / "agentd.sock", proc, log_path, extra)
     if not wait:
@@ -217,6 +219,19 @@ def demo_mcp(name: str = "demo") -> str:
 # Exports its own pid as WATCHDOG_PID, then execs the daemon in place, as systemd does for the
 # main process.
 WATCHDOG_PID_WRAPPER = ("sh", "-c", 'WATCHDOG_PID=$$ exec "$@"', "sh")
+
+
+def socket_activation_launcher(fd: int) -> tuple[str, ...]:
+    """Hands the listening socket `fd` to the daemon as systemd does: as fd 3, with LISTEN_FDS=1
+    and LISTEN_PID = the daemon's pid (this launcher's, which then execs the daemon). Pass `fd` in
+    `pass_fds` too."""
+    script = (
+        "import os, sys\n"
+        f"if {fd} != 3:\n    os.dup2({fd}, 3)\n    os.close({fd})\n"
+        "os.environ.update(LISTEN_PID=str(os.getpid()), LISTEN_FDS='1')\n"
+        "os.execv(sys.argv[1], sys.argv[1:])\n"
+    )
+    return (sys.executable, "-c", script)
 
 
 @dataclass(frozen=True)
