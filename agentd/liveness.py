@@ -103,6 +103,9 @@ def classify_exit(
     deadline kill is `deadline`, everything else is `crashed` with the reason recorded.
     """
     if result is not None:
+        if result.status is TerminalStatus.CANCELLED and kill_cause == "deadline":
+            # It obeyed the cancel the deadline backstop sent: the reason it stopped is the deadline.
+            return result.model_copy(update={"status": TerminalStatus.DEADLINE})
         return result
     if kill_cause in ("cancel", "drain"):
         return RunResult(

@@ -34,6 +34,8 @@ from bench.daemon_children import DaemonWithChildren, RttResult  # noqa: E402
 from bench.daemon_intake import IntakeRun  # noqa: E402
 from bench.daemon_procs import BenchDaemon, kill_all, open_daemon, strays  # noqa: E402
 from bench.daemon_subagent import CancelResult, FirstRequestResult  # noqa: E402
+from bench.machine import CpuMeter, MachineShare  # noqa: E402
+from bench.samples import Summary  # noqa: E402
 from tests.support.daemon import FAST_SUPERVISION, rogue_command, scripted  # noqa: E402
 from tests.support.fake_llm import FakeLLM, Hang  # noqa: E402
 
@@ -74,13 +76,15 @@ class Drain:
 class Results:
     """Filled phase by phase; a phase that raised leaves its fields unset."""
 
-    load: dict[str, list[float]] = field(default_factory=dict)
+    machine: dict[str, MachineShare] = field(default_factory=dict)  # per phase, and "run"
     rss_idle_mb: float | None = None
     rss_after_intake_mb: float | None = None
     intake: list[IntakeRun] = field(default_factory=list)
-    intake_tasks_held: int | None = None
+    intake_acked: int | None = None
+    intake_tasks_held: int | None = None  # queued + running afterwards: must equal intake_acked
     children_daemon: DaemonWithChildren | None = None
     rtt: RttResult | None = None
+    bare_loop: Summary | None = None
     first_request: FirstRequestResult | None = None
     cancel: CancelResult | None = None
     drains: dict[str, Drain] = field(default_factory=dict)
@@ -88,10 +92,6 @@ class Results:
 
 def _log(message: str) -> None:
     print(f"[bench.daemon {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-def _load() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
 
 
 def _stand_in_body(workdir: Path) -> str:
@@ -116,9 +116,10 @@ def measure_intake(settings: Settings, base: Path, out: Results, daemons: list[i
         daemons.append(daemon.pid)
         time.sleep(1.0)  # idle means settled after start, not mid-start
         out.rss_idle_mb = daemon.rss_mb()
-        daemon_intake.measure(daemon, 8, min(0.3, settings.intake_duration_s))  # warm-up
+        warm_up = daemon_intake.measure(daemon, 8, min(0.3, settings.intake_duration_s))
         for clients in settings.intake_clients:
             out.intake.append(daemon_intake.measure(daemon, clients, settings.intake_duration_s))
+        out.intake_acked = warm_up.submits + sum(run.submits for run in out.intake)
         out.intake_tasks_held = daemon_intake.queued_and_running(daemon)
         out.rss_after_intake_mb = daemon.rss_mb()
     out.drains["intake"] = _drained(daemon)
@@ -134,6 +135,9 @@ def measure_many_children(settings: Settings, base: Path, out: Results, daemons:
 
 
 def measure_rtt(settings: Settings, base: Path, out: Results) -> None:
+    out.bare_loop = daemon_children.measure_bare_loop(
+        settings.children, settings.ping_interval_s, settings.rtt_window_s
+    )
     # In-process: its orphan sweep would kill any daemon of ours still running (none is by now).
     out.rtt = anyio.run(
         daemon_children.measure_rtt,
@@ -168,11 +172,17 @@ def run_all(settings: Settings, base: Path, out: Results, daemons: list[int]) ->
         ("rtt", lambda: measure_rtt(settings, base, out)),
         ("subagent", lambda: measure_subagent(settings, base, out, daemons)),
     ]
-    for name, phase in phases:
-        out.load[name] = _load()
-        _log(f"{name} (load {out.load[name]})")
-        phase()
-    out.load["end"] = _load()
+    whole = CpuMeter()
+    try:
+        for name, phase in phases:
+            meter = CpuMeter()
+            _log(f"{name} (load {os.getloadavg()[0]:.2f})")
+            try:
+                phase()
+            finally:
+                out.machine[name] = meter.stop()
+    finally:
+        out.machine["run"] = whole.stop()
 
 
 def _verdict(ok: bool) -> str:
@@ -191,6 +201,15 @@ def table(out: Results) -> list[Row]:
                 _verdict(run.submits_per_s >= 500),
             )
         )
+    if out.intake_acked is not None:
+        rows.append(
+            Row(
+                "  acked submits / tasks the daemon holds afterwards",
+                f"{out.intake_acked} / {out.intake_tasks_held}",
+                "equal",
+                _verdict(out.intake_acked == out.intake_tasks_held),
+            )
+        )
     if out.cancel is not None:
         c = out.cancel.cancel_to_terminal
         rows.append(
@@ -201,6 +220,8 @@ def table(out: Results) -> list[Row]:
                 _verdict(c.p99_ms <= 100),
             )
         )
+        for span, median_ms in out.cancel.breakdown_ms.items():
+            rows.append(Row(f"  of which (median): {span}", f"{median_ms:.0f} ms", "-", "info"))
     if out.rtt is not None:
         r = out.rtt.rtt
         rows.append(
@@ -209,6 +230,16 @@ def table(out: Results) -> list[Row]:
                 f"{r.p50_ms:.2f} / {r.p99_ms:.2f} ms",
                 "p99 <= 2 ms",
                 _verdict(r.p99_ms <= 2),
+            )
+        )
+    if out.bare_loop is not None and out.rtt is not None:
+        bare = out.bare_loop
+        rows.append(
+            Row(
+                f"  control: bare anyio loop, {out.rtt.children} stand-ins, no supervisor (n={bare.count})",
+                f"{bare.p50_ms:.2f} / {bare.p99_ms:.2f} ms",
+                "-",
+                "info",
             )
         )
     if out.rss_idle_mb is not None:
@@ -271,7 +302,6 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     settings = SMOKE if args.smoke else DEFAULT
-    psutil.cpu_percent(None)
     started = time.monotonic()
     daemons: list[int] = []
     out = Results()
@@ -281,10 +311,9 @@ def main() -> int:
     finally:
         left = strays([*daemons, os.getpid()])
         kill_all(left)
-        busy = psutil.cpu_percent(None)
         elapsed = time.monotonic() - started
         rows = table(out)
-        report(args, settings, out, rows, left=len(left), busy_pct=busy, elapsed_s=elapsed)
+        report(args, settings, out, rows, left=len(left), elapsed_s=elapsed)
     if left:
         return 2
     return 1 if args.strict and any(row.verdict == "MISS" for row in rows) else 0
@@ -297,16 +326,18 @@ def report(
     rows: list[Row],
     *,
     left: int,
-    busy_pct: float,
     elapsed_s: float,
 ) -> None:
     """Print the table and write the JSON (also after a failed phase: what was measured)."""
     mode = "smoke (counts too small to judge the targets)" if args.smoke else "default"
     print(f"agentd daemon bench, {mode}; {os.cpu_count()} CPUs; {elapsed_s:.0f} s")
-    print(
-        f"load avg 1/5/15 min at start {out.load.get('intake')}, at end {out.load.get('end')};"
-        f" all CPUs {busy_pct:.0f}% busy over the run"
-    )
+    print("machine, as % of all CPUs: busy = this bench's processes + others (+ hypervisor steal)")
+    for name, share in out.machine.items():
+        print(
+            f"  {name:<9} {share.seconds:6.1f} s  load avg at start {share.load_avg_at_start[0]:5.2f}"
+            f"  busy {share.busy_pct:5.1f}%  ours {share.ours_pct:5.1f}%  others {share.others_pct:5.1f}%"
+            f"  steal {share.steal_pct:4.1f}%"
+        )
     if rows:
         width = max(len(row.figure) for row in rows)
         print(f"{'figure':<{width}}  {'measured':>20}  {'target':<18} verdict")
@@ -324,7 +355,6 @@ def report(
             "python": platform.python_version(),
             "sqlite": sqlite3.sqlite_version,
             "state_dir": args.dir or tempfile.gettempdir(),
-            "cpu_busy_pct_during_run": busy_pct,
         },
         "child_stand_in": "tests/fixtures/rogue_child.py idle (RTT and many-children memory)",
         "table": [asdict(row) for row in rows],

@@ -10,7 +10,9 @@ scheduler, journal and spawner, without the API socket).
 from __future__ import annotations
 
 import gc
+import json
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -149,6 +151,77 @@ def _supervised_children(pids: set[int]) -> list[SupervisedChild]:
 def _cpu_s(proc: psutil.Process) -> float:
     times = proc.cpu_times()
     return float(times.user + times.system)
+
+
+def measure_bare_loop(children: int, ping_interval_s: float, window_s: float) -> Summary:
+    """The control: a bare anyio loop pinging as many stand-ins over pipes, with no supervisor.
+
+    Same children, interval and event loop as under the supervisor, minus everything the
+    supervisor does (framing, pydantic, liveness, journal): what is left is the machine and the
+    event loop — on a VM, waking idle vCPUs and scheduling under other tenants' load.
+    """
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for _ in range(children):
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, ROGUE],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    start_new_session=True,
+                )
+            )
+        return summarize(anyio.run(_ping_all, procs, ping_interval_s, window_s))
+    finally:
+        for proc in procs:
+            proc.kill()
+        for proc in procs:
+            proc.wait()
+            for pipe in (proc.stdin, proc.stdout):
+                if pipe is not None:
+                    pipe.close()
+
+
+async def _ping_all(procs: list[subprocess.Popen[bytes]], interval_s: float, window_s: float) -> list[float]:
+    rtts: list[float] = []
+    with anyio.fail_after(READY_TIMEOUT_S + window_s):
+        async with anyio.create_task_group() as tg:
+            start = anyio.current_time() + SETTLE_S * 3  # all booted and answering by then
+            for proc in procs:
+                tg.start_soon(_ping_bare, proc, interval_s, start, start + window_s, rtts)
+    return rtts
+
+
+async def _ping_bare(
+    proc: subprocess.Popen[bytes], interval_s: float, start: float, end: float, rtts: list[float]
+) -> None:
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    into, out = proc.stdin.fileno(), proc.stdout.fileno()
+    os.set_blocking(out, False)
+    spawn = {"jsonrpc": "2.0", "method": "ctrl/spawn", "params": {"instruction": "idle"}}
+    os.write(into, json.dumps(spawn).encode() + b"\n")
+    await _read_line(out)  # ev/ready
+    seq = 0
+    while (now := anyio.current_time()) < end:
+        seq += 1
+        ping = {"jsonrpc": "2.0", "id": seq, "method": "ctrl/ping", "params": {"seq": seq}}
+        os.write(into, json.dumps(ping).encode() + b"\n")
+        await _read_line(out)
+        if now >= start:
+            rtts.append(anyio.current_time() - now)
+        await anyio.sleep(interval_s)
+
+
+async def _read_line(fd: int) -> bytes:
+    data = b""
+    while not data.endswith(b"\n"):
+        await anyio.wait_readable(fd)
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            raise RuntimeError("the stand-in child closed its channel")
+        data += chunk
+    return data
 
 
 def measure_daemon(daemon: BenchDaemon, children: int, cpu_window_s: float) -> DaemonWithChildren:

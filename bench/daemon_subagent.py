@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import json
 import socket
+import statistics
 import threading
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from pydantic import JsonValue
 
@@ -55,6 +57,8 @@ class CancelResult:
     cancel_ack: Summary
     statuses: dict[str, int]
     ended_by_rung: dict[str, int]  # the highest kill-ladder rung each cancel needed
+    # Medians from the daemon's log (millisecond timestamps): where the time goes.
+    breakdown_ms: dict[str, float]
 
 
 def _submit(api: ApiClient, instruction: str, model: str) -> str:
@@ -126,6 +130,7 @@ def measure_cancel(daemon: BenchDaemon, hang: FakeLLM, samples: int, batch: int)
     acks: list[float] = []
     statuses: dict[str, int] = {}
     rungs: dict[str, int] = {}
+    cancelled: list[str] = []
     with (
         ApiClient(daemon.socket, timeout_s=30) as api,
         socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as waiter,
@@ -136,6 +141,7 @@ def measure_cancel(daemon: BenchDaemon, hang: FakeLLM, samples: int, batch: int)
             size = min(batch, samples - done)
             seen = len(hang.requests)
             task_ids = [_submit(api, f"wait for the model ({done + i})", "hang") for i in range(size)]
+            cancelled += task_ids
             # Every child of the batch is now inside a model call that will never return.
             hang.wait_requests_blocking(seen + size, timeout_s=BOOT_TIMEOUT_S)
             for left, task_id in enumerate(task_ids, start=1):
@@ -162,7 +168,45 @@ def measure_cancel(daemon: BenchDaemon, hang: FakeLLM, samples: int, batch: int)
         cancel_ack=summarize(acks),
         statuses=statuses,
         ended_by_rung=rungs,
+        breakdown_ms=_breakdown(daemon, cancelled),
     )
+
+
+# Spans of a cancelled task in the daemon's log, each between two of its log lines.
+SPANS = (
+    ("ctrl/cancel sent -> child's ev/result", "cancel", "result"),
+    ("ev/result -> child exited and reaped", "result", "exit"),
+    ("reaped -> terminal committed", "exit", "terminal"),
+)
+
+
+def _breakdown(daemon: BenchDaemon, task_ids: list[str]) -> dict[str, float]:
+    wanted = set(task_ids)
+    marks: dict[str, dict[str, float]] = {task_id: {} for task_id in task_ids}
+    for line in daemon.daemon.log():
+        task_id, ts = line.get("task_id"), line.get("ts")
+        if task_id not in wanted or not isinstance(task_id, str) or not isinstance(ts, str):
+            continue
+        event = line.get("event")
+        if event == "subagent.signal" and line.get("rung") == "cancel":
+            mark = "cancel"
+        elif event == "subagent.exit":
+            mark = "result" if line.get("phase") == "result" else "exit"
+        elif event == "task.terminal":
+            mark = "terminal"
+        else:
+            continue
+        marks[task_id].setdefault(mark, _epoch(ts))
+    spans: dict[str, float] = {}
+    for name, start, end in SPANS:
+        values = [m[end] - m[start] for m in marks.values() if start in m and end in m]
+        if values:
+            spans[name] = round(statistics.median(values) * 1000, 1)
+    return spans
+
+
+def _epoch(ts: str) -> float:
+    return datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
 
 
 def _cancel_one(api: ApiClient, waiter: socket.socket, task_id: str) -> tuple[float, float, TaskView]:

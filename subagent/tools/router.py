@@ -167,7 +167,8 @@ class ToolRouter:
             if spec.name != RESOURCE_READ or has_resources:
                 specs.append(spec)
                 routes[spec.name] = _Route(None, spec.name)
-        if self._supervisor is not None and self._payload.limits.remaining_depth > 0:
+        # Offered even at the depth cap: the supervisor's refusal then names the cap.
+        if self._supervisor is not None:
             for spec in delegate.SPECS:
                 specs.append(spec)
                 routes[spec.name] = _Route(None, spec.name)

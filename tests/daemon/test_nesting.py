@@ -1,0 +1,297 @@
+"""Nested subagents under one tree budget, end to end: real daemon, real subagent processes.
+
+Every node plays the same scripted endpoint; `roles` pick each node's script by its instruction.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from protocol.result import TerminalStatus as S
+from tests.support.daemon import Daemon, running_daemon, scripted
+
+pytestmark = pytest.mark.processes
+
+
+def spawn_call(instruction: str, **args: Any) -> dict[str, Any]:
+    return {"name": "subagent_spawn", "arguments": {"instruction": instruction, **args}}
+
+
+def body(tmp_path: Path, turns: list[Any], roles: list[Any], defaults: str = "") -> str:
+    return scripted("tree", turns, tmp_path, roles=roles) + f'[defaults]\nmodel = "tree"\n{defaults}'
+
+
+def nodes(daemon: Daemon, task_id: str) -> dict[str, dict[str, Any]]:
+    tree = daemon.call("task.tree", {"task_id": task_id})
+    assert isinstance(tree, list)
+    return {n["handle"]: n for n in tree}
+
+
+def refusals(daemon: Daemon) -> list[str]:
+    return [
+        str(line["refused"])
+        for line in daemon.log()
+        if line.get("event") == "limit.exceeded" and "refused" in line
+    ]
+
+
+def test_a_three_level_delegation_completes_with_usage_rolled_up_exactly(tmp_path: Path) -> None:
+    u = {"usage": {"tokens_in": 100, "tokens_out": 10}}
+    roles = [
+        {
+            "match": "^L1:",
+            "turns": [
+                {"tool_calls": [spawn_call("L2: leaf work")], **u},
+                {"text": "L1 got {last_tool_result}", **u},
+            ],
+        },
+        {"match": "^L2:", "turns": [{"text": "leaf done", **u}]},
+    ]
+    turns = [
+        {"tool_calls": [spawn_call("L1: middle work")], **u},
+        {"text": "root got {last_tool_result}", **u},
+    ]
+    with running_daemon(tmp_path, body(tmp_path, turns, roles)) as daemon:
+        task_id = daemon.submit("delegate twice")
+        view = daemon.wait(task_id)
+        assert view.status is S.COMPLETED
+        assert isinstance(view.result, str)
+        assert '"status": "completed"' in view.result
+        assert "leaf done" in view.result
+        tree = nodes(daemon, task_id)
+        assert sorted(tree) == ["0", "0.1", "0.1.1"]
+        assert [tree[h]["depth"] for h in ("0", "0.1", "0.1.1")] == [0, 1, 2]
+        assert {n["status"] for n in tree.values()} == {"completed"}
+        assert view.usage.tokens_in == 5 * 100
+        assert view.usage.tokens_out == 5 * 10
+        assert view.usage.steps == 5
+        assert sum(n["usage"]["tokens_in"] for n in tree.values()) == view.usage.tokens_in
+        assert tree["0.1"]["parent"] == "0"
+        assert tree["0.1.1"]["parent"] == "0.1"
+        shown = daemon.cli("tree", task_id)
+        assert shown.returncode == 0
+        assert "    0.1.1  completed" in shown.stdout
+
+
+def test_the_ninth_live_child_and_depth_five_are_refused_by_name(tmp_path: Path) -> None:
+    small = {"max_steps": 1, "max_tokens": 1000, "wait": False}
+    nine = [spawn_call(f"sleeper {i}", **small) for i in range(9)]
+    roles = [
+        {"match": "^sleeper", "turns": [{"text": "zzz", "delay_s": 60}]},
+        {"match": "^deep", "turns": [{"tool_calls": [spawn_call("deep")]}, {"text": "{last_tool_result}"}]},
+    ]
+    turns = [{"tool_calls": nine}, {"text": "ninth: {last_tool_result}"}]
+    with running_daemon(tmp_path, body(tmp_path, turns, roles)) as daemon:
+        view = daemon.wait(daemon.submit("fan out"))
+        assert view.status is S.COMPLETED
+        assert "live-children cap 8 reached (node 0 has 8 running)" in str(view.result)
+        deep = daemon.wait(daemon.submit("deep"), timeout_s=120)
+        assert deep.status is S.COMPLETED
+        assert "depth cap 4 reached (node 0.1.1.1.1 is at depth 4)" in str(deep.result)
+        assert any("depth cap 4" in r for r in refusals(daemon))
+
+
+def test_a_burst_of_spawns_is_refused_by_the_rate_limit(tmp_path: Path) -> None:
+    tiny = {"max_steps": 1, "max_tokens": 1000, "wait": False}
+    fan = {"tool_calls": [spawn_call(f"leaf {i}", **tiny) for i in range(7)]}
+    roles = [
+        {"match": "^leaf", "turns": [{"text": "zzz", "delay_s": 60}]},
+        {"match": "^fan", "turns": [fan, {"text": "done"}]},
+    ]
+    two = {"max_steps": 10, "max_tokens": 20000, "wait": False}
+    turns = [
+        {"tool_calls": [spawn_call("fan a", **two), spawn_call("fan b", **two)]},
+        {"text": "waiting", "tool_calls": [{"name": "subagent_wait", "arguments": {"handle": "0.1"}}]},
+        {"text": "done"},
+    ]
+    with running_daemon(tmp_path, body(tmp_path, turns, roles)) as daemon:
+        daemon.wait(daemon.submit("burst"), timeout_s=120)
+        limited = [r for r in refusals(daemon) if r.startswith("spawn rate limit: burst 8, refill 2/s")]
+        assert limited, refusals(daemon)
+
+
+def test_parallel_children_cannot_overspend_the_parents_grant(tmp_path: Path) -> None:
+    greedy = {"max_tokens": 100_000, "wait": False}
+    roles = [
+        {
+            "match": "^greedy",
+            "turns": [
+                {
+                    "text": "spent",
+                    "usage": {"tokens_in": 9000, "tokens_out": 0},
+                    "tool_calls": [{"name": "note_read", "arguments": {}}],
+                }
+            ],
+        }
+    ]
+    turns = [
+        {
+            "tool_calls": [spawn_call(f"greedy {i}", **greedy) for i in range(4)],
+            "usage": {"tokens_in": 1000, "tokens_out": 0},
+        },
+        *[
+            {
+                "tool_calls": [{"name": "subagent_wait", "arguments": {"handle": f"0.{i}"}}],
+                "usage": {"tokens_in": 10, "tokens_out": 0},
+            }
+            for i in range(1, 5)
+        ],
+        {"text": "all back"},
+    ]
+    with running_daemon(tmp_path, body(tmp_path, turns, roles)) as daemon:
+        task_id = daemon.submit("fan out greedily", limits={"max_tokens": 30_000})
+        view = daemon.wait(task_id, timeout_s=120)
+        tree = nodes(daemon, task_id)
+        grants = sum(tree[f"0.{i}"]["grant_tokens"] for i in range(1, 5) if f"0.{i}" in tree)
+        assert grants <= 30_000 - 1000
+        assert view.usage.tokens <= 30_000 + 9000  # at most one in-flight call past a grant
+        for i in range(1, 5):
+            node = tree.get(f"0.{i}")
+            if node is not None:
+                assert node["usage"]["tokens_in"] <= node["grant_tokens"] + 9000
+
+
+def test_a_node_over_its_grant_is_cancelled_while_its_sibling_finishes(tmp_path: Path) -> None:
+    roles = [
+        # Under-reports nothing, but its one call costs more than its whole grant.
+        {
+            "match": "^spender",
+            "turns": [
+                {
+                    "text": "oops",
+                    "usage": {"tokens_in": 50_000, "tokens_out": 0},
+                    "tool_calls": [{"name": "note_read", "arguments": {}}],
+                },
+                {"text": "too late", "delay_s": 60},
+            ],
+        },
+        {"match": "^saver", "turns": [{"text": "saved", "delay_s": 1}]},
+    ]
+    turns = [
+        {
+            "tool_calls": [
+                spawn_call("spender", max_tokens=5000, wait=False),
+                spawn_call("saver", max_tokens=5000, wait=False),
+            ]
+        },
+        {"tool_calls": [{"name": "subagent_wait", "arguments": {"handle": "0.1"}}]},
+        {"tool_calls": [{"name": "subagent_wait", "arguments": {"handle": "0.2"}}]},
+        {"text": "done"},
+    ]
+    with running_daemon(tmp_path, body(tmp_path, turns, roles)) as daemon:
+        task_id = daemon.submit("two children", limits={"max_tokens": 200_000})
+        view = daemon.wait(task_id, timeout_s=120)
+        assert view.status is S.COMPLETED
+        tree = nodes(daemon, task_id)
+        assert tree["0.1"]["status"] == "exhausted_tokens"
+        assert tree["0.2"]["status"] == "completed"
+        over = [
+            line
+            for line in daemon.log()
+            if line.get("event") == "limit.exceeded" and line.get("handle") == "0.1"
+        ]
+        assert over
+
+
+def test_the_tree_over_the_task_ceiling_ends_the_task_exhausted_tokens(tmp_path: Path) -> None:
+    roles = [
+        {
+            "match": "^worker",
+            "turns": [
+                {
+                    "text": "working",
+                    "usage": {"tokens_in": 11_000, "tokens_out": 0},
+                    "tool_calls": [{"name": "note_read", "arguments": {}}],
+                },
+                {"text": "more", "delay_s": 60},
+            ],
+        }
+    ]
+    turns = [
+        {
+            "tool_calls": [spawn_call("worker", max_tokens=12_000, wait=False)],
+            "usage": {"tokens_in": 5000, "tokens_out": 0},
+        },
+        {
+            "text": "busy",
+            "delay_s": 3,
+            "usage": {"tokens_in": 6000, "tokens_out": 0},
+            "tool_calls": [{"name": "note_read", "arguments": {}}],
+        },
+        {"text": "still going", "delay_s": 60},
+    ]
+    with running_daemon(tmp_path, body(tmp_path, turns, roles)) as daemon:
+        task_id = daemon.submit("spend it all", limits={"max_tokens": 20_000})
+        view = daemon.wait(task_id, timeout_s=120)
+        assert view.status is S.EXHAUSTED_TOKENS
+        assert view.exit_code in (3, 7)
+
+
+def test_kill_9_of_a_middle_node_reaches_its_waiting_parent_as_crashed(tmp_path: Path) -> None:
+    roles = [
+        {"match": "^middle", "turns": [{"tool_calls": [spawn_call("leaf")]}, {"text": "unreachable"}]},
+        {"match": "^leaf", "turns": [{"text": "zzz", "delay_s": 60}]},
+    ]
+    turns = [{"tool_calls": [spawn_call("middle")]}, {"text": "middle said {last_tool_result}"}]
+    with running_daemon(tmp_path, body(tmp_path, turns, roles)) as daemon:
+        task_id = daemon.submit("nest")
+        deadline = time.monotonic() + 60
+        while "0.1.1" not in nodes(daemon, task_id) or nodes(daemon, task_id)["0.1.1"]["pid"] is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        tree = nodes(daemon, task_id)
+        leaf_pid = tree["0.1.1"]["pid"]
+        os.kill(tree["0.1"]["pid"], signal.SIGKILL)
+        view = daemon.wait(task_id, timeout_s=60)
+        assert view.status is S.COMPLETED
+        assert '"status": "crashed"' in str(view.result)
+        final = nodes(daemon, task_id)
+        assert final["0.1"]["status"] == "crashed"
+        assert final["0.1.1"]["status"] == "cancelled"
+        assert not psutil.pid_exists(leaf_pid) or psutil.Process(leaf_pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_cancelling_the_root_tears_down_every_grandchild_within_the_ladder_bound(tmp_path: Path) -> None:
+    roles = [
+        {"match": "^middle", "turns": [{"tool_calls": [spawn_call("leaf")]}, {"text": "x"}]},
+        {"match": "^leaf", "turns": [{"text": "zzz", "delay_s": 60}]},
+    ]
+    turns = [{"tool_calls": [spawn_call("middle")]}, {"text": "x"}]
+    with running_daemon(tmp_path, body(tmp_path, turns, roles)) as daemon:
+        task_id = daemon.submit("nest then cancel")
+        deadline = time.monotonic() + 60
+        while "0.1.1" not in nodes(daemon, task_id) or nodes(daemon, task_id)["0.1.1"]["pid"] is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        pids = [n["pid"] for n in nodes(daemon, task_id).values()]
+        started = time.monotonic()
+        daemon.call("task.cancel", {"task_id": task_id})
+        view = daemon.wait(task_id, timeout_s=30)
+        assert view.status is S.CANCELLED
+        assert time.monotonic() - started < 0.5 + 0.5 + 2 + 1
+        for pid in pids:
+            assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        assert {n["status"] for n in nodes(daemon, task_id).values()} == {"cancelled"}
+
+
+def test_a_forged_handle_or_depth_in_a_request_is_ignored(tmp_path: Path) -> None:
+    forged = spawn_call("child", handle="0.7.7", depth=0, task_id="t_someone_else")
+    roles = [{"match": "^child", "turns": [{"text": "hi"}]}]
+    with running_daemon(
+        tmp_path, body(tmp_path, [{"tool_calls": [forged]}, {"text": "{last_tool_result}"}], roles)
+    ) as daemon:
+        task_id = daemon.submit("forge")
+        view = daemon.wait(task_id)
+        result = json.loads(str(view.result))
+        assert result["handle"] == "0.1"
+        tree = nodes(daemon, task_id)
+        assert sorted(tree) == ["0", "0.1"]
+        assert tree["0.1"]["depth"] == 1

@@ -1,0 +1,169 @@
+"""The supervisor's pure decisions: liveness verdicts, exit classification, the ladder plan."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from agentd.ladder import LadderPolicy, bound_s, plan
+from agentd.liveness import ExitInfo, KillCause, LivenessPolicy, Observation, Verdict, classify, classify_exit
+from protocol.result import RunError, RunResult, TerminalStatus
+
+POLICY = LivenessPolicy(
+    ping_interval_s=5,
+    missed_pongs=3,
+    loop_stall_s=30,
+    deadline_backstop_s=5,
+    ready_timeout_s=60,
+    eof_grace_s=2,
+    max_faults=3,
+)
+BASE = Observation(spawned_at=0.0, deadline=100.0, ready=True)
+
+
+@pytest.mark.parametrize(
+    ("changes", "now", "verdict"),
+    [
+        pytest.param({}, 10.0, "ok", id="healthy"),
+        pytest.param({}, 105.0, "deadline", id="deadline-plus-backstop"),
+        pytest.param({}, 104.9, "ok", id="within-backstop"),
+        pytest.param({"outstanding_pings": 3}, 10.0, "unresponsive", id="three-missed-pongs"),
+        pytest.param({"outstanding_pings": 2}, 10.0, "ok", id="two-missed-pongs"),
+        pytest.param({"last_loop_age_ms": 30_001}, 10.0, "wedged", id="wedged-loop"),
+        pytest.param({"last_loop_age_ms": 29_000}, 10.0, "ok", id="busy-but-ticking"),
+        pytest.param({"ready": False}, 60.0, "not_ready", id="never-ready"),
+        pytest.param({"ready": False}, 59.0, "ok", id="still-booting"),
+        pytest.param({"eof_at": 8.0}, 10.0, "eof", id="eof-then-alive"),
+        pytest.param({"eof_at": 9.0}, 10.0, "ok", id="eof-grace"),
+        pytest.param({"faults": 3}, 10.0, "faulty", id="protocol-faults"),
+        pytest.param(
+            {"result_received": True, "outstanding_pings": 9}, 200.0, "ok", id="reported-is-left-to-exit"
+        ),
+    ],
+)
+def test_classify(changes: dict[str, object], now: float, verdict: Verdict) -> None:
+    from dataclasses import replace
+
+    assert classify(replace(BASE, **changes), POLICY, now) == verdict  # type: ignore[arg-type]
+
+
+REPORTED = RunResult(status=TerminalStatus.COMPLETED, result="ok")
+CANCELLED = RunResult(status=TerminalStatus.CANCELLED)
+
+
+@pytest.mark.parametrize(
+    ("result", "info", "cause", "by_us", "status", "kind"),
+    [
+        pytest.param(
+            REPORTED,
+            ExitInfo(signal=signal.SIGKILL),
+            "teardown",
+            True,
+            TerminalStatus.COMPLETED,
+            None,
+            id="its-own-result-stands",
+        ),
+        pytest.param(
+            CANCELLED,
+            ExitInfo(exit_code=0),
+            "deadline",
+            False,
+            TerminalStatus.DEADLINE,
+            None,
+            id="cancelled-by-the-deadline-backstop-is-deadline",
+        ),
+        pytest.param(
+            None,
+            ExitInfo(signal=signal.SIGKILL),
+            "cancel",
+            True,
+            TerminalStatus.CANCELLED,
+            "cancelled",
+            id="killed-after-our-cancel",
+        ),
+        pytest.param(
+            None,
+            ExitInfo(signal=signal.SIGKILL),
+            "deadline",
+            True,
+            TerminalStatus.DEADLINE,
+            "deadline",
+            id="killed-at-the-deadline",
+        ),
+        pytest.param(
+            None, ExitInfo(signal=signal.SIGKILL), "stuck", True, TerminalStatus.CRASHED, "stuck", id="stuck"
+        ),
+        pytest.param(
+            None,
+            ExitInfo(signal=signal.SIGKILL),
+            None,
+            False,
+            TerminalStatus.CRASHED,
+            "killed",
+            id="sigkill-from-outside",
+        ),
+        pytest.param(
+            None,
+            ExitInfo(signal=signal.SIGSEGV),
+            None,
+            False,
+            TerminalStatus.CRASHED,
+            "segfault",
+            id="segfault",
+        ),
+        pytest.param(
+            None,
+            ExitInfo(signal=signal.SIGXCPU),
+            None,
+            False,
+            TerminalStatus.CRASHED,
+            "cpu_limit",
+            id="cpu-limit",
+        ),
+        pytest.param(
+            None, ExitInfo(exit_code=1), None, False, TerminalStatus.CRASHED, "exit", id="exit-without-result"
+        ),
+        pytest.param(
+            None,
+            ExitInfo(exit_code=0),
+            "faulty",
+            True,
+            TerminalStatus.CRASHED,
+            "protocol",
+            id="protocol-faults",
+        ),
+    ],
+)
+def test_classify_exit(
+    result: RunResult | None,
+    info: ExitInfo,
+    cause: KillCause | None,
+    by_us: bool,
+    status: TerminalStatus,
+    kind: str | None,
+) -> None:
+    outcome = classify_exit(result, info, kill_cause=cause, sigkilled_by_us=by_us)
+    assert outcome.status is status
+    assert (outcome.error.kind if outcome.error else None) == kind
+
+
+def test_an_oom_kill_is_named_and_stderr_is_attached() -> None:
+    outcome = classify_exit(
+        None,
+        ExitInfo(signal=signal.SIGKILL),
+        kill_cause=None,
+        sigkilled_by_us=False,
+        oom_killed=True,
+        stderr_tail="Traceback ...",
+    )
+    assert outcome.error == RunError(kind="oom", message=outcome.error.message if outcome.error else "")
+    assert outcome.error is not None
+    assert "--- last stderr ---\nTraceback ..." in outcome.error.message
+
+
+def test_the_ladder_plan_and_its_bound() -> None:
+    policy = LadderPolicy(cancel_grace_s=5, term_grace_s=2, kill_reap_s=2)
+    assert [(r.action, r.wait_s) for r in plan(policy)] == [("cancel", 5), ("sigterm", 2), ("sigkill", 2)]
+    assert [r.action for r in plan(policy, start="sigterm")] == ["sigterm", "sigkill"]
+    assert bound_s(plan(policy)) == 9
