@@ -1,0 +1,135 @@
+"""Nested subagents: spawn → the child's first model request, and the cost of accounting.
+
+1. A real daemon and real subagents against the fake OpenAI-compatible server: the root's first
+   reply asks for `subagent_spawn`; the figure is the time from that reply to the child's first
+   model request (the parent's tool call, `sup/spawn`, the supervisor's checks and spawn, the
+   child's boot). Median over `--spawns` tasks.
+2. The supervisor's accounting per `ev/usage` frame with 100 live nodes: decoding the frame and
+   `Tree.record_usage` (which checks the node and its ancestors against their grants).
+
+    python bench/nesting.py [--spawns 5] [--frames 20000] [--out bench/results/nesting.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from agentd.tree import LIFETIME_CAP, Budget, ChildRequest, Grant, Tree  # noqa: E402
+from protocol import control  # noqa: E402
+from protocol.framing import decode, encode  # noqa: E402
+from tests.support.daemon import running_daemon  # noqa: E402
+from tests.support.fake_llm import FakeLLM, chat, tool_call  # noqa: E402
+
+
+def spawn_latency(spawns: int) -> list[float]:
+    samples: list[float] = []
+    with FakeLLM() as fake, tempfile.TemporaryDirectory() as tmp:
+        body = (
+            f'[intelligence.fake]\nkind = "openai"\nbase_url = "{fake.base_url}"\nmodel = "m"\n'
+            '[defaults]\nmodel = "fake"\n'
+        )
+        with running_daemon(Path(tmp), body) as daemon:
+            for i in range(spawns):
+                before = len(fake.requests)
+                fake.enqueue(
+                    chat("", tool_calls=[tool_call("subagent_spawn", {"instruction": f"child {i}"})]),
+                    chat("child done"),
+                    chat("root done"),
+                )
+                view = daemon.wait(daemon.submit(f"root {i}"), timeout_s=120)
+                assert view.status.value == "completed" if view.status else False, view
+                requests = fake.requests[before:]
+                samples.append((requests[1].at - requests[0].at) * 1000)
+    return samples
+
+
+def build_tree(live: int) -> tuple[Tree, list[str]]:
+    tree = Tree(Budget(10**6, 10**12), deadline=10**9, scope={}, now=0.0)
+    handles = ["0"]
+    frontier = ["0"]
+    now = 0.0
+    while len(handles) < live:
+        parent = frontier.pop(0)
+        for _ in range(8):
+            if len(handles) >= live:
+                break
+            now += 1.0  # keep the spawn-rate bucket full
+            depth = parent.count(".") + 1
+            budget = ChildRequest(max_steps=64 >> (3 * (depth - 1)), max_tokens=10 ** (10 - depth))
+            decision = tree.decide_spawn(parent, budget, now=now)
+            assert isinstance(decision, Grant), decision
+            tree.add(parent, decision)
+            handles.append(decision.handle)
+            frontier.append(decision.handle)
+    return tree, handles
+
+
+def accounting_cost(frames: int, live: int = 100) -> dict[str, float]:
+    """Per-frame cost over `live` nodes. One task holds at most 65 nodes (the root and the
+    64-subagent lifetime cap), so 100 live nodes are a full tree plus a second one."""
+    trees: list[tuple[Tree, list[str]]] = []
+    remaining = live
+    while remaining > 0:
+        size = min(remaining, LIFETIME_CAP + 1)
+        trees.append(build_tree(size))
+        remaining -= size
+    usage = control.UsageParams(tokens_in=10, tokens_out=1, steps=0, model="m")
+    line = encode(control.Usage(params=usage))[:-1]
+    costs: list[float] = []
+    for i in range(frames):
+        tree, handles = trees[i % len(trees)]
+        handle = handles[(i * 7) % len(handles)]
+        started = time.perf_counter_ns()
+        message = decode(line, control.UP_ADAPTER)
+        assert isinstance(message, control.Usage)
+        params = message.params
+        tree.record_usage(handle, Budget(params.steps, params.tokens_in + params.tokens_out))
+        costs.append((time.perf_counter_ns() - started) / 1000)
+    costs.sort()
+    return {
+        "nodes": float(sum(len(t.nodes) for t, _ in trees)),
+        "trees": float(len(trees)),
+        "p50_us": costs[len(costs) // 2],
+        "p99_us": costs[int(len(costs) * 0.99)],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spawns", type=int, default=5)
+    parser.add_argument("--frames", type=int, default=20_000)
+    parser.add_argument("--out", default=str(REPO / "bench" / "results" / "nesting.json"))
+    args = parser.parse_args()
+    latency = spawn_latency(args.spawns)
+    accounting = accounting_cost(args.frames)
+    results: dict[str, Any] = {
+        "nested_spawn_to_first_request_ms": {"median": statistics.median(latency), "samples": latency},
+        "accounting_per_usage_frame": accounting,
+    }
+    print(
+        f"nested spawn → child's first model request: median {statistics.median(latency):.0f} ms "
+        f"over {len(latency)} (exec spawner; samples {', '.join(f'{s:.0f}' for s in latency)})"
+    )
+    nodes, trees = accounting["nodes"], accounting["trees"]
+    print(
+        f"accounting per ev/usage frame, {nodes:.0f} live nodes in {trees:.0f} task trees: "
+        f"p50 {accounting['p50_us']:.1f} µs, p99 {accounting['p99_us']:.1f} µs"
+    )
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
