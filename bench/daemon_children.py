@@ -51,7 +51,7 @@ class RttResult:
     rtt: Summary
     pongs_missing_at_end: int
     supervisor_cpu_pct: float  # of one core, over the window
-    supervisor_rss_mb: float
+    process_rss_mb: float  # this bench process: the supervisor plus the bench
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +123,7 @@ async def measure_rtt(workdir: Path, children: int, ping_interval_s: float, wind
         rtt=summarize(samples),
         pongs_missing_at_end=missing,
         supervisor_cpu_pct=round(cpu_pct, 1),
-        supervisor_rss_mb=round(rss_mb, 1),
+        process_rss_mb=round(rss_mb, 1),
     )
 
 
