@@ -14,7 +14,7 @@ import itertools
 import os
 import socket
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -116,32 +116,57 @@ async def serve_api(
     *,
     limits: ApiLimits = ApiLimits(),
     admin_gid: int | None = None,
+    stop_accepting: anyio.Event | None = None,
 ) -> None:
     """Accept and serve API connections on `listener` until cancelled.
 
     `listener` is a bound, listening AF_UNIX socket (`open_listener` / `listener_from_fd`); it
-    stays the caller's to close. `admin_gid` members may see and cancel every task.
+    stays the caller's to close. `admin_gid` members may see and cancel every task. Once
+    `stop_accepting` is set (a drain began), new clients are left in the listen backlog — with
+    socket activation the next daemon serves them — while open connections are still served.
     """
     listener.setblocking(False)
     daemon_uid = os.geteuid()
     table = _ConnectionTable(limits.max_connections_per_uid, limits.max_connections)
     numbers = itertools.count(1)
     async with anyio.create_task_group() as tg:
-        while True:
-            await anyio.wait_readable(listener)
-            try:
-                conn, _ = listener.accept()
-            except (BlockingIOError, InterruptedError, ConnectionAbortedError):
-                continue  # another waiter won, or the client gave up in the backlog
-            except OSError as exc:
-                if exc.errno not in _ACCEPT_TRANSIENT:
-                    raise
-                _log.warning(EV_ACCEPT, comp="supervisor", err=exc.strerror)
-                await anyio.sleep(ACCEPT_BACKOFF_S)
-                continue
-            caller = _identify(conn, daemon_uid=daemon_uid, admin_gid=admin_gid)
-            if caller is not None:
-                tg.start_soon(_serve_connection, conn, caller, next(numbers), backend, limits, table)
+        with anyio.CancelScope() as accepting:
+            if stop_accepting is not None:
+                tg.start_soon(_cancel_when_set, stop_accepting, accepting)
+            await _accept_forever(listener, tg, daemon_uid, admin_gid, backend, limits, table, numbers)
+        await anyio.sleep_forever()
+
+
+async def _cancel_when_set(event: anyio.Event, scope: anyio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()
+
+
+async def _accept_forever(
+    listener: socket.socket,
+    tg: anyio.abc.TaskGroup,
+    daemon_uid: int,
+    admin_gid: int | None,
+    backend: Backend,
+    limits: ApiLimits,
+    table: _ConnectionTable,
+    numbers: Iterator[int],
+) -> None:
+    while True:
+        await anyio.wait_readable(listener)
+        try:
+            conn, _ = listener.accept()
+        except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+            continue  # another waiter won, or the client gave up in the backlog
+        except OSError as exc:
+            if exc.errno not in _ACCEPT_TRANSIENT:
+                raise
+            _log.warning(EV_ACCEPT, comp="supervisor", err=exc.strerror)
+            await anyio.sleep(ACCEPT_BACKOFF_S)
+            continue
+        caller = _identify(conn, daemon_uid=daemon_uid, admin_gid=admin_gid)
+        if caller is not None:
+            tg.start_soon(_serve_connection, conn, caller, next(numbers), backend, limits, table)
 
 
 def _identify(conn: socket.socket, *, daemon_uid: int, admin_gid: int | None) -> Caller | None:

@@ -158,14 +158,26 @@ async def serve(config: Config, *, on_ready: Callable[[str], None] | None = None
                 reload_config()
                 notifier.ready(status.text())
 
+            stop_accepting = anyio.Event()
+
+            def on_drain() -> None:
+                # New clients wait in the backlog (for the next daemon, under socket activation).
+                stop_accepting.set()
+                notifier.stopping(status.text())
+
             async with anyio.create_task_group() as tg:
                 tg.start_soon(supervisor.serve)
                 tg.start_soon(
-                    functools.partial(serve_api, sock, backend, limits=limits, admin_gid=_admin_gid(config))
+                    functools.partial(
+                        serve_api,
+                        sock,
+                        backend,
+                        limits=limits,
+                        admin_gid=_admin_gid(config),
+                        stop_accepting=stop_accepting,
+                    )
                 )
-                tg.start_soon(
-                    _signals, supervisor, reload, lambda: notifier.stopping(status.text()), wedge_seconds()
-                )
+                tg.start_soon(_signals, supervisor, reload, on_drain, wedge_seconds())
                 tg.start_soon(run_watchdog, notifier)
                 tg.start_soon(status.run)
                 log.info(

@@ -44,12 +44,22 @@ async def serving(
     limits: ApiLimits = DEFAULT_LIMITS,
     admin_gid: int | None = None,
     group: int | None = None,
+    stop_accepting: anyio.Event | None = None,
 ) -> AsyncIterator[Server]:
     """Run `serve_api` on a fresh listener at `path` for the duration of the block."""
     backend = backend if backend is not None else InMemoryBackend()
     with open_listener(path, group=group) as sock:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(functools.partial(serve_api, sock, backend, limits=limits, admin_gid=admin_gid))
+            tg.start_soon(
+                functools.partial(
+                    serve_api,
+                    sock,
+                    backend,
+                    limits=limits,
+                    admin_gid=admin_gid,
+                    stop_accepting=stop_accepting,
+                )
+            )
             try:
                 yield Server(path, backend)
             finally:

@@ -292,3 +292,23 @@ async def test_serving_many_connections_leaves_no_descriptor_behind(
         for conn in conns:
             await conn.aclose()
     assert all(a is not None and a["error"]["code"] == TOO_MANY_CONNECTIONS for a in answers[8:])
+
+
+async def test_after_stop_accepting_new_clients_wait_in_the_backlog_while_open_ones_are_served(
+    socket_path: Path,
+) -> None:
+    stop = anyio.Event()
+    async with (
+        serving(socket_path, stop_accepting=stop) as server,
+        await RawConnection.open(server.path) as old,
+    ):
+        assert "result" in await old.request("task.submit", SUBMIT)
+        stop.set()
+        await anyio.sleep(0)  # let the accept loop observe it
+        async with await RawConnection.open(server.path) as new:  # connect() lands in the backlog
+            await new.send(request_line("daemon.status"))
+            with anyio.move_on_after(0.5) as waited:
+                await new.receive(timeout_s=5)
+            assert waited.cancelled_caught, "a draining server must not accept new clients"
+        reply = await old.request("task.list", {}, request_id=2)
+        assert "result" in reply
