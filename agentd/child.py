@@ -71,6 +71,7 @@ class SupervisedChild:
         ladder: LadderPolicy | None = None,
         cgroup: CgroupLeaf | None = None,
         teardown_grace_s: float = 10.0,
+        stderr_line_cap: int = STDERR_LINE_CAP,
     ) -> None:
         self.proc = proc
         self.identity = identity
@@ -80,6 +81,7 @@ class SupervisedChild:
         self.ladder = ladder or LadderPolicy()
         self.cgroup = cgroup
         self.teardown_grace_s = teardown_grace_s
+        self.stderr_line_cap = stderr_line_cap
         self.spawned_at = anyio.current_time()
         self.ready = False
         self.result: RunResult | None = None
@@ -320,7 +322,7 @@ class SupervisedChild:
         await self.send(control.Response(id=request.id, result=result))
 
     async def _relay_stderr(self) -> None:
-        splitter = LineSplitter(STDERR_LINE_CAP)
+        splitter = LineSplitter(self.stderr_line_cap)
         while True:
             try:
                 await anyio.wait_readable(self.proc.stderr_fd)
@@ -331,7 +333,7 @@ class SupervisedChild:
                 chunk = b""
             for line in splitter.feed(chunk) if chunk else splitter.close():
                 text = (
-                    f"[line over {STDERR_LINE_CAP} bytes dropped]"
+                    f"[line over {self.stderr_line_cap} bytes dropped]"
                     if isinstance(line, Oversize)
                     else line.decode("utf-8", "replace")
                 )
@@ -365,9 +367,7 @@ class SupervisedChild:
                 cause: KillCause = (
                     "deadline" if verdict == "deadline" else ("faulty" if verdict == "faulty" else "stuck")
                 )
-                self.stop(
-                    cause, start="cancel" if verdict in ("deadline", "wedged") else "sigterm", reason=verdict
-                )
+                self.stop(cause, start="cancel" if verdict == "deadline" else "sigterm", reason=verdict)
             await anyio.sleep(tick)
 
 

@@ -22,7 +22,7 @@ import anyio
 from agentd import logs
 from agentd.cli_client import EXIT_USAGE, UsageError, print_result, spec_from_args
 from agentd.config import Config, ConfigError, load_config
-from agentd.grants import SpecRejected, build_payload, check_spec, supervisor_options
+from agentd.grants import SpecRejected, build_payload, check_spec, journal_options, supervisor_options
 from agentd.journal import open_journal
 from agentd.spawner import ExecSpawner
 from agentd.supervisor import Supervisor
@@ -91,7 +91,7 @@ def build_overrides(args: argparse.Namespace) -> tuple[dict[str, object], str | 
 async def run_embedded(config: Config, spec: TaskSpec) -> TaskView:
     """Run one task under an in-process supervisor and return its final view."""
     set_child_subreaper()
-    async with open_journal(config.state_dir) as journal:
+    async with open_journal(config.state_dir, journal_options(config)) as journal:
         supervisor = Supervisor(
             journal, lambda record: build_payload(config, record), ExecSpawner(), supervisor_options(config)
         )

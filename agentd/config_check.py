@@ -294,10 +294,6 @@ def check_file(file: AgentdFile, servers: Mapping[str, McpServer]) -> tuple[list
         )
     if sup.loop_stall_s <= sup.ping_interval_s:
         out.append(ConfigProblem("supervision.loop_stall_s", "must be longer than ping_interval_s"))
-    if sup.restart_backoff_initial_s > sup.restart_backoff_max_s:
-        out.append(
-            ConfigProblem("supervision.restart_backoff_initial_s", "must not exceed restart_backoff_max_s")
-        )
     if file.loop.backoff_initial_s > file.loop.backoff_max_s:
         out.append(ConfigProblem("loop.backoff_initial_s", "must not exceed backoff_max_s"))
     _check_triggers(file, servers, allow_all, out)

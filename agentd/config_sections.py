@@ -84,14 +84,8 @@ class DaemonSection(Section):
     frame_deadline_s: Seconds = Field(
         default=10.0, gt=0, description="Time a client has to finish sending one API frame (slowloris)."
     )
-    event_retention_s: Duration = Field(
-        default=7 * 86400.0,
-        gt=0,
-        alias="event_retention",
-        description="How long the journal keeps a finished task's events.",
-    )
     max_events_per_task: int = Field(
-        default=10_000, ge=100, description="Journaled events kept per task; the oldest go first."
+        default=5000, ge=100, le=1_000_000, description="Journaled events kept per task; the oldest go first."
     )
 
 
@@ -194,14 +188,6 @@ class SupervisionSection(Section):
     stderr_line_cap: int = Field(
         default=8192, ge=256, le=1 << 20, description="Bytes of one child stderr line re-emitted to the log."
     )
-    restart_backoff_initial_s: Seconds = Field(
-        default=0.5, gt=0, description="Restart governor (loop/schedule/reactive tasks): first delay."
-    )
-    restart_backoff_max_s: Seconds = Field(default=30.0, gt=0, description="Restart governor: delay cap.")
-    restart_breaker_failures: int = Field(
-        default=5, ge=1, description="Failures within restart_breaker_window_s that open the breaker."
-    )
-    restart_breaker_window_s: Seconds = Field(default=60.0, gt=0, description="Restart governor window.")
     child_command: list[str] | None = Field(
         default=None,
         min_length=1,
@@ -239,7 +225,9 @@ class LoopSection(Section):
         default=_KNOBS.vacuous_reasks, ge=0, description="Times an empty final answer is asked again."
     )
     catalogue_bytes: int = Field(
-        default=_KNOBS.catalogue_bytes, ge=0, description="Budget for the tool catalogue in the prompt."
+        default=_KNOBS.catalogue_bytes,
+        ge=0,
+        description="Bytes of the resource catalogue in the system prompt.",
     )
 
 

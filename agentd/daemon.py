@@ -29,7 +29,8 @@ from agentd.api_listener import listener_from_fd, open_listener
 from agentd.api_server import ApiLimits, serve_api
 from agentd.backend import DaemonBackend
 from agentd.config import Config, ConfigError, load_config
-from agentd.grants import build_payload, supervisor_options
+from agentd.errors import JournalError, ListenerError
+from agentd.grants import build_payload, journal_options, supervisor_options
 from agentd.journal import open_journal
 from agentd.sdnotify import Notifier
 from agentd.service_notify import ServiceStatus, run_watchdog, wedge_event_loop, wedge_seconds
@@ -135,7 +136,7 @@ async def serve(config: Config, *, on_ready: Callable[[str], None] | None = None
         socket=str(config.socket),
         cgroup=str(cgroup_root.path) if cgroup_root else None,
     )
-    async with open_journal(config.state_dir) as journal:
+    async with open_journal(config.state_dir, journal_options(config)) as journal:
         supervisor = Supervisor(
             journal,
             lambda record: build_payload(holder.get(), record),
@@ -156,6 +157,8 @@ async def serve(config: Config, *, on_ready: Callable[[str], None] | None = None
             def reload() -> None:
                 notifier.reloading()
                 reload_config()
+                # Tasks started from now on get the new limits, supervision and concurrency.
+                supervisor.options = supervisor_options(holder.get())
                 notifier.ready(status.text())
 
             stop_accepting = anyio.Event()
@@ -210,5 +213,10 @@ def run_serve(config_path: str | None, socket: str | None, state_dir: str | None
     # systemd's watchdog ends a wedged daemon with SIGABRT: the stacks then show where it hung.
     faulthandler.enable()
     logs.get().info("config.loaded", source=config.source)
-    Path(config.state_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
-    return anyio.run(serve, config)
+    try:
+        Path(config.state_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
+        return anyio.run(serve, config)
+    except (JournalError, ListenerError, OSError) as exc:
+        # Start-up failures an operator must act on: one clear log line, no traceback.
+        logs.get().error("proc.exit", code=1, err=f"{type(exc).__name__}: {exc}")
+        return 1

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from agentd.config import Config, ConfigError, NotConfigured
 from agentd.errors import AgentdError
+from agentd.journal import JournalOptions
 from agentd.journal_records import TaskRecord
 from agentd.ladder import LadderPolicy
 from agentd.liveness import LivenessPolicy
@@ -91,6 +92,10 @@ def _finite(value: int | float | None) -> int | None:
     return int(value)
 
 
+def journal_options(config: Config) -> JournalOptions:
+    return JournalOptions(events_per_task=config.daemon.max_events_per_task)
+
+
 def supervisor_options(config: Config) -> SupervisorOptions:
     sup = config.supervision
     lim = config.limits
@@ -121,4 +126,5 @@ def supervisor_options(config: Config) -> SupervisorOptions:
         child_argv=tuple(sup.child_command) if sup.child_command else None,
         child_steps=config.defaults.child_max_steps,
         child_tokens=config.defaults.child_max_tokens,
+        stderr_line_cap=sup.stderr_line_cap,
     )

@@ -53,6 +53,7 @@ class SupervisorOptions:
     # A nested child's grant when its parent asks for none (always capped by what the parent has).
     child_steps: int = 20
     child_tokens: int = 50_000
+    stderr_line_cap: int = 8192
 
 
 @dataclass
@@ -198,7 +199,8 @@ class Supervisor:
         record = slot.record
         try:
             result = await self._start_and_supervise(slot)
-            await self._record_terminal(record, result, clean_drain=self.draining)
+            # A forced kill (a second signal) is not a clean drain.
+            await self._record_terminal(record, result, clean_drain=self.draining and not self._force)
         except JournalError as exc:
             # The outcome could not be recorded; restart recovery will reconcile the task.
             self.log.error("task.terminal", task_id=record.task_id, err=f"journal: {exc}")

@@ -279,6 +279,7 @@ class TaskRun:
             ladder=sup.options.ladder,
             cgroup=leaf,
             teardown_grace_s=sup.options.teardown_grace_s,
+            stderr_line_cap=sup.options.stderr_line_cap,
         )
         node.child = child
         log.info(
@@ -427,8 +428,9 @@ class TaskRun:
                 tools = grant.scope[spec.name]
                 servers.append(spec if tools is None else spec.model_copy(update={"tools": sorted(tools)}))
         notes = None
-        if parent.notes_path:
-            notes = parent.notes_path.removesuffix(".md") + f"-{grant.handle}.md"
+        root_notes = self.nodes["0"].payload.notes_path
+        if root_notes:
+            notes = root_notes.removesuffix(".md") + f"-{grant.handle}.md"
         return parent.model_copy(
             update={
                 "handle": grant.handle,

@@ -1,8 +1,6 @@
 """`python -m subagent`: boot a subagent (see `subagent.boot`)."""
 
-import sys
-
-from subagent.boot import main
+from subagent.boot import exit_now, main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

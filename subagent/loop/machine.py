@@ -288,10 +288,12 @@ def _plan_calls(
     cap = state.config.repeat_cap
     for call in calls:
         key = progress.repeat_key(call.name, call.arguments, call.raw_arguments)
+        why = "out_of_scope"
         if call.name not in offered:
             refusal = f"tool `{call.name}` is not in this agent's granted scope"
         else:
             repeats, n = progress.bump_repeat(repeats, key)
+            why = "invalid_arguments" if call.arguments is None else "repeat_cap"
             if call.arguments is None:
                 refusal = (
                     f"the arguments for `{call.name}` were not a valid JSON object "
@@ -305,7 +307,8 @@ def _plan_calls(
             else:
                 refusal = None
         if refusal is not None:
-            state = _note_error(state, "call_refused", refusal)
+            # Logged without the observation's text: argument errors can quote model output.
+            state = _note_error(state, "call_refused", f"{why}: {call.name[:64]}")
         planned.append(PlannedCall(call=call, key=key, refusal=refusal))
     state = replace(state, repeats=repeats, pending=tuple(planned), pending_text=text)
     if all(p.refusal is not None for p in planned):
@@ -382,10 +385,11 @@ def _on_final(state: LoopState, result: JsonValue, text: str, now: float, cancel
         return replace(state, terminal=terminal, notes=(*state.notes, _step_note(state, "final")))
     if verdict.candidate is not None:
         state = replace(state, partial=verdict.candidate)
+    # Logged without the observation: schema messages quote the model's answer.
     state = _note_error(
         _append(state, UserMessage(verdict.observation, kind="observation")),
         "verify_failed",
-        verdict.observation[:200],
+        "the final answer does not satisfy the output contract",
     )
     signature = progress.turn_signature(text, [verdict.observation])
     return _end_turn(progress.record_signature(state, signature), "verify_failed", now, cancelled)

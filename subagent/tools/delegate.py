@@ -71,7 +71,7 @@ SPECS: tuple[ToolSpec, ...] = (
                 "tools": {
                     "type": "array",
                     "items": {"type": "string"},
-                    "description": "Your tools it may use: server or server/tool names (default all).",
+                    "description": "Your tools it may use: tool names, or server names (default all).",
                 },
                 "max_steps": {"type": "integer", "description": "Its step budget (capped by yours)."},
                 "max_tokens": {"type": "integer", "description": "Its token budget (capped by yours)."},
@@ -107,7 +107,9 @@ SPECS: tuple[ToolSpec, ...] = (
 Method = Literal["sup/spawn", "sup/wait", "sup/status", "sup/cancel"]
 
 
-def _params(tool: str, arguments: JsonObject) -> tuple[Method, dict[str, JsonValue]]:
+def _params(
+    tool: str, arguments: JsonObject, canonical: Callable[[str], str]
+) -> tuple[Method, dict[str, JsonValue]]:
     if tool == SPAWN:
         args = SpawnArgs.model_validate(arguments)
         contract: dict[str, JsonValue] = {}
@@ -118,7 +120,8 @@ def _params(tool: str, arguments: JsonObject) -> tuple[Method, dict[str, JsonVal
             "instruction": args.instruction,
             "output_contract": contract,
             "context_seed": seed,
-            "tool_scope": list(args.tools) if args.tools is not None else None,
+            # The model names tools as it sees them (`fs__read`); the supervisor by server (`fs/read`).
+            "tool_scope": [canonical(t) for t in args.tools] if args.tools is not None else None,
             "limits": {
                 "max_steps": args.max_steps,
                 "max_tokens": args.max_tokens,
@@ -132,10 +135,17 @@ def _params(tool: str, arguments: JsonObject) -> tuple[Method, dict[str, JsonVal
     return method, {"handle": handle.handle, "timeout_s": handle.timeout_s}
 
 
-async def call(tool: str, arguments: JsonObject, request: Request, *, timeout_s: float) -> ToolOutcome:
+async def call(
+    tool: str,
+    arguments: JsonObject,
+    request: Request,
+    *,
+    timeout_s: float,
+    canonical: Callable[[str], str] = str,
+) -> ToolOutcome:
     """Run one delegation tool through the supervisor; every failure is an observation."""
     try:
-        method, params = _params(tool, arguments)
+        method, params = _params(tool, arguments, canonical)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"

@@ -146,6 +146,13 @@ class ToolRouter:
         """Bumps whenever `specs()` or `resource_catalogue()` change."""
         return self._version
 
+    def _canonical(self, name: str) -> str:
+        """A tool's wire name (`fs__read_file`) as the supervisor names it (`fs/read_file`)."""
+        route = self._routes.get(name)
+        if route is not None and route.server is not None:
+            return f"{route.server}/{route.tool}"
+        return name
+
     def _offered(self) -> list[ServerLink]:
         return [link for link in self._links if link.generation > 0 and not link.withdrawn]
 
@@ -285,7 +292,9 @@ class ToolRouter:
 
     async def _self_tool(self, tool: str, arguments: JsonObject, timeout_s: float) -> ToolOutcome:
         if tool in delegate.TOOLS and self._supervisor is not None:
-            return await delegate.call(tool, arguments, self._supervisor.request, timeout_s=timeout_s)
+            return await delegate.call(
+                tool, arguments, self._supervisor.request, timeout_s=timeout_s, canonical=self._canonical
+            )
         try:
             if tool == RESOURCE_READ:
                 args = ResourceReadArgs.model_validate(arguments)

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from agentd.api_server import ApiLimits
@@ -304,7 +305,7 @@ async def test_after_stop_accepting_new_clients_wait_in_the_backlog_while_open_o
     ):
         assert "result" in await old.request("task.submit", SUBMIT)
         stop.set()
-        await anyio.sleep(0)  # let the accept loop observe it
+        await anyio.lowlevel.checkpoint()  # let the accept loop observe it
         async with await RawConnection.open(server.path) as new:  # connect() lands in the backlog
             await new.send(request_line("daemon.status"))
             with anyio.move_on_after(0.5) as waited:

@@ -61,6 +61,14 @@ def test_a_memory_bomb_is_stopped_by_the_address_space_limit(tmp_path: Path) -> 
             assert proc.memory_info().rss < 1100 * 1024 * 1024
 
 
+def test_a_cpu_spinning_child_is_stopped_by_the_cpu_time_limit(tmp_path: Path) -> None:
+    with running_daemon(tmp_path, rogue_daemon(tmp_path, "[limits]\ncpu_seconds = 1\n")) as daemon:
+        view = daemon.wait(daemon.submit("cpu-spin"), timeout_s=30)
+        assert view.status is S.CRASHED
+        assert view.error is not None
+        assert view.error.kind == "cpu_limit"
+
+
 def test_a_child_ignoring_cancel_and_sigterm_is_killed_at_the_sigkill_rung(tmp_path: Path) -> None:
     with running_daemon(tmp_path, rogue_daemon(tmp_path)) as daemon:
         task_id = daemon.submit("ignore-cancel")

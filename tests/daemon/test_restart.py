@@ -100,3 +100,4 @@ def test_a_daemon_refuses_a_state_dir_another_daemon_holds(tmp_path: Path) -> No
         )
         assert second.returncode != 0
         assert "another agentd" in second.stdout + second.stderr
+        assert "Traceback" not in second.stdout + second.stderr  # one clear log line

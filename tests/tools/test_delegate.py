@@ -1,0 +1,104 @@
+"""The delegation self-tools turn into `sup/*` requests; refusals and failures are observations."""
+
+from __future__ import annotations
+
+import json
+
+import anyio
+import pytest
+from pydantic import JsonValue
+
+from subagent.tools import delegate
+
+pytestmark = pytest.mark.anyio
+
+
+class Supervisor:
+    """Records requests and answers with a canned response (or never, or an error)."""
+
+    def __init__(
+        self, response: JsonValue = None, *, hang: bool = False, fail: Exception | None = None
+    ) -> None:
+        self.response = response
+        self.hang = hang
+        self.fail = fail
+        self.requests: list[tuple[str, dict[str, JsonValue]]] = []
+
+    async def request(self, method: str, params: dict[str, JsonValue]) -> JsonValue:
+        self.requests.append((method, params))
+        if self.fail is not None:
+            raise self.fail
+        if self.hang:
+            await anyio.sleep_forever()
+        return self.response
+
+
+async def test_spawn_maps_arguments_and_names_tools_as_the_supervisor_does() -> None:
+    sup = Supervisor({"handle": "0.1", "status": "completed", "result": "42"})
+    outcome = await delegate.call(
+        "subagent_spawn",
+        {
+            "instruction": "count",
+            "context": "facts",
+            "tools": ["fs__read", "web"],
+            "max_steps": 3,
+            "output_schema": {"type": "object"},
+            "wait": True,
+            "handle": "0.9",
+            "depth": 0,
+        },
+        sup.request,
+        timeout_s=5,
+        canonical=lambda n: "fs/read" if n == "fs__read" else n,
+    )
+    assert not outcome.is_error
+    assert json.loads(outcome.text)["result"] == "42"
+    method, params = sup.requests[0]
+    assert method == "sup/spawn"
+    assert params["tool_scope"] == ["fs/read", "web"]
+    assert params["context_seed"] == [{"role": "user", "content": "facts"}]
+    assert params["output_contract"] == {"format": "json", "schema": {"type": "object"}}
+    assert params["limits"] == {"max_steps": 3, "max_tokens": None, "deadline_s": None}
+    assert "handle" not in params
+    assert "depth" not in params
+
+
+async def test_a_refusal_is_an_error_observation_naming_the_cap() -> None:
+    sup = Supervisor({"refused": "depth cap 4 reached (node 0.1.1.1.1 is at depth 4)"})
+    outcome = await delegate.call("subagent_spawn", {"instruction": "x"}, sup.request, timeout_s=5)
+    assert outcome.is_error
+    assert outcome.text == "`subagent_spawn` refused: depth cap 4 reached (node 0.1.1.1.1 is at depth 4)"
+
+
+@pytest.mark.parametrize(
+    ("tool", "method"),
+    [("subagent_wait", "sup/wait"), ("subagent_status", "sup/status"), ("subagent_cancel", "sup/cancel")],
+)
+async def test_handle_tools_map_to_their_request(tool: str, method: str) -> None:
+    sup = Supervisor({"handle": "0.2", "state": "running"})
+    outcome = await delegate.call(tool, {"handle": "0.2"}, sup.request, timeout_s=5)
+    assert not outcome.is_error
+    assert sup.requests[0] == (method, {"handle": "0.2", "timeout_s": None})
+
+
+async def test_bad_arguments_never_reach_the_supervisor() -> None:
+    sup = Supervisor()
+    outcome = await delegate.call("subagent_spawn", {"instruction": ""}, sup.request, timeout_s=5)
+    assert outcome.is_error
+    assert "invalid arguments for `subagent_spawn`" in outcome.text
+    assert sup.requests == []
+
+
+async def test_a_request_that_outlives_the_time_left_is_an_observation() -> None:
+    outcome = await delegate.call(
+        "subagent_wait", {"handle": "0.1"}, Supervisor(hang=True).request, timeout_s=0.05
+    )
+    assert outcome.is_error
+    assert "timed out" in outcome.text
+
+
+async def test_a_closed_channel_is_an_observation() -> None:
+    sup = Supervisor(fail=ConnectionError("control channel closed"))
+    outcome = await delegate.call("subagent_status", {"handle": "0.1"}, sup.request, timeout_s=5)
+    assert outcome.is_error
+    assert "control channel closed" in outcome.text
