@@ -46,7 +46,7 @@ __all__ = ["ApiError", "ApiLimits", "Backend", "Caller", "check_owner", "serve_a
 
 _log = structlog.get_logger("agentd.api")
 
-# Log events (with agentd/api_connection.py's). Not yet in protocol/events.py's vocabulary.
+# Log events (with agentd/api_connection.py's), part of the vocabulary in protocol/events.py.
 EV_REJECT = "api.reject"
 EV_ACCEPT = "api.accept"
 

@@ -55,6 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", metavar="FILE", help="configuration file (default: search order, see docs)")
     p.add_argument("--socket", metavar="PATH", help="socket to listen on")
     p.add_argument("--state-dir", metavar="DIR", help="where the journal lives")
+    p.add_argument(
+        "--log-content",
+        action="store_true",
+        help="log prompts, replies and tool payloads (default: lengths and hashes only)",
+    )
 
     p = sub.add_parser(
         "submit",
@@ -117,6 +122,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", metavar="NAME", help="model name (with --intelligence), else an endpoint name")
     p.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
     p.add_argument(
+        "--log-content",
+        action="store_true",
+        help="log prompts, replies and tool payloads (default: lengths and hashes only)",
+    )
+    p.add_argument(
         "--mcp",
         metavar="SPEC",
         action="append",
@@ -145,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command == "serve":
         from agentd.daemon import run_serve
 
-        return run_serve(args.config, args.socket, args.state_dir)
+        return run_serve(args.config, args.socket, args.state_dir, log_content=args.log_content)
     if command == "config":
         from agentd import config_cli
 

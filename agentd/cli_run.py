@@ -85,6 +85,8 @@ def build_overrides(args: argparse.Namespace) -> tuple[dict[str, object], str | 
         names.append(name)
     if servers:
         overrides["mcp"] = servers
+    if args.log_content:
+        overrides["daemon"] = {"log_content": True}
     return overrides, model, names
 
 

@@ -245,7 +245,7 @@ class SecuritySection(Section):
 class TriggerSection(Section):
     """A reactive trigger (DESIGN §11): a resource change on an MCP server becomes a task."""
 
-    name: Name | None = Field(default=None, description="Name shown by `trigger.list`. Default: trigger-<n>.")
+    name: Name | None = Field(default=None, description="The trigger's name. Default: trigger-<n>.")
     server: Name = Field(description="The [mcp.*] server whose resource notifications are watched.")
     uri: str | None = Field(default=None, min_length=1, description="Exact resource URI (or use glob).")
     glob: str | None = Field(default=None, min_length=1, description="URI glob, `*` and `?` (or use uri).")

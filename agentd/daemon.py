@@ -48,6 +48,8 @@ class ConfigHolder:
     current: Config
     # The error of the last rejected reload; None once a reload succeeds (shown in STATUS=).
     reload_error: str | None = None
+    # Command-line settings that outlive a reload (e.g. --log-content).
+    overrides: dict[str, object] | None = None
 
     def get(self) -> Config:
         return self.current
@@ -104,12 +106,17 @@ async def _signals(
                     on_drain()
 
 
-async def serve(config: Config, *, on_ready: Callable[[str], None] | None = None) -> int:
+async def serve(
+    config: Config,
+    *,
+    on_ready: Callable[[str], None] | None = None,
+    overrides: dict[str, object] | None = None,
+) -> int:
     """Run the daemon until it is drained; returns the process exit code."""
     log = logs.get()
     notifier = Notifier.from_environ(report=lambda err: log.warning("proc.notify", err=err))
     set_child_subreaper()
-    holder = ConfigHolder(config)
+    holder = ConfigHolder(config, overrides=overrides)
 
     def reload_config() -> None:
         # The socket and the state dir are fixed for the daemon's life, whatever the file says now.
@@ -118,6 +125,7 @@ async def serve(config: Config, *, on_ready: Callable[[str], None] | None = None
                 str(holder.current.path) if holder.current.path else None,
                 socket=str(holder.current.socket),
                 state_dir=str(holder.current.state_dir),
+                overrides=holder.overrides,
             )
         except ConfigError as exc:
             holder.reload_error = str(exc)
@@ -201,10 +209,13 @@ async def serve(config: Config, *, on_ready: Callable[[str], None] | None = None
     return 0
 
 
-def run_serve(config_path: str | None, socket: str | None, state_dir: str | None) -> int:
+def run_serve(
+    config_path: str | None, socket: str | None, state_dir: str | None, *, log_content: bool = False
+) -> int:
     """`agentd serve` entry: load config (exit 2 on error), configure logs, serve."""
+    overrides: dict[str, object] | None = {"daemon": {"log_content": True}} if log_content else None
     try:
-        config = load_config(config_path, socket=socket, state_dir=state_dir)
+        config = load_config(config_path, socket=socket, state_dir=state_dir, overrides=overrides)
     except ConfigError as exc:
         logs.configure("info")
         logs.get().error("config.invalid", source=exc.source, err=str(exc))
@@ -215,7 +226,7 @@ def run_serve(config_path: str | None, socket: str | None, state_dir: str | None
     logs.get().info("config.loaded", source=config.source)
     try:
         Path(config.state_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
-        return anyio.run(serve, config)
+        return anyio.run(functools.partial(serve, config, overrides=overrides))
     except (JournalError, ListenerError, OSError) as exc:
         # Start-up failures an operator must act on: one clear log line, no traceback.
         logs.get().error("proc.exit", code=1, err=f"{type(exc).__name__}: {exc}")

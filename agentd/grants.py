@@ -76,7 +76,7 @@ def build_payload(config: Config, record: TaskRecord) -> SpawnPayload:
         intelligence=endpoints,
         mcp_servers=servers,
         limits=config.limits_for(spec),
-        loop=config.loop_knobs(),
+        loop=config.loop_knobs().model_copy(update=spec.loop.model_dump(exclude_none=True)),
         telemetry=Telemetry(
             log_level=config.daemon.log_level,
             capture_content=config.daemon.log_content,

@@ -37,6 +37,17 @@ class SpecLimits(_Model):
     deadline_s: float | None = Field(default=None, gt=0, le=7 * 24 * 3600)
 
 
+class LoopOverrides(_Model):
+    """Per-task overrides of the RFC 0007 loop knobs (unset: the daemon's `[loop]`)."""
+
+    repeat_cap: int | None = Field(default=None, ge=1, le=100)
+    idle_limit: int | None = Field(default=None, ge=1, le=100)
+    keep_verbatim: int | None = Field(default=None, ge=0, le=1000)
+    compaction_high_water: float | None = Field(default=None, gt=0, le=1)
+    vacuous_reasks: int | None = Field(default=None, ge=0, le=10)
+    catalogue_bytes: int | None = Field(default=None, ge=0, le=1_000_000)
+
+
 class RetryPolicy(_Model):
     """What happens to a run interrupted by a supervisor restart."""
 
@@ -52,6 +63,7 @@ class TaskSpec(_Model):
     mcp: list[Name] = Field(default_factory=list, max_length=64)
     limits: SpecLimits = SpecLimits()
     output_contract: OutputContract = OutputContract()
+    loop: LoopOverrides = LoopOverrides()
     retry: RetryPolicy = RetryPolicy()
     labels: dict[Annotated[str, Field(max_length=64)], Annotated[str, Field(max_length=256)]] = Field(
         default_factory=dict, max_length=32
@@ -167,7 +179,6 @@ METHODS = frozenset(
         "task.events",
         "task.tree",
         "daemon.status",
-        "trigger.list",
     }
 )
 EVENT_NOTIFICATION = "task.event"
