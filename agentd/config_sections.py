@@ -188,6 +188,12 @@ class SupervisionSection(Section):
     stderr_line_cap: int = Field(
         default=8192, ge=256, le=1 << 20, description="Bytes of one child stderr line re-emitted to the log."
     )
+    spawner: Literal["exec", "zygote"] = Field(
+        default="zygote",
+        description="How subagents start: `exec` runs a fresh interpreter each time (pays the imports, "
+        "~1 s of CPU); `zygote` forks them from a pre-imported helper process (milliseconds; the daemon "
+        "falls back to exec while the zygote warms up or if it fails).",
+    )
     child_command: list[str] | None = Field(
         default=None,
         min_length=1,

@@ -17,7 +17,7 @@ import grp
 import os
 import signal
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +36,7 @@ from agentd.sdnotify import Notifier
 from agentd.service_notify import ServiceStatus, run_watchdog, wedge_event_loop, wedge_seconds
 from agentd.spawner import ExecSpawner
 from agentd.supervisor import Supervisor
+from agentd.zygote import ZygoteSpawner
 from subagent.linux import set_child_subreaper
 
 SD_LISTEN_FDS_START = 3
@@ -67,6 +68,15 @@ def _admin_gid(config: Config) -> int | None:
         return None
 
 
+@contextlib.asynccontextmanager
+async def _closing(spawner: ExecSpawner | ZygoteSpawner) -> AsyncIterator[None]:
+    try:
+        yield
+    finally:
+        if isinstance(spawner, ZygoteSpawner):
+            spawner.close()
+
+
 @contextlib.contextmanager
 def _listener(config: Config) -> Iterator[socket.socket]:
     """The API socket: adopted from systemd socket activation if passed, else bound here."""
@@ -89,11 +99,16 @@ async def _signals(
     reload: Callable[[], None],
     on_drain: Callable[[], None],
     wedge_s: float | None,
+    *,
+    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     signals = [signal.SIGTERM, signal.SIGINT, signal.SIGHUP]
     if wedge_s is not None:
         signals.append(signal.SIGUSR2)  # fault injection only: otherwise SIGUSR2 keeps its default
     with anyio.open_signal_receiver(*signals) as received:
+        # Handlers are installed: only now may the daemon say it is ready (a SIGTERM right after
+        # READY=1 must drain, not kill it).
+        task_status.started()
         async for signum in received:
             if signum == signal.SIGHUP:
                 reload()
@@ -144,11 +159,14 @@ async def serve(
         socket=str(config.socket),
         cgroup=str(cgroup_root.path) if cgroup_root else None,
     )
-    async with open_journal(config.state_dir, journal_options(config)) as journal:
+    spawner: ExecSpawner | ZygoteSpawner = (
+        ZygoteSpawner() if config.supervision.spawner == "zygote" else ExecSpawner()
+    )
+    async with open_journal(config.state_dir, journal_options(config)) as journal, _closing(spawner):
         supervisor = Supervisor(
             journal,
             lambda record: build_payload(holder.get(), record),
-            ExecSpawner(),
+            spawner,
             supervisor_options(config),
             cgroup_root,
         )
@@ -178,6 +196,8 @@ async def serve(
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(supervisor.serve)
+                if isinstance(spawner, ZygoteSpawner):
+                    tg.start_soon(spawner.serve)
                 tg.start_soon(
                     functools.partial(
                         serve_api,
@@ -188,7 +208,7 @@ async def serve(
                         stop_accepting=stop_accepting,
                     )
                 )
-                tg.start_soon(_signals, supervisor, reload, on_drain, wedge_seconds())
+                await tg.start(_signals, supervisor, reload, on_drain, wedge_seconds())
                 tg.start_soon(run_watchdog, notifier)
                 tg.start_soon(status.run)
                 log.info(

@@ -78,6 +78,10 @@ class SpawnedProcess:
 class Spawner(Protocol):
     def spawn(self, request: SpawnRequest) -> SpawnedProcess: ...
 
+    def helper_pids(self) -> set[int]:
+        """Long-lived helper processes of the spawner (the zygote): never swept as orphans."""
+        ...
+
 
 def default_argv() -> list[str]:
     """`python -I -m subagent`: isolated mode ignores PYTHON* variables and the working directory."""
@@ -130,6 +134,9 @@ class ExecSpawner:
     def __init__(self, argv: Sequence[str] | None = None, base_env: Mapping[str, str] | None = None) -> None:
         self._argv = list(argv) if argv else default_argv()
         self._base_env = dict(base_env if base_env is not None else os.environ)
+
+    def helper_pids(self) -> set[int]:
+        return set()
 
     def spawn(self, request: SpawnRequest) -> SpawnedProcess:
         argv = list(request.argv) if request.argv else self._argv

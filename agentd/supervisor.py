@@ -99,7 +99,8 @@ class Supervisor:
         return ladder.cancel_grace_s + ladder.term_grace_s + ladder.kill_reap_s
 
     def owned_pids(self) -> set[int]:
-        return {pid for slot in self.running.values() if slot.run is not None for pid in slot.run.pids()}
+        children = {pid for slot in self.running.values() if slot.run is not None for pid in slot.run.pids()}
+        return children | self.spawner.helper_pids()
 
     def notify_submitted(self) -> None:
         self._wake.set()

@@ -10,6 +10,8 @@ Teardown goes deepest-first. A parent receives only a child's distillate.
 from __future__ import annotations
 
 import contextlib
+import functools
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -62,6 +64,23 @@ class NodeRun:
     # Set when the supervisor stopped this node for going over its grant.
     limit_status: TerminalStatus | None = None
     done: anyio.Event = field(default_factory=anyio.Event)
+
+
+async def _together(*calls: Callable[[], Awaitable[object]]) -> None:
+    """Await journal writes concurrently (they share one commit); re-raise the first failure as is."""
+    errors: list[JournalError] = []
+
+    async def run(call: Callable[[], Awaitable[object]]) -> None:
+        try:
+            await call()
+        except JournalError as exc:
+            errors.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        for call in calls:
+            tg.start_soon(run, call)
+    if errors:
+        raise errors[0]
 
 
 class NodeListener:
@@ -238,21 +257,33 @@ class TaskRun:
             return node.result.usage
         return node.counted
 
+    async def _mark_starting(self) -> None:
+        self.record = await self.sup.journal.mark_starting(self.record.task_id)
+
+    async def _mark_running(self, pid: int, start_time: float) -> None:
+        self.record = await self.sup.journal.mark_running(self.record.task_id, pid, start_time)
+
     async def _spawn_and_supervise(self, node: NodeRun) -> RunResult:
         sup, record, payload = self.sup, self.record, node.payload
         tree_node = self.tree.nodes[node.handle]
         log = self.log.bind(handle=node.handle)
-        if node.handle == "0":
-            self.record = await sup.journal.mark_starting(record.task_id)
-        await sup.journal.upsert_node(
-            record.task_id,
-            node.handle,
-            parent=tree_node.parent,
-            depth=tree_node.depth,
-            state="starting",
-            grant_steps=tree_node.grant.steps,
-            grant_tokens=tree_node.grant.tokens,
-        )
+        # Both writes of a step are issued together so the journal commits them as one (DESIGN §8
+        # orders the steps, not the writes within one).
+        async with anyio.create_task_group() as writes:
+            if node.handle == "0":
+                writes.start_soon(self._mark_starting)
+            writes.start_soon(
+                functools.partial(
+                    sup.journal.upsert_node,
+                    record.task_id,
+                    node.handle,
+                    parent=tree_node.parent,
+                    depth=tree_node.depth,
+                    state="starting",
+                    grant_steps=tree_node.grant.steps,
+                    grant_tokens=tree_node.grant.tokens,
+                )
+            )
         leaf = None
         if sup.cgroup_root is not None:
             leaf = sup.cgroup_root.create_leaf(
@@ -291,18 +322,22 @@ class TaskRun:
             grant_tokens=tree_node.grant.tokens,
         )
         try:
-            if node.handle == "0":
-                self.record = await sup.journal.mark_running(record.task_id, proc.pid, proc.start_time)
-            await sup.journal.upsert_node(
-                record.task_id,
-                node.handle,
-                parent=tree_node.parent,
-                depth=tree_node.depth,
-                state="running",
-                pid=proc.pid,
-                pid_start_time=proc.start_time,
-            )
-        except JournalError:
+            async with anyio.create_task_group() as writes:
+                if node.handle == "0":
+                    writes.start_soon(self._mark_running, proc.pid, proc.start_time)
+                writes.start_soon(
+                    functools.partial(
+                        sup.journal.upsert_node,
+                        record.task_id,
+                        node.handle,
+                        parent=tree_node.parent,
+                        depth=tree_node.depth,
+                        state="running",
+                        pid=proc.pid,
+                        pid_start_time=proc.start_time,
+                    )
+                )
+        except* JournalError:
             # It must not run unrecorded: kill and reap it before reporting the failure.
             child.stop("faulty", start="sigkill")
             with anyio.CancelScope(shield=True):

@@ -2,7 +2,7 @@
 
 Submit → first model request: one task at a time, from the client's `task.submit` to the fake
 model recording the request (one monotonic clock: the fake runs in this process), i.e. intake,
-scheduling, `ExecSpawner` spawn and the child's boot. Cancel → `cancelled` recorded: tasks whose
+scheduling, the spawn (zygote fork, or exec) and the child's boot. Cancel → `cancelled` recorded: tasks whose
 model call hangs, cancelled one at a time while their siblings idle; from sending `task.cancel`
 to a `task.wait` already waiting on a second connection returning the terminal task (the daemon
 answers it after the terminal COMMIT).
@@ -59,6 +59,17 @@ class CancelResult:
     ended_by_rung: dict[str, int]  # the highest kill-ladder rung each cancel needed
     # Medians from the daemon's log (millisecond timestamps): where the time goes.
     breakdown_ms: dict[str, float]
+
+
+def wait_zygote(daemon: BenchDaemon, timeout_s: float = BOOT_TIMEOUT_S) -> None:
+    """Wait until the daemon's zygote is ready (before that, spawns fall back to exec)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for line in daemon.daemon.log():
+            if line.get("event") == "proc.ready" and line.get("process") == "zygote":
+                return
+        time.sleep(0.05)
+    raise RuntimeError("the zygote did not become ready")
 
 
 def _submit(api: ApiClient, instruction: str, model: str) -> str:

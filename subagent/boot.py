@@ -44,9 +44,11 @@ def _private_channel() -> tuple[int, int]:
 
 def _guard_parent() -> bool:
     """Step 2. Returns False when the supervisor we were started for is already gone."""
-    from subagent.linux import set_pdeathsig
+    from subagent.linux import set_pdeathsig, set_process_name
 
     set_pdeathsig(signal.SIGKILL)
+    # Exec'd or forked from the zygote, every subagent shows up under one name in ps/top.
+    set_process_name("agentd-subagent")
     expected = os.environ.get("AGENTD_SUPERVISOR_PID")
     return not expected or os.getppid() == int(expected)
 

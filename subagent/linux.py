@@ -11,6 +11,7 @@ import os
 import signal
 
 PR_SET_PDEATHSIG = 1
+PR_SET_NAME = 15
 PR_SET_CHILD_SUBREAPER = 36
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
@@ -29,6 +30,12 @@ def _call_prctl(option: int, arg: int) -> None:
 def set_pdeathsig(sig: int = signal.SIGKILL) -> None:
     """Ask the kernel to send `sig` to this process when its parent thread exits."""
     _call_prctl(PR_SET_PDEATHSIG, int(sig))
+
+
+def set_process_name(name: str) -> None:
+    """Set this thread's `comm` (what `ps -o comm` and `top` show), at most 15 bytes."""
+    buffer = ctypes.create_string_buffer(name.encode()[:15])
+    _call_prctl(PR_SET_NAME, ctypes.addressof(buffer))
 
 
 def set_child_subreaper() -> None:

@@ -1,0 +1,158 @@
+"""The zygote: a pre-imported, single-threaded process that forks subagents (DESIGN §10).
+
+`python -I -m subagent.zygote` imports the whole subagent stack once, freezes the garbage
+collector's view of it, reports ready, then serves fork requests from the supervisor on fd 3 (a
+SOCK_SEQPACKET socket): a JSON request with the child's environment and its three pipe ends
+(SCM_RIGHTS). Each child is double-forked so that it is reparented to the supervisor — a child
+subreaper — which then owns it exactly like an exec'd child (pidfd, waitid, PDEATHSIG). A fork
+costs milliseconds instead of the second the imports take.
+"""
+
+from __future__ import annotations
+
+import array
+import gc
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+
+SOCKET_FD = 3
+MAX_REQUEST = 64 * 1024
+REPARENT_TIMEOUT_S = 2.0
+
+
+def _warm_imports() -> None:
+    """Everything a subagent imports after `ev/ready`, imported once here instead of per child."""
+    import mcp.client.streamable_http  # noqa: F401
+
+    import subagent.boot
+    import subagent.intel.anthropic
+    import subagent.intel.openai
+    import subagent.intel.scripted
+    import subagent.intel.transport
+    import subagent.run
+    import subagent.tools.http
+    import subagent.tools.stdio
+
+    subagent.intel.transport.tls_context()
+    # First use loads more (the anyio asyncio backend, httpcore's connection machinery): do it here.
+    import anyio
+
+    anyio.run(_warm_async)
+
+
+async def _warm_async() -> None:
+    from subagent.intel.transport import open_client
+
+    async with open_client():
+        pass
+
+
+def _send(sock: socket.socket, message: dict[str, object]) -> None:
+    sock.send(json.dumps(message).encode())
+
+
+def _receive(sock: socket.socket) -> tuple[dict[str, object] | None, list[int]]:
+    fds = array.array("i")
+    data, ancillary, _flags, _addr = sock.recvmsg(MAX_REQUEST, socket.CMSG_SPACE(3 * fds.itemsize))
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])
+    if not data:
+        return None, list(fds)
+    request = json.loads(data)
+    return (request if isinstance(request, dict) else None), list(fds)
+
+
+def _become_subagent(env: dict[str, str], fds: list[int]) -> None:
+    """In the grandchild: take the pipes as fds 0–2, wait to be the supervisor's child, boot."""
+    os.setsid()
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+    os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGUSR1):
+        signal.signal(sig, signal.SIG_DFL)
+    os.environ.update(env)
+    expected = int(env["AGENTD_SUPERVISOR_PID"])
+    deadline = time.monotonic() + REPARENT_TIMEOUT_S
+    # The intermediate process exits right after forking us; until then our parent is it.
+    while os.getppid() != expected:
+        if time.monotonic() > deadline:
+            os._exit(1)
+        time.sleep(0.0005)
+    # The imported modules stay in the permanent generation: collecting them would cost tens of
+    # milliseconds and copy the pages this child shares with the zygote.
+    from subagent import boot
+
+    boot.exit_now(boot.main())
+
+
+def fork_subagent(env: dict[str, str], fds: list[int]) -> int:
+    """Double-fork a subagent; return its pid (it is reparented to the supervisor)."""
+    read_end, write_end = os.pipe()
+    middle = os.fork()
+    if middle == 0:
+        try:
+            os.close(read_end)
+            child = os.fork()
+            if child == 0:
+                os.close(write_end)
+                _become_subagent(env, fds)
+            os.write(write_end, str(child).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as reader:
+        data = reader.read(32)
+    os.waitpid(middle, 0)  # only our own intermediate: the subagent is the supervisor's to reap
+    if not data:
+        raise OSError("the intermediate process died before reporting the subagent's pid")
+    return int(data)
+
+
+def main() -> int:
+    from subagent.linux import set_pdeathsig, set_process_name
+
+    set_pdeathsig(signal.SIGKILL)
+    set_process_name("agentd-zygote")
+    expected = os.environ.get("AGENTD_SUPERVISOR_PID")
+    if expected and os.getppid() != int(expected):
+        return 1
+    sock = socket.socket(fileno=SOCKET_FD)
+    _warm_imports()
+    gc.collect()
+    gc.freeze()  # children share these pages instead of copying them on the first collection
+    if threading.active_count() != 1:
+        _send(sock, {"error": "the zygote has threads after its imports; fork would be unsafe"})
+        return 1
+    _send(sock, {"ready": True, "pid": os.getpid()})
+    while True:
+        try:
+            request, fds = _receive(sock)
+        except OSError:
+            return 0
+        if request is None:
+            return 0  # the supervisor closed its end
+        reply: dict[str, object] = {"id": request.get("id")}
+        try:
+            env = request.get("env")
+            if len(fds) != 3 or not isinstance(env, dict):
+                raise ValueError("a request needs three fds and an env object")
+            reply["pid"] = fork_subagent({str(k): str(v) for k, v in env.items()}, fds)
+        except (OSError, ValueError) as exc:
+            reply["error"] = f"{type(exc).__name__}: {exc}"
+        finally:
+            for fd in fds:
+                os.close(fd)
+        try:
+            _send(sock, reply)
+        except OSError:
+            return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
