@@ -165,20 +165,33 @@ class ExecSpawner:
             raise SpawnError(f"could not start {argv[0]}: {exc.strerror}") from exc
         for fd in (in_r, out_w, err_w):
             os.close(fd)
-        try:
-            pidfd = os.pidfd_open(pid)
-            apply_rlimits(pid, request.rlimits)
-            start_time = process_start_time(pid)
-        except (OSError, psutil.Error) as exc:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
-            for fd in (in_w, out_r, err_r):
-                os.close(fd)
-            raise SpawnError(f"could not take ownership of child {pid}: {exc}") from exc
-        for fd in (in_w, out_r, err_r):
-            os.set_blocking(fd, False)
-        return SpawnedProcess(
-            pid=pid, pidfd=pidfd, start_time=start_time, stdin_fd=in_w, stdout_fd=out_r, stderr_fd=err_r
-        )
+        return adopt(pid, request.rlimits, stdin_fd=in_w, stdout_fd=out_r, stderr_fd=err_r)
+
+
+def adopt(pid: int, rlimits: RLimits, *, stdin_fd: int, stdout_fd: int, stderr_fd: int) -> SpawnedProcess:
+    """Take ownership of a just-started child: its pidfd, its limits, its identity for recovery.
+
+    On failure the child is killed and reaped and the pipe ends are closed: nothing leaks.
+    """
+    try:
+        pidfd = os.pidfd_open(pid)
+        apply_rlimits(pid, rlimits)
+        start_time = process_start_time(pid)
+    except (OSError, psutil.Error) as exc:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+        for fd in (stdin_fd, stdout_fd, stderr_fd):
+            os.close(fd)
+        raise SpawnError(f"could not take ownership of child {pid}: {exc}") from exc
+    for fd in (stdin_fd, stdout_fd, stderr_fd):
+        os.set_blocking(fd, False)
+    return SpawnedProcess(
+        pid=pid,
+        pidfd=pidfd,
+        start_time=start_time,
+        stdin_fd=stdin_fd,
+        stdout_fd=stdout_fd,
+        stderr_fd=stderr_fd,
+    )

@@ -269,21 +269,20 @@ class TaskRun:
         log = self.log.bind(handle=node.handle)
         # Both writes of a step are issued together so the journal commits them as one (DESIGN §8
         # orders the steps, not the writes within one).
-        async with anyio.create_task_group() as writes:
-            if node.handle == "0":
-                writes.start_soon(self._mark_starting)
-            writes.start_soon(
-                functools.partial(
-                    sup.journal.upsert_node,
-                    record.task_id,
-                    node.handle,
-                    parent=tree_node.parent,
-                    depth=tree_node.depth,
-                    state="starting",
-                    grant_steps=tree_node.grant.steps,
-                    grant_tokens=tree_node.grant.tokens,
-                )
-            )
+        first = [self._mark_starting] if node.handle == "0" else []
+        await _together(
+            *first,
+            functools.partial(
+                sup.journal.upsert_node,
+                record.task_id,
+                node.handle,
+                parent=tree_node.parent,
+                depth=tree_node.depth,
+                state="starting",
+                grant_steps=tree_node.grant.steps,
+                grant_tokens=tree_node.grant.tokens,
+            ),
+        )
         leaf = None
         if sup.cgroup_root is not None:
             leaf = sup.cgroup_root.create_leaf(
@@ -322,22 +321,25 @@ class TaskRun:
             grant_tokens=tree_node.grant.tokens,
         )
         try:
-            async with anyio.create_task_group() as writes:
-                if node.handle == "0":
-                    writes.start_soon(self._mark_running, proc.pid, proc.start_time)
-                writes.start_soon(
-                    functools.partial(
-                        sup.journal.upsert_node,
-                        record.task_id,
-                        node.handle,
-                        parent=tree_node.parent,
-                        depth=tree_node.depth,
-                        state="running",
-                        pid=proc.pid,
-                        pid_start_time=proc.start_time,
-                    )
-                )
-        except* JournalError:
+            then = (
+                [functools.partial(self._mark_running, proc.pid, proc.start_time)]
+                if node.handle == "0"
+                else []
+            )
+            await _together(
+                *then,
+                functools.partial(
+                    sup.journal.upsert_node,
+                    record.task_id,
+                    node.handle,
+                    parent=tree_node.parent,
+                    depth=tree_node.depth,
+                    state="running",
+                    pid=proc.pid,
+                    pid_start_time=proc.start_time,
+                ),
+            )
+        except JournalError:
             # It must not run unrecorded: kill and reap it before reporting the failure.
             child.stop("faulty", start="sigkill")
             with anyio.CancelScope(shield=True):

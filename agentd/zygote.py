@@ -19,19 +19,16 @@ import sys
 from collections.abc import Mapping
 
 import anyio
-import psutil
 import structlog
 
-from agentd.errors import SpawnError
 from agentd.spawner import (
     RESET_SIGNALS,
     SCRUBBED_PREFIXES,
     ExecSpawner,
     SpawnedProcess,
     SpawnRequest,
-    apply_rlimits,
+    adopt,
     child_environment,
-    process_start_time,
 )
 
 REPLY_TIMEOUT_S = 2.0
@@ -185,23 +182,7 @@ class ZygoteSpawner:
                 with contextlib.suppress(OSError):
                     os.close(fd)
             raise
-        try:
-            pidfd = os.pidfd_open(pid)
-            apply_rlimits(pid, request.rlimits)
-            start_time = process_start_time(pid)
-        except (OSError, psutil.Error) as exc:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
-            for fd in pipes:
-                os.close(fd)
-            raise SpawnError(f"could not take ownership of child {pid}: {exc}") from exc
-        for fd in (in_w, out_r, err_r):
-            os.set_blocking(fd, False)
-        return SpawnedProcess(
-            pid=pid, pidfd=pidfd, start_time=start_time, stdin_fd=in_w, stdout_fd=out_r, stderr_fd=err_r
-        )
+        return adopt(pid, request.rlimits, stdin_fd=in_w, stdout_fd=out_r, stderr_fd=err_r)
 
     def _reply(self) -> dict[str, object]:
         """The zygote's answer to our last request: a blocking wait of a few ms, bounded."""
