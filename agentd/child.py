@@ -13,7 +13,6 @@ import collections
 import contextlib
 import os
 import signal
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -369,6 +368,3 @@ class SupervisedChild:
                 )
                 self.stop(cause, start="cancel" if verdict == "deadline" else "sigterm", reason=verdict)
             await anyio.sleep(tick)
-
-
-Callback = Callable[[], Awaitable[None]]

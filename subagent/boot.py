@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from protocol.framing import LineSplitter, Oversize
 
-EXIT_OK = 0
 EXIT_INTERNAL = 1
 EXIT_BAD_SPAWN = 2
 SPAWN_TIMEOUT_S = float(os.environ.get("AGENTD_SPAWN_TIMEOUT_S", "30"))
