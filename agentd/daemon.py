@@ -40,6 +40,7 @@ from agentd.zygote import ZygoteSpawner
 from subagent.linux import set_child_subreaper
 
 SD_LISTEN_FDS_START = 3
+HANDLED_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
 
 
 @dataclass
@@ -106,8 +107,9 @@ async def _signals(
     if wedge_s is not None:
         signals.append(signal.SIGUSR2)  # fault injection only: otherwise SIGUSR2 keeps its default
     with anyio.open_signal_receiver(*signals) as received:
-        # Handlers are installed: only now may the daemon say it is ready (a SIGTERM right after
-        # READY=1 must drain, not kill it).
+        # Handlers are installed: deliver what arrived meanwhile, and only now say ready (a SIGTERM
+        # right after READY=1 must drain, not kill the daemon).
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, HANDLED_SIGNALS)
         task_status.started()
         async for signum in received:
             if signum == signal.SIGHUP:
@@ -223,6 +225,8 @@ async def serve(
                 if on_ready is not None:
                     on_ready(str(config.socket))
                 await supervisor.wait_drained()
+                # Drained: a late signal must not kill the daemon while it closes the journal.
+                signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED_SIGNALS)
                 tg.cancel_scope.cancel()
     notifier.close()
     log.info("proc.exit", pid=os.getpid(), code=0)
@@ -233,6 +237,10 @@ def run_serve(
     config_path: str | None, socket: str | None, state_dir: str | None, *, log_content: bool = False
 ) -> int:
     """`agentd serve` entry: load config (exit 2 on error), configure logs, serve."""
+    # Until the handlers are installed, and again for the last cleanup after a drain, these
+    # signals are blocked (held pending), never fatal: a SIGTERM during start-up is handled as
+    # soon as the daemon can drain. Threads started meanwhile inherit the mask.
+    signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED_SIGNALS)
     overrides: dict[str, object] | None = {"daemon": {"log_content": True}} if log_content else None
     try:
         config = load_config(config_path, socket=socket, state_dir=state_dir, overrides=overrides)

@@ -101,3 +101,18 @@ def test_a_daemon_refuses_a_state_dir_another_daemon_holds(tmp_path: Path) -> No
         assert second.returncode != 0
         assert "another agentd" in second.stdout + second.stderr
         assert "Traceback" not in second.stdout + second.stderr  # one clear log line
+
+
+def test_a_sigterm_during_start_up_drains_once_the_daemon_is_up(tmp_path: Path) -> None:
+    config = write_config(tmp_path, rogue_daemon(tmp_path))
+    daemon = start_daemon(tmp_path, config, wait=False)
+    deadline = time.monotonic() + 30
+    while not any(line.get("event") == "config.loaded" for line in daemon.log()):
+        assert daemon.proc.poll() is None
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    daemon.proc.send_signal(signal.SIGTERM)  # before recovery, before the socket, before READY
+    assert daemon.proc.wait(timeout=30) == 0
+    events = [line.get("event") for line in daemon.log()]
+    assert "proc.drain" in events
+    assert events[-1] == "proc.exit"
