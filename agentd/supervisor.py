@@ -31,7 +31,6 @@ from protocol.result import RunError, RunResult, TerminalStatus, exit_code
 from protocol.spawn import SpawnPayload
 
 PayloadBuilder = Callable[[TaskRecord], SpawnPayload]
-FIELD_CAP = 2000
 
 
 class PayloadError(AgentdError):

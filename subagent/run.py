@@ -47,10 +47,8 @@ class Interruptible:
     """The operation in flight that a `ctrl/cancel` must abort (connect, a model call, a tool call)."""
 
     scope: anyio.CancelScope | None = None
-    cancelled: bool = False
 
     def cancel(self) -> None:
-        self.cancelled = True
         if self.scope is not None:
             self.scope.cancel()
 
