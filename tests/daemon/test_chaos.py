@@ -136,3 +136,15 @@ def test_a_sigstopped_real_subagent_is_detected_as_stuck_and_killed(tmp_path: Pa
         assert view.error is not None
         assert view.error.kind == "stuck"
         assert signals_used(daemon, task_id)[-1] == "sigkill"  # a stopped process only dies by SIGKILL
+
+
+def test_a_child_that_never_reads_its_channel_is_killed_when_a_write_times_out(tmp_path: Path) -> None:
+    never_read = rogue_daemon(tmp_path).replace('rogue_child.py"]', 'rogue_child.py", "--never-read"]')
+    with running_daemon(tmp_path, never_read) as daemon:
+        # Bigger than a pipe buffer: the spawn frame cannot be written until the child reads.
+        task_id = daemon.submit("x" * 300_000)
+        view = daemon.wait(task_id, timeout_s=30)
+        assert view.status is S.CRASHED
+        assert view.error is not None
+        assert view.error.kind == "protocol"
+        assert signals_used(daemon, task_id)[0] == "sigterm"
