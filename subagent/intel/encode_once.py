@@ -23,26 +23,36 @@ class EncodeOnceCache(Generic[Item, Encoded]):
 
     def __init__(self, encode: Callable[[Item], Encoded]) -> None:
         self._encode = encode
-        # Invariant: key == id(entry[0]); the held item keeps the id from being reused.
-        self._entries: dict[int, tuple[Item, Encoded]] = {}
+        # Invariant: the latest request's items and their encodings, position by position; the
+        # held items keep their ids from being reused while they are cached.
+        self._items: list[Item] = []
+        self._out: list[Encoded] = []
 
     def encode_all(self, items: Sequence[Item]) -> list[Encoded]:
-        """Encodings of `items`, in order; afterwards only these items stay cached."""
-        previous = self._entries
-        current: dict[int, tuple[Item, Encoded]] = {}
-        out: list[Encoded] = []
-        for item in items:
-            key = id(item)
-            entry = current.get(key) or previous.get(key)
-            if entry is None or entry[0] is not item:
-                entry = (item, self._encode(item))
-            current[key] = entry
-            out.append(entry[1])
-        self._entries = current
-        return out
+        """Encodings of `items`, in order; afterwards only these items stay cached.
+
+        A transcript grows by appending, so the longest common prefix (by identity) with the last
+        request is reused wholesale; only the rest is looked up, and only new items are encoded.
+        """
+        previous_items, previous_out = self._items, self._out
+        limit = min(len(items), len(previous_items))
+        same = 0
+        while same < limit and items[same] is previous_items[same]:
+            same += 1
+        out = previous_out[:same]
+        if same < len(items):
+            # Beyond the prefix (a stubbed or compacted transcript): find survivors by identity.
+            known = {id(x): (x, e) for x, e in zip(previous_items[same:], previous_out[same:], strict=True)}
+            for item in items[same:]:
+                entry = known.get(id(item))
+                if entry is None or entry[0] is not item:
+                    entry = known[id(item)] = (item, self._encode(item))
+                out.append(entry[1])
+        self._items, self._out = list(items), out
+        return list(out)  # the caller may insert into its copy (e.g. a system message)
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len({id(item) for item in self._items})
 
 
 def json_bytes(value: JsonValue) -> bytes:

@@ -310,3 +310,24 @@ async def test_json_action_mode_sends_tool_turns_as_plain_text(fake_llm: FakeLLM
     assert isinstance(last, dict)
     assert last["content"] == "Result of tool `demo__add`:\n2"
     assert "tools" not in body
+
+
+async def test_a_stubbed_message_in_the_middle_is_re_encoded_and_the_rest_reused(
+    fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    encoded: list[Message] = []
+    real_encode = wire.encode_message
+
+    def counting_encode(message: Message) -> bytes:
+        encoded.append(message)
+        return real_encode(message)
+
+    monkeypatch.setattr("subagent.intel.openai.encode_message", counting_encode)
+    async with open_client() as client:
+        adapter = OpenAIChat(openai_spec(fake_llm), client)
+        first = tuple(UserMessage(f"m{i}") for i in range(6))
+        adapter.prepare(ModelRequest(system="s", messages=first))
+        stubbed = (*first[:2], UserMessage("[elided]"), *first[3:], UserMessage("new"))
+        body = adapter.prepare(ModelRequest(system="s", messages=stubbed)).payload
+    assert [m.text for m in encoded[6:] if isinstance(m, UserMessage)] == ["[elided]", "new"]
+    assert body.count(b'"role":"user"') == 7
