@@ -212,9 +212,8 @@ async def test_content_given_as_text_parts_is_joined(fake_llm: FakeLLM) -> None:
     assert reply.text == "ab"
 
 
-async def test_each_message_is_encoded_once_across_a_growing_transcript(
-    fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def count_encodings(monkeypatch: pytest.MonkeyPatch) -> list[Message]:
+    """Record every message the OpenAI adapter encodes (the list fills as it does)."""
     encoded: list[Message] = []
     real_encode = wire.encode_message
 
@@ -223,6 +222,13 @@ async def test_each_message_is_encoded_once_across_a_growing_transcript(
         return real_encode(message)
 
     monkeypatch.setattr("subagent.intel.openai.encode_message", counting_encode)
+    return encoded
+
+
+async def test_each_message_is_encoded_once_across_a_growing_transcript(
+    fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    encoded = count_encodings(monkeypatch)
     async with open_client() as client:
         adapter = OpenAIChat(openai_spec(fake_llm), client)
         transcript: tuple[Message, ...] = ()
@@ -315,14 +321,7 @@ async def test_json_action_mode_sends_tool_turns_as_plain_text(fake_llm: FakeLLM
 async def test_a_stubbed_message_in_the_middle_is_re_encoded_and_the_rest_reused(
     fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    encoded: list[Message] = []
-    real_encode = wire.encode_message
-
-    def counting_encode(message: Message) -> bytes:
-        encoded.append(message)
-        return real_encode(message)
-
-    monkeypatch.setattr("subagent.intel.openai.encode_message", counting_encode)
+    encoded = count_encodings(monkeypatch)
     async with open_client() as client:
         adapter = OpenAIChat(openai_spec(fake_llm), client)
         first = tuple(UserMessage(f"m{i}") for i in range(6))
