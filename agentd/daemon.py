@@ -17,6 +17,7 @@ import grp
 import os
 import signal
 import socket
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,6 +96,11 @@ def _listener(config: Config) -> Iterator[socket.socket]:
         yield sock
 
 
+def daemon_signals() -> set[signal.Signals]:
+    """The signals the daemon handles (SIGUSR2 only with the fault-injection hook on)."""
+    return HANDLED_SIGNALS | ({signal.SIGUSR2} if wedge_seconds() is not None else set())
+
+
 async def _signals(
     supervisor: Supervisor,
     reload: Callable[[], None],
@@ -103,24 +109,38 @@ async def _signals(
     *,
     task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
-    signals = [signal.SIGTERM, signal.SIGINT, signal.SIGHUP]
-    if wedge_s is not None:
-        signals.append(signal.SIGUSR2)  # fault injection only: otherwise SIGUSR2 keeps its default
-    with anyio.open_signal_receiver(*signals) as received:
-        # Handlers are installed: deliver what arrived meanwhile, and only now say ready (a SIGTERM
-        # right after READY=1 must drain, not kill the daemon).
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, HANDLED_SIGNALS)
-        task_status.started()
-        async for signum in received:
-            if signum == signal.SIGHUP:
-                reload()
-            elif signum == signal.SIGUSR2 and wedge_s is not None:
-                wedge_event_loop(wedge_s)
-            else:
-                first = not supervisor.draining
-                supervisor.drain(force=supervisor.draining)
-                if first:
-                    on_drain()
+    """Receive the daemon's signals without a window in which one could kill it.
+
+    They are blocked in every thread from the start (`run_serve`), so the kernel never picks a
+    thread with the default action; one thread takes them with `sigwaitinfo` and passes each to
+    the event loop through a pipe. A signal that arrives before this task runs waits, pending.
+    """
+    wanted = daemon_signals()
+    read_fd, write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+
+    def take_signals() -> None:
+        while True:
+            info = signal.sigwaitinfo(wanted)
+            with contextlib.suppress(OSError):  # the loop is gone: the daemon is exiting
+                os.write(write_fd, bytes([info.si_signo]))
+
+    threading.Thread(target=take_signals, name="agentd-signals", daemon=True).start()
+    task_status.started()
+    try:
+        while True:
+            await anyio.wait_readable(read_fd)
+            for signum in os.read(read_fd, 64):
+                if signum == signal.SIGHUP:
+                    reload()
+                elif signum == signal.SIGUSR2 and wedge_s is not None:
+                    wedge_event_loop(wedge_s)
+                elif signum in (signal.SIGTERM, signal.SIGINT):
+                    first = not supervisor.draining
+                    supervisor.drain(force=supervisor.draining)
+                    if first:
+                        on_drain()
+    finally:
+        os.close(read_fd)
 
 
 async def serve(
@@ -225,8 +245,6 @@ async def serve(
                 if on_ready is not None:
                     on_ready(str(config.socket))
                 await supervisor.wait_drained()
-                # Drained: a late signal must not kill the daemon while it closes the journal.
-                signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED_SIGNALS)
                 tg.cancel_scope.cancel()
     notifier.close()
     log.info("proc.exit", pid=os.getpid(), code=0)
@@ -237,10 +255,10 @@ def run_serve(
     config_path: str | None, socket: str | None, state_dir: str | None, *, log_content: bool = False
 ) -> int:
     """`agentd serve` entry: load config (exit 2 on error), configure logs, serve."""
-    # Until the handlers are installed, and again for the last cleanup after a drain, these
-    # signals are blocked (held pending), never fatal: a SIGTERM during start-up is handled as
-    # soon as the daemon can drain. Threads started meanwhile inherit the mask.
-    signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED_SIGNALS)
+    # Blocked in every thread for the daemon's whole life (threads inherit the mask): they are
+    # taken by `sigwaitinfo` (see `_signals`), so none can ever kill the daemon by default action,
+    # and one sent during start-up is held pending until the daemon can drain.
+    signal.pthread_sigmask(signal.SIG_BLOCK, daemon_signals())
     overrides: dict[str, object] | None = {"daemon": {"log_content": True}} if log_content else None
     try:
         config = load_config(config_path, socket=socket, state_dir=state_dir, overrides=overrides)
