@@ -147,6 +147,13 @@ class SupervisedChild:
                     await self._stdout_done.wait()
                 tg.cancel_scope.cancel()
         finally:
+            if not self.exited:
+                # Left early (cancelled, or an error in our own code): the child must not
+                # outlive its supervision. Kill it and reap it, shielded and bounded.
+                self._signal_group(signal.SIGKILL)
+                self._kill_cgroup()
+                with anyio.CancelScope(shield=True), anyio.move_on_after(self.ladder.kill_reap_s):
+                    await self._wait_exit()
             self.proc.close_fds()
             if self.cgroup is not None:
                 self.cgroup.remove()

@@ -155,13 +155,27 @@ class Journal:
         )
         return await self._write(op)
 
-    async def mark_starting(self, task_id: str) -> TaskRecord:
-        """queued → starting. Commit this before spawning (write-ahead, DESIGN §8)."""
-        return await self._write(functools.partial(q.mark_starting, task_id=task_id, now=time.time()))
+    async def mark_starting(
+        self, task_id: str, *, grant_steps: int | None = None, grant_tokens: int | None = None
+    ) -> TaskRecord:
+        """queued → starting, creating the root node "0" in the same commit. Commit this before
+        spawning (write-ahead, DESIGN §8). Raises `InvalidTransition` (nothing written) if the
+        task is no longer queued, e.g. it was cancelled while waiting."""
+        op = functools.partial(
+            q.mark_starting,
+            task_id=task_id,
+            grant_steps=grant_steps,
+            grant_tokens=grant_tokens,
+            now=time.time(),
+        )
+        return await self._write(op)
 
     async def mark_running(self, task_id: str, pid: int, pid_start_time: float) -> TaskRecord:
-        """starting → running, recording the process identity used by restart recovery."""
-        op = functools.partial(q.mark_running, task_id=task_id, pid=pid, pid_start_time=pid_start_time)
+        """starting → running, recording on the task and its root node the process identity
+        used by restart recovery."""
+        op = functools.partial(
+            q.mark_running, task_id=task_id, pid=pid, pid_start_time=pid_start_time, now=time.time()
+        )
         return await self._write(op)
 
     async def mark_terminal(
@@ -175,8 +189,10 @@ class Journal:
         usage: RunUsage | None = None,
         abort: AbortKind | None = None,
         error: RunError | None = None,
+        only_queued: bool = False,
     ) -> TaskRecord:
-        """queued|starting|running → terminal. Events appended before this call commit with it."""
+        """queued|starting|running → terminal (`only_queued`: queued → terminal, for a task no
+        run has claimed). Events appended before this call commit with it."""
         op = functools.partial(
             q.mark_terminal,
             task_id=task_id,
@@ -188,6 +204,7 @@ class Journal:
             abort=abort,
             error=error,
             now=time.time(),
+            only_queued=only_queued,
         )
         return await self._write(op, wakes=task_id)
 

@@ -25,6 +25,8 @@ from agentd.journal_records import (
 from protocol.api import TaskSpec, TaskState
 from protocol.result import AbortKind, RunError, RunUsage, TerminalStatus
 
+ROOT_HANDLE = "0"
+
 _TASK_COLUMNS = (
     "task_id, run_id, owner_uid, idempotency_key, spec, state, status, exit_code, result, partial, "
     "usage, abort, error, attempts, pid, pid_start_time, created_at, started_at, ended_at"
@@ -142,8 +144,16 @@ def _transition(
     raise InvalidTransition(task_id, current[0]["state"], wanted)
 
 
-def mark_starting(conn: sqlite3.Connection, task_id: str, *, now: float) -> TaskRecord:
-    return _transition(
+def mark_starting(
+    conn: sqlite3.Connection,
+    task_id: str,
+    *,
+    grant_steps: int | None,
+    grant_tokens: int | None,
+    now: float,
+) -> TaskRecord:
+    """queued → starting, with the root node; a task that is no longer queued gets neither."""
+    record = _transition(
         conn,
         task_id,
         allowed=("queued",),
@@ -151,10 +161,28 @@ def mark_starting(conn: sqlite3.Connection, task_id: str, *, now: float) -> Task
         assignments="started_at = ?, pid = NULL, pid_start_time = NULL",
         params=(now,),
     )
+    upsert_node(
+        conn,
+        task_id=task_id,
+        handle=ROOT_HANDLE,
+        parent=None,
+        depth=0,
+        state="starting",
+        pid=None,
+        pid_start_time=None,
+        usage=None,
+        grant_steps=grant_steps,
+        grant_tokens=grant_tokens,
+        now=now,
+    )
+    return record
 
 
-def mark_running(conn: sqlite3.Connection, task_id: str, *, pid: int, pid_start_time: float) -> TaskRecord:
-    return _transition(
+def mark_running(
+    conn: sqlite3.Connection, task_id: str, *, pid: int, pid_start_time: float, now: float
+) -> TaskRecord:
+    """starting → running, and the root node with it."""
+    record = _transition(
         conn,
         task_id,
         allowed=("starting",),
@@ -162,6 +190,21 @@ def mark_running(conn: sqlite3.Connection, task_id: str, *, pid: int, pid_start_
         assignments="pid = ?, pid_start_time = ?",
         params=(pid, pid_start_time),
     )
+    upsert_node(
+        conn,
+        task_id=task_id,
+        handle=ROOT_HANDLE,
+        parent=None,
+        depth=0,
+        state="running",
+        pid=pid,
+        pid_start_time=pid_start_time,
+        usage=None,
+        grant_steps=None,
+        grant_tokens=None,
+        now=now,
+    )
+    return record
 
 
 def mark_terminal(
@@ -176,11 +219,12 @@ def mark_terminal(
     abort: AbortKind | None,
     error: RunError | None,
     now: float,
+    only_queued: bool = False,
 ) -> TaskRecord:
     return _transition(
         conn,
         task_id,
-        allowed=("queued", "starting", "running"),
+        allowed=("queued",) if only_queued else ("queued", "starting", "running"),
         wanted="terminal",
         assignments=(
             "status = ?, exit_code = ?, result = ?, partial = ?, usage = ?, abort = ?, error = ?,"

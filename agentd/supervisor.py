@@ -20,7 +20,7 @@ import psutil
 
 from agentd import logs, reaper
 from agentd.cgroup import CgroupRoot
-from agentd.errors import AgentdError, JournalError
+from agentd.errors import AgentdError, InvalidTransition, JournalError
 from agentd.journal import Journal
 from agentd.journal_records import TaskRecord
 from agentd.ladder import LadderPolicy
@@ -109,19 +109,29 @@ class Supervisor:
         return self._terminal.setdefault(task_id, anyio.Event())
 
     async def cancel(self, task_id: str, reason: str) -> TaskRecord | None:
-        """Cancel a task in any state; returns the record as it stands (None if unknown)."""
+        """Cancel a task in any state; returns the record as it stands (None if unknown).
+
+        A queued task is ended here only if it is still queued when the write commits; if the
+        scheduler claimed it meanwhile, its run is cancelled instead. Either way it ends once.
+        """
         slot = self.running.get(task_id)
-        if slot is not None:
-            slot.cancel_reason = slot.cancel_reason or reason
-            if slot.run is not None:
-                slot.run.cancel(reason)
-            return await self.journal.get(task_id)
-        record = await self.journal.get(task_id)
-        if record is None or record.state != "queued":
-            return record
-        result = RunResult(status=TerminalStatus.CANCELLED, error=RunError(kind="cancelled", message=reason))
-        record = await self._record_terminal(record, result)
-        return record
+        if slot is None:
+            record = await self.journal.get(task_id)
+            if record is None or record.state != "queued":
+                return record
+            result = RunResult(
+                status=TerminalStatus.CANCELLED, error=RunError(kind="cancelled", message=reason)
+            )
+            try:
+                return await self._record_terminal(record, result, only_queued=True)
+            except InvalidTransition:
+                slot = self.running.get(task_id)
+                if slot is None:  # it ended on its own meanwhile
+                    return await self.journal.get(task_id)
+        slot.cancel_reason = slot.cancel_reason or reason
+        if slot.run is not None:
+            slot.run.cancel(reason)
+        return await self.journal.get(task_id)
 
     def drain(self, *, force: bool = False) -> None:
         """Stop intake and cancel every running task; `force` SIGKILLs them now (second signal)."""
@@ -196,11 +206,23 @@ class Supervisor:
     # ---- one task ------------------------------------------------------------------------------
 
     async def _run_task(self, slot: _Slot) -> None:
+        """Run one task to its one terminal status. Nothing one task does or suffers escapes
+        this function: an unexpected error ends that task `crashed`, never the scheduler."""
         record = slot.record
         try:
-            result = await self._start_and_supervise(slot)
-            # A forced kill (a second signal) is not a clean drain.
-            await self._record_terminal(record, result, clean_drain=self.draining and not self._force)
+            try:
+                result = await self._start_and_supervise(slot)
+            except JournalError:
+                raise
+            except Exception as exc:
+                self.log.exception("task.terminal", task_id=record.task_id, err=f"internal error: {exc!r}")
+                message = f"agentd internal error: {_innermost(exc)}"[:500]
+                result = RunResult(
+                    status=TerminalStatus.CRASHED, error=RunError(kind="internal", message=message)
+                )
+            if result is not None:  # None: it was cancelled while queued, and recorded then
+                # A forced kill (a second signal) is not a clean drain.
+                await self._record_terminal(record, result, clean_drain=self.draining and not self._force)
         except JournalError as exc:
             # The outcome could not be recorded; restart recovery will reconcile the task.
             self.log.error("task.terminal", task_id=record.task_id, err=f"journal: {exc}")
@@ -209,7 +231,7 @@ class Supervisor:
             self._wake.set()
             self.sweep()
 
-    async def _start_and_supervise(self, slot: _Slot) -> RunResult:
+    async def _start_and_supervise(self, slot: _Slot) -> RunResult | None:
         try:
             payload = self.build_payload(slot.record)
         except PayloadError as exc:
@@ -224,7 +246,7 @@ class Supervisor:
         return await slot.run.run()
 
     async def _record_terminal(
-        self, record: TaskRecord, result: RunResult, *, clean_drain: bool = False
+        self, record: TaskRecord, result: RunResult, *, clean_drain: bool = False, only_queued: bool = False
     ) -> TaskRecord:
         code = int(exit_code(result, clean_drain=clean_drain))
         record = await self.journal.mark_terminal(
@@ -236,6 +258,7 @@ class Supervisor:
             usage=result.usage,
             abort=result.abort,
             error=result.error,
+            only_queued=only_queued,
         )
         self.log.info(
             "task.terminal",
@@ -284,6 +307,13 @@ class Supervisor:
             )
             handled.append(record.task_id)
         return handled
+
+
+def _innermost(exc: BaseException) -> str:
+    """`Type: message` of the first leaf of an exception group (task groups wrap what failed)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"
 
 
 def kill_survivor(record: TaskRecord, *, timeout_s: float = 5.0) -> bool:

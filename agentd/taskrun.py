@@ -10,8 +10,6 @@ Teardown goes deepest-first. A parent receives only a child's distillate.
 from __future__ import annotations
 
 import contextlib
-import functools
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -21,7 +19,7 @@ from pydantic import JsonValue
 
 from agentd import logs
 from agentd.child import ChildIdentity, SupervisedChild, SupRequest
-from agentd.errors import JournalError, SpawnError
+from agentd.errors import InvalidTransition, JournalError, SpawnError
 from agentd.journal_records import TaskRecord
 from agentd.ladder import RungAction
 from agentd.liveness import KillCause, Verdict
@@ -64,23 +62,6 @@ class NodeRun:
     # Set when the supervisor stopped this node for going over its grant.
     limit_status: TerminalStatus | None = None
     done: anyio.Event = field(default_factory=anyio.Event)
-
-
-async def _together(*calls: Callable[[], Awaitable[object]]) -> None:
-    """Await journal writes concurrently (they share one commit); re-raise the first failure as is."""
-    errors: list[JournalError] = []
-
-    async def run(call: Callable[[], Awaitable[object]]) -> None:
-        try:
-            await call()
-        except JournalError as exc:
-            errors.append(exc)
-
-    async with anyio.create_task_group() as tg:
-        for call in calls:
-            tg.start_soon(run, call)
-    if errors:
-        raise errors[0]
 
 
 class NodeListener:
@@ -207,8 +188,21 @@ class TaskRun:
 
     # ---- the run ---------------------------------------------------------------------------
 
-    async def run(self) -> RunResult:
-        """Spawn the root, serve its tree, tear down what is left, and return the task's result."""
+    async def run(self) -> RunResult | None:
+        """Spawn the root, serve its tree, tear down what is left, and return the task's result.
+
+        Returns None, having done nothing, when the task is no longer queued: it was cancelled
+        (and its terminal status recorded) before this run could claim it.
+        """
+        root = self.tree.nodes["0"]
+        try:
+            self.record = await self.sup.journal.mark_starting(
+                self.record.task_id, grant_steps=root.grant.steps, grant_tokens=root.grant.tokens
+            )
+        except InvalidTransition as exc:
+            if exc.state == "terminal":
+                return None
+            raise
         async with anyio.create_task_group() as tg:
             self._tg = tg
             result = await self._run_node(self.nodes["0"])
@@ -257,23 +251,12 @@ class TaskRun:
             return node.result.usage
         return node.counted
 
-    async def _mark_starting(self) -> None:
-        self.record = await self.sup.journal.mark_starting(self.record.task_id)
-
-    async def _mark_running(self, pid: int, start_time: float) -> None:
-        self.record = await self.sup.journal.mark_running(self.record.task_id, pid, start_time)
-
     async def _spawn_and_supervise(self, node: NodeRun) -> RunResult:
         sup, record, payload = self.sup, self.record, node.payload
         tree_node = self.tree.nodes[node.handle]
         log = self.log.bind(handle=node.handle)
-        # Both writes of a step are issued together so the journal commits them as one (DESIGN §8
-        # orders the steps, not the writes within one).
-        first = [self._mark_starting] if node.handle == "0" else []
-        await _together(
-            *first,
-            functools.partial(
-                sup.journal.upsert_node,
+        if node.handle != "0":  # the root's node was written with the task's `starting`
+            await sup.journal.upsert_node(
                 record.task_id,
                 node.handle,
                 parent=tree_node.parent,
@@ -281,8 +264,7 @@ class TaskRun:
                 state="starting",
                 grant_steps=tree_node.grant.steps,
                 grant_tokens=tree_node.grant.tokens,
-            ),
-        )
+            )
         leaf = None
         if sup.cgroup_root is not None:
             leaf = sup.cgroup_root.create_leaf(
@@ -321,15 +303,10 @@ class TaskRun:
             grant_tokens=tree_node.grant.tokens,
         )
         try:
-            then = (
-                [functools.partial(self._mark_running, proc.pid, proc.start_time)]
-                if node.handle == "0"
-                else []
-            )
-            await _together(
-                *then,
-                functools.partial(
-                    sup.journal.upsert_node,
+            if node.handle == "0":
+                self.record = await sup.journal.mark_running(record.task_id, proc.pid, proc.start_time)
+            else:
+                await sup.journal.upsert_node(
                     record.task_id,
                     node.handle,
                     parent=tree_node.parent,
@@ -337,8 +314,7 @@ class TaskRun:
                     state="running",
                     pid=proc.pid,
                     pid_start_time=proc.start_time,
-                ),
-            )
+                )
         except JournalError:
             # It must not run unrecorded: kill and reap it before reporting the failure.
             child.stop("faulty", start="sigkill")

@@ -1,0 +1,111 @@
+"""A hostile socket user cannot take the supervisor down (issue 17, item 1).
+
+Cancels racing a task's start, and a task whose run raises something unexpected, end that task
+with one terminal status; the daemon and every other task carry on.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Mapping
+from pathlib import Path
+
+import anyio
+import pytest
+from pydantic import JsonValue
+
+from agentd.config import load_config
+from agentd.grants import build_payload, journal_options, supervisor_options
+from agentd.journal import open_journal
+from agentd.spawner import ExecSpawner
+from agentd.supervisor import Supervisor
+from protocol.api import TaskSpec, TaskView
+from protocol.result import TerminalStatus as S
+from tests.support.daemon import running_daemon, scripted
+
+pytestmark = [pytest.mark.processes, pytest.mark.anyio]
+
+ITERATIONS = 1000
+
+
+def test_cancels_racing_submits_never_crash_the_daemon_and_each_task_ends_once(tmp_path: Path) -> None:
+    rng = random.Random(17)
+    body = scripted("quick", [{"text": "done"}], tmp_path) + '[defaults]\nmodel = "quick"\n'
+    with running_daemon(tmp_path, body, daemon_lines="max_concurrent_tasks = 4\n") as daemon:
+        task_ids: list[str] = []
+        with daemon.client(timeout_s=30) as client:
+            for i in range(ITERATIONS):
+                reply = client.call("task.submit", {"spec": {"instruction": f"race {i}"}})
+                assert isinstance(reply, dict)
+                task_id = str(reply["task_id"])
+                task_ids.append(task_id)
+                # Cancel now, after a short random pause, or a task submitted earlier (often
+                # still queued); some tasks are never cancelled and must complete.
+                roll = rng.random()
+                if roll < 0.4:
+                    client.call("task.cancel", {"task_id": task_id})
+                elif roll < 0.7:
+                    wait_ms = rng.uniform(0, 6)
+                    client.call("task.wait", {"task_id": task_id, "timeout_s": wait_ms / 1000})
+                    client.call("task.cancel", {"task_id": task_id})
+                elif roll < 0.85 and len(task_ids) > 3:
+                    client.call("task.cancel", {"task_id": rng.choice(task_ids[-4:-1])})
+            views = [
+                TaskView.model_validate(
+                    client.call("task.wait", {"task_id": t, "timeout_s": 60}, timeout_s=70)
+                )
+                for t in task_ids
+            ]
+        assert daemon.proc.poll() is None, daemon.log_path.read_text()[-3000:]
+        assert all(v.state == "terminal" for v in views)
+        assert {v.status for v in views} <= {S.COMPLETED, S.CANCELLED}
+        assert any(v.status is S.CANCELLED for v in views)
+        assert any(v.status is S.COMPLETED for v in views)
+        # Exactly one terminal status per task: one task.terminal line each in the daemon's log.
+        terminal = [str(line["task_id"]) for line in daemon.log() if line.get("event") == "task.terminal"]
+        assert sorted(terminal) == sorted(task_ids)
+
+
+async def test_a_task_whose_run_raises_ends_crashed_while_its_siblings_finish(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real supervisor, journal and subagent processes; our own code fails inside one run."""
+    script = tmp_path / "slow.json"
+    script.write_text(json.dumps({"model": "scripted-slow", "turns": [{"text": "done", "delay_s": 0.5}]}))
+    config_path = tmp_path / "agentd.toml"
+    config_path.write_text(
+        f'[intelligence.slow]\nkind = "scripted"\nscript = "{script}"\n[defaults]\nmodel = "slow"\n'
+    )
+    config = load_config(str(config_path), socket=str(tmp_path / "s.sock"), state_dir=str(tmp_path / "state"))
+    async with open_journal(config.state_dir, journal_options(config)) as journal:
+        sup = Supervisor(
+            journal, lambda record: build_payload(config, record), ExecSpawner(), supervisor_options(config)
+        )
+        siblings = [(await journal.submit(TaskSpec(instruction=f"sibling {i}"), 0))[0] for i in range(2)]
+        doomed, _ = await journal.submit(TaskSpec(instruction="doomed"), 0)
+        append_event = journal.append_event
+
+        def faulty(task_id: str, event: str, fields: Mapping[str, JsonValue] | None = None) -> None:
+            if task_id == doomed.task_id and event == "subagent.ready":
+                raise RuntimeError("a bug in the supervisor")
+            append_event(task_id, event, fields)
+
+        monkeypatch.setattr(journal, "append_event", faulty)
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(sup.serve)
+                for record in [*siblings, doomed]:
+                    await sup.terminal_event(record.task_id).wait()
+                sup.drain()
+                await sup.wait_drained()
+        crashed = await journal.get(doomed.task_id)
+        assert crashed is not None
+        assert crashed.status is S.CRASHED
+        assert crashed.error is not None
+        assert crashed.error.kind == "internal"
+        assert "a bug in the supervisor" in crashed.error.message
+        for sibling in siblings:
+            record = await journal.get(sibling.task_id)
+            assert record is not None
+            assert record.status is S.COMPLETED, record.error
