@@ -106,6 +106,6 @@ async def test_a_task_whose_run_raises_ends_crashed_while_its_siblings_finish(
         assert crashed.error.kind == "internal"
         assert "a bug in the supervisor" in crashed.error.message
         for sibling in siblings:
-            record = await journal.get(sibling.task_id)
-            assert record is not None
-            assert record.status is S.COMPLETED, record.error
+            done = await journal.get(sibling.task_id)
+            assert done is not None
+            assert done.status is S.COMPLETED, done.error
