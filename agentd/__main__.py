@@ -2,6 +2,6 @@
 
 import sys
 
-from agentd.cli import main
+from agentd.cli.main import main
 
 sys.exit(main())

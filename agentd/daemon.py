@@ -25,20 +25,21 @@ from pathlib import Path
 import anyio
 import anyio.abc
 
-from agentd import cgroup, logs
-from agentd.api_listener import listener_from_fd, open_listener
-from agentd.api_server import ApiLimits, serve_api
-from agentd.backend import DaemonBackend
-from agentd.config import Config, ConfigError, load_config
+from agentd import logs
+from agentd.admission import build_payload, journal_options, supervisor_options
+from agentd.api.daemon_backend import DaemonBackend
+from agentd.api.listener import listener_from_fd, open_listener
+from agentd.api.server import ApiLimits, serve_api
+from agentd.config.load import Config, ConfigError, load_config
 from agentd.errors import JournalError, ListenerError
-from agentd.grants import build_payload, journal_options, supervisor_options
-from agentd.journal import open_journal
-from agentd.sdnotify import Notifier
-from agentd.service_notify import ServiceStatus, run_watchdog, wedge_event_loop, wedge_seconds
-from agentd.spawner import ExecSpawner
-from agentd.supervisor import Supervisor
-from agentd.zygote import ZygoteSpawner
-from subagent.linux import set_child_subreaper
+from agentd.journal.store import open_journal
+from agentd.service.reporting import ServiceStatus, run_watchdog, wedge_event_loop, wedge_seconds
+from agentd.service.sdnotify import Notifier
+from agentd.spawning import cgroup
+from agentd.spawning.spawner import ExecSpawner
+from agentd.spawning.zygote_spawner import ZygoteSpawner
+from agentd.supervision.supervisor import Supervisor
+from processes.linux import set_child_subreaper
 
 SD_LISTEN_FDS_START = 3
 HANDLED_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}

@@ -2,7 +2,7 @@
 
 AgentdError
  ├── SpawnError            a subagent process could not be started
- ├── JournalError          the durable journal (agentd/journal.py)
+ ├── JournalError          the durable journal (agentd/journal/store.py)
  │    ├── JournalUnavailable   retryable: the write was not committed (disk full, I/O error,
  │    │                        read-only or locked database, writer stalled, journal closed)
  │    ├── JournalLocked        another agentd holds the state dir's lock
@@ -12,10 +12,10 @@ AgentdError
  ├── ConfigError           the configuration is invalid: a list of problems, each naming its key
  ├── NotConfigured         a request names an endpoint or MCP server the configuration lacks
  ├── ApiError              a daemon API request refused (JSON-RPC error code + retryable);
- │                         raised by a Backend, answered by agentd/api_server.py
- ├── ListenerError         the API socket cannot be bound or adopted (agentd/api_listener.py)
+ │                         raised by a Backend, answered by agentd/api/server.py
+ ├── ListenerError         the API socket cannot be bound or adopted (agentd/api/listener.py)
  │    └── DaemonRunning        a live daemon already answers on the socket path
- ├── ApiClientError        an API call failed, as the client sees it (agentd/api_client.py)
+ ├── ApiClientError        an API call failed, as the client sees it (agentd/api/client.py)
  └── (other components add their subclasses below, each documented where it is raised)
 """
 
@@ -124,7 +124,7 @@ class DaemonRunning(ListenerError):
 
 
 class ApiClientError(AgentdError):
-    """An API call failed. `code` is the daemon's error code, or one of `agentd.api_client`'s
+    """An API call failed. `code` is the daemon's error code, or one of `agentd.api.client`'s
     local codes (unreachable, timed out, bad response, connection lost); `retryable` says
     whether the same call may succeed later."""
 

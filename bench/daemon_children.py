@@ -23,13 +23,13 @@ import anyio
 import psutil
 
 from agentd import logs
-from agentd.api_client import ApiClient
-from agentd.child import SupervisedChild
-from agentd.journal import open_journal
-from agentd.journal_records import TaskRecord
-from agentd.liveness import LivenessPolicy
-from agentd.spawner import ExecSpawner
-from agentd.supervisor import Supervisor, SupervisorOptions
+from agentd.api.client import ApiClient
+from agentd.journal.records import TaskRecord
+from agentd.journal.store import open_journal
+from agentd.spawning.spawner import ExecSpawner
+from agentd.supervision.liveness import LivenessPolicy
+from agentd.supervision.supervised_child import SupervisedChild
+from agentd.supervision.supervisor import Supervisor, SupervisorOptions
 from bench.daemon_procs import BenchDaemon, ChildrenMemory
 from bench.samples import Summary, summarize
 from protocol.api import TaskSpec

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from pydantic import JsonValue
 
-from agentd.api_client import ApiClient
+from agentd.api.client import ApiClient
 from agentd.errors import ApiClientError
 from bench.daemon_procs import BenchDaemon
 from bench.samples import Summary, summarize

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 
 from pydantic import JsonValue
 
-from agentd.api_client import ApiClient
+from agentd.api.client import ApiClient
 from bench.daemon_procs import BenchDaemon
 from bench.samples import Summary, summarize
 from protocol.api import EventView, TaskView

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import anyio
 
-from agentd.journal import Journal, open_journal
+from agentd.journal.store import Journal, open_journal
 from protocol.api import TaskSpec
 
 RESULTS = Path(__file__).resolve().parent / "results" / "journal_submits.json"

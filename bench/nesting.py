@@ -24,7 +24,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from agentd.tree import LIFETIME_CAP, Budget, ChildRequest, Grant, Tree  # noqa: E402
+from agentd.supervision.tree import LIFETIME_CAP, Budget, ChildRequest, Grant, Tree  # noqa: E402
 from protocol import control  # noqa: E402
 from protocol.framing import decode, encode  # noqa: E402
 from tests.support.daemon import running_daemon  # noqa: E402

@@ -43,7 +43,7 @@ def _private_channel() -> tuple[int, int]:
 
 def _guard_parent() -> bool:
     """Step 2. Returns False when the supervisor we were started for is already gone."""
-    from subagent.linux import set_pdeathsig, set_process_name
+    from processes.linux import set_pdeathsig, set_process_name
 
     set_pdeathsig(signal.SIGKILL)
     # Exec'd or forked from the zygote, every subagent shows up under one name in ps/top.

@@ -115,7 +115,7 @@ def fork_subagent(env: dict[str, str], fds: list[int]) -> int:
 
 
 def main() -> int:
-    from subagent.linux import set_pdeathsig, set_process_name
+    from processes.linux import set_pdeathsig, set_process_name
 
     set_pdeathsig(signal.SIGKILL)
     set_process_name("agentd-zygote")

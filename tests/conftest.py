@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from subagent.linux import set_child_subreaper
+from processes.linux import set_child_subreaper
 from tests.support.leaks import kill_all, open_fd_count, wait_no_descendants
 
 REPO = Path(__file__).resolve().parent.parent

@@ -127,7 +127,7 @@ def test_every_event_the_doc_names_is_in_the_vocabulary() -> None:
 
 def test_the_scan_sees_each_kind_of_emission_site() -> None:
     found = {name for name, _ in emitted_names()}
-    # A logger literal, a journal call, a sink, a `Note`, and a module constant (api_connection.py).
+    # A logger literal, a journal call, a sink, a `Note`, and a module constant (agentd/api/connection.py).
     assert {"task.terminal", "limit.exceeded", "tool.result", "loop.compact", "api.connect"} <= found
 
 

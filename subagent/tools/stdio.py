@@ -23,9 +23,9 @@ from mcp.client._transport import TransportStreams  # the alias the public `mcp.
 from mcp.shared.message import SessionMessage
 from mcp.types import jsonrpc_message_adapter
 
+from processes.linux import pdeathsig_preexec
 from protocol.framing import LineSplitter, Oversize
 from protocol.spawn import McpServerSpec
-from subagent.linux import pdeathsig_preexec
 
 logger = logging.getLogger(__name__)
 

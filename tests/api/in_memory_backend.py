@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import anyio
 from pydantic import JsonValue
 
-from agentd.api_server import ApiError, Caller, check_owner, task_not_found
+from agentd.api.server import ApiError, Caller, check_owner, task_not_found
 from protocol.api import (
     UNAVAILABLE,
     CancelParams,

@@ -12,8 +12,8 @@ import anyio.to_thread
 import pytest
 from pydantic import JsonValue
 
-from agentd.api_client import BAD_RESPONSE, CONNECTION_LOST, TIMED_OUT, UNREACHABLE, ApiClient, FinalResult
-from agentd.api_server import ApiLimits
+from agentd.api.client import BAD_RESPONSE, CONNECTION_LOST, TIMED_OUT, UNREACHABLE, ApiClient, FinalResult
+from agentd.api.server import ApiLimits
 from agentd.errors import ApiClientError
 from protocol.api import NOT_FOUND, TOO_MANY_CONNECTIONS, UNAVAILABLE, EventView, SubmitParams, TaskSpec
 from protocol.control import INVALID_REQUEST

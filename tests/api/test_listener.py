@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agentd.api_listener import listener_from_fd, open_listener
+from agentd.api.listener import listener_from_fd, open_listener
 from agentd.errors import DaemonRunning, ListenerError
 
 NOGROUP = 65534

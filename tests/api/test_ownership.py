@@ -19,7 +19,7 @@ import anyio.to_thread
 import pytest
 from pydantic import JsonValue
 
-from agentd.api_client import UNREACHABLE, ApiClient
+from agentd.api.client import UNREACHABLE, ApiClient
 from agentd.errors import ApiClientError
 from protocol.api import NOT_FOUND
 from tests.api.harness import RawConnection, serving

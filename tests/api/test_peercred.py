@@ -8,10 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentd import peercred
-from agentd.api_server import check_owner
+from agentd.api import peercred
+from agentd.api.peercred import Caller, caller_from_socket, decide_admin, peer_groups
+from agentd.api.server import check_owner
 from agentd.errors import ApiError
-from agentd.peercred import Caller, caller_from_socket, decide_admin, peer_groups
 from protocol.api import NOT_FOUND
 
 DAEMON = 1000

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from agentd import config_paths
-from agentd.config import Config, load_config
+from agentd.config import paths as config_paths
+from agentd.config.load import Config, load_config
 from agentd.errors import ConfigError, ConfigProblem
 
 Load = Callable[..., Config]

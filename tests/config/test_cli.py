@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agentd.config_cli import cmd_schema, cmd_show, cmd_validate
+from agentd.cli.config_commands import cmd_schema, cmd_show, cmd_validate
 
 
 @pytest.fixture(autouse=True)

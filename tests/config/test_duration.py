@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentd.duration import DurationError, format_duration, format_size, parse_duration, parse_size
+from agentd.config.duration import DurationError, format_duration, format_size, parse_duration, parse_size
 
 
 @pytest.mark.parametrize(

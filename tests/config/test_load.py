@@ -12,10 +12,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from agentd import config_paths
-from agentd.config import EMBEDDED_SOURCE, load_config
-from agentd.config_file import EMBEDDED_ENDPOINT, EMBEDDED_SCRIPT, AgentdFile
-from agentd.config_sections import LoopSection
+from agentd.config import paths as config_paths
+from agentd.config.file import EMBEDDED_ENDPOINT, EMBEDDED_SCRIPT, AgentdFile
+from agentd.config.load import EMBEDDED_SOURCE, load_config
+from agentd.config.sections import LoopSection
 from agentd.errors import ConfigError
 from protocol.spawn import Limits, LoopKnobs
 from tests.config.conftest import Load
@@ -292,7 +292,7 @@ def test_a_socket_path_too_long_for_a_unix_socket_is_refused(load: Load) -> None
 
 def test_importing_the_config_loads_no_mcp_or_http_client() -> None:
     code = (
-        "import json, sys, agentd.config, agentd.config_cli; "
+        "import json, sys, agentd.config.load, agentd.cli.config_commands; "
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'httpx2', 'httpx', 'subagent'))))"
     )
     done = subprocess.run(

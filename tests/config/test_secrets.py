@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agentd.config_cli import cmd_show
+from agentd.cli.config_commands import cmd_show
 from agentd.errors import ConfigError
 from tests.config.conftest import Load, Problems, has_problem
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agentd.config import load_config
+from agentd.config.load import load_config
 from agentd.errors import ConfigError
 from tests.config.conftest import MINIMAL, Problems, has_problem
 

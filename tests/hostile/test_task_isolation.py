@@ -15,11 +15,11 @@ import anyio
 import pytest
 from pydantic import JsonValue
 
-from agentd.config import load_config
-from agentd.grants import build_payload, journal_options, supervisor_options
-from agentd.journal import open_journal
-from agentd.spawner import ExecSpawner
-from agentd.supervisor import Supervisor
+from agentd.admission import build_payload, journal_options, supervisor_options
+from agentd.config.load import load_config
+from agentd.journal.store import open_journal
+from agentd.spawning.spawner import ExecSpawner
+from agentd.supervision.supervisor import Supervisor
 from protocol.api import TaskSpec, TaskView
 from protocol.result import TerminalStatus as S
 from tests.support.daemon import running_daemon, scripted

@@ -12,7 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from agentd.journal import Journal, JournalOptions, open_journal
+from agentd.journal.store import Journal, JournalOptions, open_journal
 
 FAST = JournalOptions(event_flush_interval_s=0.01, close_timeout_s=5.0)
 HOLD_LIMIT_S = 10.0

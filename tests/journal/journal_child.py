@@ -15,7 +15,7 @@ import sys
 import anyio
 
 from agentd.errors import JournalLocked
-from agentd.journal import open_journal
+from agentd.journal.store import open_journal
 from protocol.api import TaskSpec
 
 SUBMITTERS = 8

@@ -13,7 +13,7 @@ import anyio
 import pytest
 
 from agentd.errors import JournalUnavailable
-from agentd.journal import Journal, JournalOptions, open_journal
+from agentd.journal.store import Journal, JournalOptions, open_journal
 from protocol.api import TaskSpec
 from tests.journal.conftest import CHILD, FAST, writer_held
 

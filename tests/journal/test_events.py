@@ -8,7 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from agentd.journal import Journal, JournalOptions, open_journal
+from agentd.journal.store import Journal, JournalOptions, open_journal
 from protocol.api import TaskSpec
 from protocol.result import TerminalStatus
 from tests.journal.conftest import FAST

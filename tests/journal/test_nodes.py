@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentd.errors import InvalidTransition, NodeNotFound, TaskNotFound
-from agentd.journal import Journal
+from agentd.journal.store import Journal
 from protocol.api import NodeView, TaskSpec
 from protocol.result import RunUsage, TerminalStatus
 

@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from agentd.errors import JournalError, JournalLocked, JournalUnavailable
-from agentd.journal import Journal, open_journal
+from agentd.journal.store import Journal, open_journal
 from protocol.api import TaskSpec
 from tests.journal.conftest import CHILD, FAST
 

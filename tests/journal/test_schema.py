@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agentd.journal_schema import SCHEMA_VERSION, connect_writer, unavailable_reason
+from agentd.journal.schema import SCHEMA_VERSION, connect_writer, unavailable_reason
 
 SQLITE_IOERR_WRITE = sqlite3.SQLITE_IOERR | (3 << 8)  # an extended code keeps its primary low byte
 

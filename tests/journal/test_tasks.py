@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from agentd.errors import InvalidTransition, TaskNotFound
-from agentd.journal import Journal, TaskRecord, new_run_id, new_task_id, open_journal
+from agentd.journal.store import Journal, TaskRecord, new_run_id, new_task_id, open_journal
 from protocol.api import RetryPolicy, TaskSpec
 from protocol.result import RunError, RunUsage, TerminalStatus
 from tests.journal.conftest import FAST, writer_held

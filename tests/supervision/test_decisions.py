@@ -6,8 +6,16 @@ import signal
 
 import pytest
 
-from agentd.ladder import LadderPolicy, bound_s, plan
-from agentd.liveness import ExitInfo, KillCause, LivenessPolicy, Observation, Verdict, classify, classify_exit
+from agentd.supervision.liveness import (
+    ExitInfo,
+    KillCause,
+    LivenessPolicy,
+    Observation,
+    Verdict,
+    classify,
+    classify_exit,
+)
+from processes.ladder import LadderPolicy, bound_s, plan
 from protocol.result import RunError, RunResult, TerminalStatus
 
 POLICY = LivenessPolicy(

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentd.api_client import ApiClient
+from agentd.api.client import ApiClient
 from agentd.errors import ApiClientError
 from protocol.api import TaskView
 

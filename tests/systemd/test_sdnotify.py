@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentd.sdnotify import (
+from agentd.service.sdnotify import (
     STATUS_MAX_CHARS,
     Notifier,
     NotifySettings,

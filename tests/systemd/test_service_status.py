@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentd.service_status import ERROR_MAX_CHARS, ServiceState, status_text
+from agentd.service.status import ERROR_MAX_CHARS, ServiceState, status_text
 
 
 @pytest.mark.parametrize(

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from agentd.config_paths import socket_path
-from agentd.config_sections import DaemonSection
+from agentd.config.paths import socket_path
+from agentd.config.sections import DaemonSection
 
 REPO = Path(__file__).resolve().parents[2]
 UNITS = REPO / "systemd"

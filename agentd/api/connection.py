@@ -1,0 +1,377 @@
+"""One API connection: a bounded reader and an in-order processor (DESIGN §9, §17).
+
+The reader enforces the frame cap, the per-frame deadline (slowloris) and the idle timeout, and
+hands whole frames through a small bounded queue to the processor, which parses, dispatches to the
+`Backend` and writes each answer within the write deadline. A client that hangs up entirely
+cancels the request in flight; a client that only half-closes still gets its answers.
+"""
+
+from __future__ import annotations
+
+import select
+import socket
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import TYPE_CHECKING
+
+import anyio
+import anyio.lowlevel
+import structlog
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from pydantic import BaseModel, TypeAdapter
+
+from agentd.api.frames import (
+    ApiRequest,
+    InvalidParams,
+    NoParams,
+    error_frame,
+    event_frame,
+    parse_params,
+    parse_request,
+    result_frame,
+)
+from agentd.api.peercred import Caller
+from agentd.errors import ApiError
+from protocol.api import (
+    CancelParams,
+    EventsParams,
+    EventView,
+    ListParams,
+    NodeView,
+    SubmitParams,
+    TaskRef,
+    TaskView,
+    WaitParams,
+)
+from protocol.control import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    RequestId,
+)
+from protocol.framing import LineSplitter, Oversize
+
+if TYPE_CHECKING:
+    from agentd.api.server import ApiLimits, Backend
+
+EV_CONNECT = "api.connect"
+EV_DISCONNECT = "api.disconnect"
+EV_ERROR = "api.error"
+
+READ_CHUNK = 64 * 1024
+FAREWELL_WRITE_S = 1.0  # bound on the courtesy error frame sent before closing a connection
+ITERATOR_CLOSE_S = 5.0  # bound on a backend event iterator's cleanup
+
+_Frame = bytes | Oversize  # a line read from a client, or the marker of one over the cap
+
+_TASKS: TypeAdapter[list[TaskView]] = TypeAdapter(list[TaskView])
+_NODES: TypeAdapter[list[NodeView]] = TypeAdapter(list[NodeView])
+
+
+class _ConnectionLost(Exception):
+    """The client can no longer be written to (it hung up, or stopped reading)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class _UnknownMethod(Exception):
+    pass
+
+
+class Connection:
+    """One client: its reader, its in-order processor, and the accounting logged at close."""
+
+    def __init__(
+        self,
+        sock: socket.socket,
+        caller: Caller,
+        backend: Backend,
+        limits: ApiLimits,
+        log: structlog.typing.FilteringBoundLogger,
+    ) -> None:
+        self._sock = sock
+        self._caller = caller
+        self._backend = backend
+        self._limits = limits
+        self._log = log
+        self._write_lock = anyio.Lock()
+        self._scope = anyio.CancelScope()
+        # Invariant: True exactly while the processor is answering a frame (the reader then
+        # does not apply the idle timeout).
+        self._busy = False
+        self._last_activity = anyio.current_time()
+        self._queued = 0
+        self._reason: str | None = None
+        self._requests = 0
+        self._faults = 0
+        self._consecutive_faults = 0
+
+    async def run(self) -> None:
+        """Serve until the client leaves or is cut off; nothing the client sends raises out of here."""
+        started = anyio.current_time()
+        self._log.info(EV_CONNECT, gid=self._caller.gid, admin=self._caller.is_admin)
+        send, receive = anyio.create_memory_object_stream[_Frame](self._limits.max_pipelined_frames)
+        try:
+            with self._scope:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._read_frames, send)
+                    await self._process(receive)
+                    tg.cancel_scope.cancel()  # answered everything the reader let through
+        finally:
+            self._log.info(
+                EV_DISCONNECT,
+                reason=self._reason or "eof",
+                requests=self._requests,
+                faults=self._faults,
+                dur_ms=round((anyio.current_time() - started) * 1000),
+            )
+
+    def _close(self, reason: str) -> None:
+        if self._reason is None:
+            self._reason = reason
+        self._scope.cancel()
+
+    # ---- reading -------------------------------------------------------------------------
+
+    async def _read_frames(self, frames: MemoryObjectSendStream[_Frame]) -> None:
+        limits = self._limits
+        splitter = LineSplitter(limits.max_frame)
+        # Invariant: set (an absolute instant) exactly while a partial frame is buffered.
+        frame_deadline: float | None = None
+        async with frames:
+            while True:
+                now = anyio.current_time()
+                if frame_deadline is not None:
+                    deadline = frame_deadline
+                elif self._busy or self._queued:
+                    deadline = now + limits.idle_timeout_s  # not idle: just re-check later
+                else:
+                    deadline = self._last_activity + limits.idle_timeout_s
+                data: bytes | None = None
+                with anyio.CancelScope(deadline=deadline):
+                    try:
+                        data = await receive_some(self._sock)
+                    except OSError:
+                        self._close("reset")
+                        return
+                if data is None:
+                    now = anyio.current_time()
+                    if frame_deadline is not None:
+                        await self._farewell(
+                            "frame deadline",
+                            f"invalid request: frame not completed within {limits.frame_deadline_s:g}s",
+                        )
+                        return
+                    if (
+                        not (self._busy or self._queued)
+                        and now >= self._last_activity + limits.idle_timeout_s
+                    ):
+                        self._close("idle")
+                        return
+                    continue
+                if not data:
+                    for line in splitter.close():
+                        await self._forward(frames, line)
+                    if _peer_hung_up(self._sock):
+                        self._close("peer closed")  # nobody will read an answer: stop working on it
+                    # A half-close: answer what was sent, then close. The socket is no longer
+                    # watched, so a later full close is noticed at the next write.
+                    return
+                had_partial = splitter.buffered > 0
+                lines = splitter.feed(data)
+                if splitter.discarding:
+                    lines.append(Oversize(limits.max_frame + 1))
+                for line in lines:
+                    if isinstance(line, Oversize):
+                        # Frames before it are answered first; nothing after it is read.
+                        await self._forward(frames, line)
+                        return
+                    await self._forward(frames, line)
+                now = anyio.current_time()
+                self._last_activity = now
+                if not splitter.buffered:
+                    frame_deadline = None
+                elif lines or not had_partial:
+                    # A new frame began in this chunk. Counting from now, after any wait for the
+                    # processor, charges the client only for time we spent waiting on it.
+                    frame_deadline = now + limits.frame_deadline_s
+
+    async def _forward(self, frames: MemoryObjectSendStream[_Frame], line: bytes | Oversize) -> None:
+        if isinstance(line, bytes) and not line.strip():
+            return  # blank lines are keep-alive noise, not frames
+        self._queued += 1
+        await frames.send(line)
+
+    async def _farewell(self, reason: str, message: str) -> None:
+        """Tell the client why it is being cut off (best effort, bounded), then close."""
+        self._faults += 1
+        with anyio.move_on_after(FAREWELL_WRITE_S):
+            try:
+                await self._send(error_frame(None, INVALID_REQUEST, message))
+            except _ConnectionLost:
+                pass
+        self._close(reason)
+
+    # ---- answering -----------------------------------------------------------------------
+
+    async def _process(self, frames: MemoryObjectReceiveStream[_Frame]) -> None:
+        try:
+            async with frames:
+                async for line in frames:
+                    self._queued -= 1
+                    if isinstance(line, Oversize):
+                        await self._farewell(
+                            "oversize", f"invalid request: frame exceeds {self._limits.max_frame} bytes"
+                        )
+                        return
+                    self._busy = True
+                    try:
+                        await self._answer(line)
+                    finally:
+                        self._busy = False
+                        self._last_activity = anyio.current_time()
+                    if self._consecutive_faults >= self._limits.max_consecutive_faults:
+                        await self._farewell("faults", "invalid request: too many invalid frames in a row")
+                        return
+        except _ConnectionLost as exc:
+            self._close(exc.reason)
+
+    async def _answer(self, line: bytes) -> None:
+        """Answer one frame. Nothing the frame or the backend does escapes as an exception."""
+        request_id: RequestId | None = None
+        method = "?"
+        try:
+            request = parse_request(line, max_frame=self._limits.max_frame)
+            if isinstance(request, tuple):
+                code, message = request
+                self._fault()
+                frame = error_frame(None, code, message)
+            else:
+                request_id, method = request.id, request.method
+                self._requests += 1
+                frame = await self._dispatch(request)
+                self._consecutive_faults = 0
+        except _ConnectionLost:
+            raise
+        except _UnknownMethod:
+            self._fault()
+            frame = error_frame(request_id, METHOD_NOT_FOUND, "method not found")
+        except InvalidParams as exc:
+            self._fault()
+            frame = error_frame(request_id, INVALID_PARAMS, exc.message)
+        except ApiError as exc:
+            self._consecutive_faults = 0
+            frame = error_frame(request_id, exc.code, exc.message, retryable=exc.retryable)
+        except Exception as exc:  # noqa: BLE001 - the per-request top-level handler: a backend (or
+            # our) bug becomes an internal error for this request; the connection and server go on.
+            self._log.error(EV_ERROR, method=method, err=type(exc).__name__, exc_info=exc)
+            frame = error_frame(
+                request_id, INTERNAL_ERROR, "internal error (details are in the daemon's log)"
+            )
+        await self._send(frame)
+
+    def _fault(self) -> None:
+        self._faults += 1
+        self._consecutive_faults += 1
+
+    async def _dispatch(self, request: ApiRequest) -> bytes:
+        backend, caller, params = self._backend, self._caller, request.params
+        result: bytes
+        match request.method:
+            case "task.submit":
+                result = _dump(await backend.submit(caller, parse_params(SubmitParams, params)))
+            case "task.get":
+                result = _dump(await backend.get(caller, parse_params(TaskRef, params)))
+            case "task.list":
+                result = _TASKS.dump_json(await backend.list(caller, parse_params(ListParams, params)))
+            case "task.cancel":
+                result = _dump(await backend.cancel(caller, parse_params(CancelParams, params)))
+            case "task.wait":
+                result = _dump(await backend.wait(caller, parse_params(WaitParams, params)))
+            case "task.events":
+                result = await self._stream_events(parse_params(EventsParams, params))
+            case "task.tree":
+                result = _NODES.dump_json(await backend.tree(caller, parse_params(TaskRef, params)))
+            case "daemon.status":
+                parse_params(NoParams, params)
+                result = _dump(await backend.status(caller))
+            case _:
+                raise _UnknownMethod
+        if len(result) > self._limits.max_response_bytes:
+            raise ApiError(
+                INVALID_PARAMS,
+                f"the result is {len(result)} bytes, over the {self._limits.max_response_bytes}-byte cap; "
+                "ask for less (e.g. a smaller limit)",
+            )
+        return result_frame(request.id, result)
+
+    async def _stream_events(self, params: EventsParams) -> bytes:
+        """Send each event as a notification; the response is the task as it stands afterwards."""
+        events = self._backend.events(self._caller, params)
+        try:
+            async for event in events:
+                await self._send(event_frame(event))
+        finally:
+            await _close_iterator(events)
+        return _dump(await self._backend.get(self._caller, TaskRef(task_id=params.task_id)))
+
+    async def _send(self, frame: bytes) -> None:
+        """Write one frame within the write deadline. Raises `_ConnectionLost`."""
+        async with self._write_lock:
+            with anyio.move_on_after(self._limits.write_deadline_s) as scope:
+                try:
+                    await send_all(self._sock, frame)
+                except OSError as exc:
+                    raise _ConnectionLost("peer gone") from exc
+            if scope.cancelled_caught:
+                raise _ConnectionLost("write deadline")
+
+
+async def receive_some(sock: socket.socket) -> bytes:
+    """Read what is available from a non-blocking socket (b"" at end of stream).
+
+    Raw socket calls over `anyio.wait_readable` rather than anyio's socket streams: on asyncio,
+    their readiness callback raises InvalidStateError when a cancel and the peer's data land in
+    the same loop iteration, and cancels (deadlines) are routine here.
+    """
+    while True:
+        # Waiting first (not only on EAGAIN) yields to the loop on every read, so a client
+        # flooding blank lines cannot starve other connections.
+        await anyio.wait_readable(sock)
+        try:
+            return sock.recv(READ_CHUNK)
+        except BlockingIOError:
+            continue
+
+
+async def send_all(sock: socket.socket, data: bytes) -> None:
+    """Write all of `data` to a non-blocking socket. Raises `OSError` if the peer is gone."""
+    await anyio.lowlevel.checkpoint()
+    view = memoryview(data)
+    while view:
+        try:
+            sent = sock.send(view)
+        except BlockingIOError:
+            await anyio.wait_writable(sock)
+            continue
+        view = view[sent:]
+
+
+def _dump(model: BaseModel) -> bytes:
+    return model.model_dump_json().encode()
+
+
+async def _close_iterator(events: AsyncIterator[EventView]) -> None:
+    """Close a backend's event generator promptly, even while our task is being cancelled."""
+    if isinstance(events, AsyncGenerator):
+        with anyio.CancelScope(shield=True), anyio.move_on_after(ITERATOR_CLOSE_S):
+            await events.aclose()
+
+
+def _peer_hung_up(sock: socket.socket) -> bool:
+    """True if the peer closed its socket entirely (POLLHUP), not just its writing half."""
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLHUP)
+    return any(mask & select.POLLHUP for _, mask in poller.poll(0))

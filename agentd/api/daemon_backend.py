@@ -1,0 +1,165 @@
+"""The API backend of a running daemon: the journal, the supervisor and the config behind the socket.
+
+Implements `agentd.api.server.Backend`. Ownership is enforced here: a caller sees, waits on and cancels
+only its own tasks unless it is an admin, and another uid's task is indistinguishable from a
+missing one. A journal that cannot commit makes `task.submit` fail with a retryable error.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import time
+from collections.abc import AsyncIterator, Callable
+
+import anyio
+
+from agentd.admission import SpecRejected, check_spec
+from agentd.api.server import Caller, check_owner, task_not_found
+from agentd.config.load import Config
+from agentd.errors import ApiError, JournalUnavailable
+from agentd.journal.records import TaskRecord
+from agentd.journal.store import Journal
+from agentd.supervision.supervisor import Supervisor
+from protocol.api import (
+    DRAINING,
+    INVALID_SPEC,
+    UNAVAILABLE,
+    CancelParams,
+    DaemonStatus,
+    EventsParams,
+    EventView,
+    ListParams,
+    NodeView,
+    SubmitParams,
+    SubmitResult,
+    TaskRef,
+    TaskView,
+    WaitParams,
+)
+
+VERSION = "0.1.0"
+WAIT_CAP_S = 24 * 3600.0
+FOLLOW_POLL_S = 5.0
+
+
+class DaemonBackend:
+    def __init__(self, journal: Journal, supervisor: Supervisor, config: Callable[[], Config]) -> None:
+        self.journal = journal
+        self.supervisor = supervisor
+        self._config = config
+        self.started = time.monotonic()
+
+    async def _owned(self, caller: Caller, task_id: str) -> TaskRecord:
+        record = await self.journal.get(task_id)
+        if record is None:
+            raise task_not_found(task_id)
+        check_owner(caller, record.owner_uid, task_id=task_id)
+        return record
+
+    async def submit(self, caller: Caller, params: SubmitParams) -> SubmitResult:
+        if self.supervisor.draining:
+            raise ApiError(DRAINING, "agentd is shutting down and accepts no new tasks", retryable=True)
+        try:
+            check_spec(self._config(), params.spec)
+        except SpecRejected as exc:
+            raise ApiError(INVALID_SPEC, str(exc)) from None
+        try:
+            record, created = await self.journal.submit(params.spec, caller.uid, params.idempotency_key)
+        except JournalUnavailable as exc:
+            raise ApiError(UNAVAILABLE, f"the task was not accepted: {exc}", retryable=True) from None
+        if created:
+            self.supervisor.log.info(
+                "task.submitted",
+                task_id=record.task_id,
+                run_id=record.run_id,
+                owner_uid=caller.uid,
+                pid=caller.pid,
+            )
+            self.supervisor.notify_submitted()
+        return SubmitResult(task_id=record.task_id, state=record.state, created=created)
+
+    async def get(self, caller: Caller, params: TaskRef) -> TaskView:
+        return self._view(await self._owned(caller, params.task_id))
+
+    async def list(self, caller: Caller, params: ListParams) -> builtins.list[TaskView]:
+        owner = None if caller.is_admin else caller.uid
+        records = await self.journal.list(owner, params.state, params.limit)
+        return [self._view(r) for r in records]
+
+    async def cancel(self, caller: Caller, params: CancelParams) -> TaskView:
+        await self._owned(caller, params.task_id)
+        record = await self.supervisor.cancel(params.task_id, params.reason)
+        if record is None:
+            raise task_not_found(params.task_id)
+        return self._view(record)
+
+    async def wait(self, caller: Caller, params: WaitParams) -> TaskView:
+        record = await self._owned(caller, params.task_id)
+        if record.state != "terminal":
+            done = self.supervisor.terminal_event(params.task_id)
+            with anyio.move_on_after(
+                min(params.timeout_s if params.timeout_s is not None else WAIT_CAP_S, WAIT_CAP_S)
+            ):
+                # Re-read after registering: the task may have ended in between.
+                record = await self._owned(caller, params.task_id)
+                if record.state != "terminal":
+                    await done.wait()
+            record = await self._owned(caller, params.task_id)
+        return self._view(record)
+
+    async def events(self, caller: Caller, params: EventsParams) -> AsyncIterator[EventView]:
+        await self._owned(caller, params.task_id)
+        seq = params.after_seq
+        while True:
+            batch = await self.journal.events_after(params.task_id, seq, 500)
+            for event in batch:
+                seq = event.seq
+                yield event.to_view()
+            if len(batch) == 500:
+                continue
+            if not params.follow:
+                return
+            record = await self.journal.get(params.task_id)
+            if record is None or record.state == "terminal":
+                await self.journal.flush_events()
+                tail = await self.journal.events_after(params.task_id, seq, 10_000)
+                for event in tail:
+                    yield event.to_view()
+                return
+            await self.journal.wait_events(params.task_id, seq, timeout_s=FOLLOW_POLL_S)
+
+    async def tree(self, caller: Caller, params: TaskRef) -> builtins.list[NodeView]:
+        record = await self._owned(caller, params.task_id)
+        slot = self.supervisor.running.get(params.task_id)
+        if slot is not None and slot.run is not None:
+            return slot.run.node_views()  # live: usage as counted so far
+        nodes = [n.to_view() for n in await self.journal.nodes(params.task_id)]
+        if nodes or record.state == "terminal":
+            return nodes
+        return [NodeView(handle="0", parent=None, depth=0, state="starting")]
+
+    async def status(self, caller: Caller) -> DaemonStatus:
+        counts = await self.journal.counts()
+        health = self.journal.health
+        degraded = [] if health.healthy else [f"journal: {health.last_error}"]
+        return DaemonStatus(
+            pid=os.getpid(),
+            version=VERSION,
+            uptime_s=time.monotonic() - self.started,
+            draining=self.supervisor.draining,
+            queued=counts.get("queued", 0),
+            running=len(self.supervisor.running),
+            max_concurrent_tasks=self.supervisor.options.max_concurrent_tasks,
+            journal_ok=health.healthy,
+            degraded=degraded,
+            children=len(self.supervisor.owned_pids()),
+        )
+
+    def _view(self, record: TaskRecord) -> TaskView:
+        view = record.to_view()
+        slot = self.supervisor.running.get(record.task_id)
+        child = slot.run.root_child if slot is not None and slot.run is not None else None
+        if child is not None and view.pid is None:
+            view = view.model_copy(update={"pid": child.pid})
+        return view

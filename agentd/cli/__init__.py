@@ -1,0 +1,1 @@
+"""The `agentd` command line: argument parsing and every subcommand."""

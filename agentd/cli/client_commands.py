@@ -1,0 +1,278 @@
+"""Client commands: `submit`, `status`, `list`, `cancel`, `logs`, `tree` against a running daemon.
+
+Every command accepts `--socket` and `--json`. `submit --wait` and `submit --follow` exit with the
+task's exit code (DESIGN §12); a daemon that cannot be reached is exit 1 with a hint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TextIO
+
+from pydantic import JsonValue
+
+from agentd.api.client import ApiClient, FinalResult
+from agentd.errors import ApiClientError
+from protocol.api import EventView, NodeView, SpecLimits, TaskSpec, TaskView
+from protocol.spawn import OutputContract
+
+EXIT_USAGE = 2
+EXIT_FAILURE = 1
+
+
+class UsageError(Exception):
+    """A bad flag value: reported with exit code 2 before anything is sent."""
+
+
+def resolve_socket(flag: str | None) -> Path:
+    """--socket, $AGENTD_SOCKET, the config file's daemon.socket (if readable), or the default."""
+    from agentd.config import paths as config_paths
+
+    configured = None
+    if not flag and "AGENTD_SOCKET" not in os.environ:
+        located = config_paths.locate_config(None, os.environ)
+        if located.path is not None:
+            configured = _configured_socket(located.path)
+    return config_paths.socket_path(os.environ, configured, flag)
+
+
+def _configured_socket(path: Path) -> str | None:
+    import tomllib
+
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    daemon = data.get("daemon")
+    socket = daemon.get("socket") if isinstance(daemon, dict) else None
+    return socket if isinstance(socket, str) else None
+
+
+def spec_from_args(args: argparse.Namespace, *, model: str | None, mcp: list[str]) -> TaskSpec:
+    """The task spec the flags describe; raises UsageError for a bad value."""
+    from pydantic import ValidationError
+
+    from agentd.config.duration import DurationError, parse_duration
+
+    deadline_s = None
+    if args.deadline is not None:
+        try:
+            deadline_s = parse_duration(args.deadline)
+        except DurationError as exc:
+            raise UsageError(f"--deadline: {exc}") from None
+    contract = OutputContract()
+    if args.output_schema is not None:
+        try:
+            schema = json.loads(Path(args.output_schema).read_text())
+        except OSError as exc:
+            raise UsageError(f"--output-schema: cannot read {args.output_schema}: {exc.strerror}") from None
+        except ValueError as exc:
+            raise UsageError(f"--output-schema: {args.output_schema} is not JSON: {exc}") from None
+        if not isinstance(schema, dict):
+            raise UsageError("--output-schema: the schema must be a JSON object")
+        contract = OutputContract(format="json", schema_=schema)
+    try:
+        return TaskSpec(
+            instruction=args.instruction,
+            model=model,
+            mcp=mcp,
+            output_contract=contract,
+            limits=SpecLimits(max_steps=args.max_steps, max_tokens=args.max_tokens, deadline_s=deadline_s),
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise UsageError(f"invalid task: {where}: {first['msg']}") from None
+
+
+def print_result(view: TaskView, out: TextIO) -> None:
+    """The result on stdout: JSON when structured, else the text itself."""
+    if view.result is None:
+        return
+    if isinstance(view.result, str):
+        out.write(view.result + ("" if view.result.endswith("\n") else "\n"))
+    else:
+        out.write(json.dumps(view.result, indent=2, ensure_ascii=False) + "\n")
+
+
+def describe(view: TaskView) -> str:
+    status = view.status.value if view.status else view.state
+    parts = [view.task_id, status]
+    if view.exit_code is not None:
+        parts.append(f"exit {view.exit_code}")
+    parts.append(f"steps {view.usage.steps}")
+    parts.append(f"tokens {view.usage.tokens}")
+    if view.abort:
+        parts.append(f"abort {view.abort}")
+    if view.error:
+        parts.append(f"error {view.error.kind}: {view.error.message.splitlines()[0][:200]}")
+    return "  ".join(parts)
+
+
+# ---- progress rendering --------------------------------------------------------------------
+
+
+def _int(value: JsonValue) -> int:
+    return value if isinstance(value, int) else 0
+
+
+def render_event(event: EventView) -> str | None:
+    """One human-readable progress line for an event, or None to skip it."""
+    f = event.fields
+    name = event.event
+    if name == "loop.start":
+        return f"▶ started (max {f.get('max_steps')} steps, {f.get('max_tokens')} tokens)"
+    if name == "mcp.connect":
+        return f"  MCP {f.get('server')}: {f.get('outcome')} ({f.get('tools', 0)} tools)"
+    if name == "tool.call":
+        return f"  → {f.get('tool')}"
+    if name == "tool.result":
+        outcome = "error" if f.get("is_error") else "ok"
+        return f"  ← {f.get('tool')} {outcome} ({f.get('dur_ms')} ms)"
+    if name == "loop.step":
+        tokens = _int(f.get("tokens_in")) + _int(f.get("tokens_out"))
+        return (
+            f"step {f.get('step')} · {f.get('kind')} · {f.get('tool_calls', 0)} tool calls · tokens {tokens}"
+        )
+    if name == "loop.error":
+        return f"  ! {f.get('kind')}: {f.get('detail')}"
+    if name == "intel.result" and f.get("outcome") not in ("ok", None):
+        return f"  model {f.get('endpoint')}: {f.get('outcome')} (status {f.get('status')}, {f.get('err')})"
+    if name == "loop.final":
+        return f"■ {f.get('status')} after {f.get('steps')} steps, {f.get('tokens')} tokens"
+    if name in ("subagent.stuck", "subagent.signal", "subagent.exit"):
+        return f"  [{name}] " + " ".join(f"{k}={v}" for k, v in f.items() if k != "handle")
+    return None
+
+
+def follow(client: ApiClient, task_id: str, out: TextIO, *, human: bool) -> None:
+    for item in client.stream("task.events", {"task_id": task_id, "follow": True}):
+        if isinstance(item, FinalResult):
+            return
+        if human:
+            line = render_event(item)
+            if line is not None:
+                out.write(line + "\n")
+                out.flush()
+        else:
+            out.write(item.model_dump_json() + "\n")
+            out.flush()
+
+
+# ---- commands ------------------------------------------------------------------------------
+
+
+def _view(result: JsonValue) -> TaskView:
+    return TaskView.model_validate(result)
+
+
+def cmd_submit(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
+    spec = spec_from_args(args, model=args.model, mcp=list(args.mcp))
+    params: dict[str, JsonValue] = {"spec": spec.model_dump(mode="json", by_alias=True)}
+    if args.idempotency_key:
+        params["idempotency_key"] = args.idempotency_key
+    submitted = client.call("task.submit", params)
+    assert isinstance(submitted, dict)
+    task_id = str(submitted["task_id"])
+    if not (args.wait or args.follow):
+        out.write((json.dumps(submitted) if args.json else task_id) + "\n")
+        return 0
+    human = args.follow and out.isatty() and not args.json
+    if args.follow:
+        # A terminal gets a progress view; anything else gets one JSON line per event.
+        follow(client, task_id, out, human=human)
+    view = _view(client.call("task.wait", {"task_id": task_id}, timeout_s=math.inf))
+    if human:
+        out.write(describe(view) + "\n")
+        print_result(view, out)
+    elif args.json or args.follow:
+        out.write(view.model_dump_json() + "\n")
+    else:
+        print_result(view, out)
+    return view.exit_code if view.exit_code is not None else EXIT_FAILURE
+
+
+def cmd_status(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
+    view = _view(client.call("task.get", {"task_id": args.task}))
+    if args.json:
+        out.write(view.model_dump_json() + "\n")
+    else:
+        out.write(describe(view) + "\n")
+        print_result(view, out)
+    return 0
+
+
+def cmd_cancel(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
+    view = _view(client.call("task.cancel", {"task_id": args.task}))
+    out.write((view.model_dump_json() if args.json else describe(view)) + "\n")
+    return 0
+
+
+def cmd_list(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
+    params: dict[str, JsonValue] = {"limit": args.limit}
+    if args.state:
+        params["state"] = args.state
+    result = client.call("task.list", params)
+    views = [TaskView.model_validate(v) for v in (result if isinstance(result, list) else [])]
+    for view in views:
+        out.write((view.model_dump_json() if args.json else describe(view)) + "\n")
+    return 0
+
+
+def cmd_logs(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
+    human = not args.json
+    if args.follow:
+        follow(client, args.task, out, human=human)
+        return 0
+    for item in client.stream("task.events", {"task_id": args.task, "follow": False}):
+        if isinstance(item, FinalResult):
+            break
+        line = render_event(item) if human else item.model_dump_json()
+        if line is not None:
+            out.write(line + "\n")
+    return 0
+
+
+def cmd_tree(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
+    result = client.call("task.tree", {"task_id": args.task})
+    nodes = [NodeView.model_validate(n) for n in (result if isinstance(result, list) else [])]
+    for node in nodes:
+        if args.json:
+            out.write(node.model_dump_json() + "\n")
+            continue
+        status = node.status.value if node.status else node.state
+        steps = f"{node.usage.steps}/{node.grant_steps or '-'} steps"
+        grant = f"{steps}, {node.usage.tokens}/{node.grant_tokens or '-'} tokens"
+        out.write(f"{'  ' * node.depth}{node.handle}  {status}  pid {node.pid or '-'}  {grant}\n")
+    return 0
+
+
+COMMANDS: dict[str, Callable[[ApiClient, argparse.Namespace, TextIO], int]] = {
+    "submit": cmd_submit,
+    "status": cmd_status,
+    "cancel": cmd_cancel,
+    "list": cmd_list,
+    "logs": cmd_logs,
+    "tree": cmd_tree,
+}
+
+
+def dispatch(command: str, args: argparse.Namespace) -> int:
+    try:
+        path = resolve_socket(args.socket)
+        with ApiClient(path) as client:
+            return COMMANDS[command](client, args, sys.stdout)
+    except UsageError as exc:
+        sys.stderr.write(f"agentd {command}: {exc}\n")
+        return EXIT_USAGE
+    except ApiClientError as exc:
+        sys.stderr.write(f"agentd {command}: {exc}\n")
+        return EXIT_USAGE if exc.code in (-32602, 1005) else EXIT_FAILURE
+    except KeyboardInterrupt:
+        return 130

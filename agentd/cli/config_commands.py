@@ -1,0 +1,111 @@
+"""`agentd config validate|schema|show`: plain functions the CLI calls, each writing to the
+streams it is given and returning the process exit code (0 ok, 2 invalid configuration).
+
+`show` prints the effective configuration as JSON — defaults filled in, paths absolute, imported
+MCP servers merged — with every secret replaced by `***` and where it comes from.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TextIO
+
+from pydantic import JsonValue
+
+from agentd.config.file import AgentdFile
+from agentd.config.load import Config, load_config
+from agentd.config.secrets import MASK, SecretSource
+from agentd.config.servers import McpServer
+from agentd.errors import ConfigError
+
+EXIT_OK = 0
+EXIT_INVALID = 2
+
+
+def _report(exc: ConfigError, err: TextIO) -> int:
+    err.write(f"agentd: invalid configuration ({exc.source}):\n")
+    for problem in exc.problems:
+        err.write(f"  {problem}\n")
+    return EXIT_INVALID
+
+
+def _notices(config: Config, err: TextIO) -> None:
+    for notice in config.notices:
+        err.write(f"note: {notice}\n")
+
+
+def cmd_validate(path: str | None, out: TextIO, err: TextIO) -> int:
+    """Validate the configuration (`path`, else the search order), secrets and files included."""
+    try:
+        config = load_config(path)
+    except ConfigError as exc:
+        return _report(exc, err)
+    _notices(config, err)
+    out.write(
+        f"ok: {config.source} ({len(config.intelligence)} endpoint(s), {len(config.mcp)} MCP server(s), "
+        f"{len(config.triggers)} trigger(s))\n"
+    )
+    return EXIT_OK
+
+
+def cmd_schema(out: TextIO) -> int:
+    """Print the JSON Schema of agentd.toml."""
+    schema = AgentdFile.model_json_schema(by_alias=True)
+    schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema, "title": "agentd.toml"}
+    out.write(json.dumps(schema, indent=2) + "\n")
+    return EXIT_OK
+
+
+def _masked(source: SecretSource) -> str:
+    if source.kind == "plain" and source.value is not None:
+        return source.value.get_secret_value()
+    return f"{MASK} ({source.describe()})"
+
+
+def _server(server: McpServer) -> dict[str, JsonValue]:
+    section = server.section
+    shown = section.model_dump(mode="json", exclude={"env_from", "headers_from", "command", "args"})
+    shown.update(
+        origin=server.origin,
+        transport=section.effective_transport,
+        command=list(section.argv),
+        env={k: _masked(v) for k, v in server.env.items()},
+        headers={k: _masked(v) for k, v in server.headers.items()},
+        trust=sorted(section.effective_trust),
+    )
+    return shown
+
+
+def effective(config: Config) -> dict[str, JsonValue]:
+    """The effective configuration as JSON data, secrets masked."""
+    data = config.file.model_dump(mode="json", exclude={"intelligence", "mcp"})
+    data["daemon"].update(socket=str(config.socket), state_dir=str(config.state_dir))
+    data["defaults"]["model"] = config.default_model
+    endpoints: dict[str, JsonValue] = {}
+    for name, section in config.intelligence.items():
+        shown = section.model_dump(mode="json", exclude={"api_key_env", "api_key_file"})
+        shown["base_url"] = section.effective_base_url if section.kind != "scripted" else None
+        if section.api_key_env is not None:
+            shown["api_key"] = f"{MASK} (env:{section.api_key_env})"
+        elif section.api_key_file is not None:
+            shown["api_key"] = f"{MASK} (file:{section.api_key_file})"
+        endpoints[name] = shown
+    return {
+        "source": config.source,
+        "notices": list(config.notices),
+        **data,
+        "intelligence": endpoints,
+        "mcp": {name: _server(server) for name, server in config.mcp.items()},
+    }
+
+
+def cmd_show(path: str | None, out: TextIO, err: TextIO) -> int:
+    """Print the effective configuration as JSON with secrets masked. Secrets are not read, so a
+    file written for the service's environment can be inspected from a shell."""
+    try:
+        config = load_config(path, check_environment=False)
+    except ConfigError as exc:
+        return _report(exc, err)
+    _notices(config, err)
+    out.write(json.dumps(effective(config), indent=2) + "\n")
+    return EXIT_OK

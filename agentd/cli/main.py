@@ -1,0 +1,181 @@
+"""The `agentd` command line: argument parsing and dispatch.
+
+Client commands talk to a running daemon over its socket (`agentd.cli.client_commands`); `agentd run`
+runs one task with an embedded supervisor (`agentd.cli.run`); `agentd serve` is the daemon;
+`agentd config` validates, describes and shows configuration. Usage errors exit 2 before any
+side effect. Heavy modules are imported only by the command that needs them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+EPILOG = """\
+exit codes (run, submit --wait): 0 completed, 1 failed/crashed, 2 usage or config error,
+3 partial result, 4 model unreachable, 5 refused, 6 required MCP server down, 7 budget
+exhausted without a result, 124 deadline. See docs/exit-codes.md.
+"""
+
+
+def _socket_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--socket",
+        metavar="PATH",
+        help="daemon socket (default: $AGENTD_SOCKET, the config, $XDG_RUNTIME_DIR/agentd/agentd.sock)",
+    )
+
+
+def _json_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
+
+
+def _limits_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--max-steps", type=int, metavar="N", help="model turns the task may take")
+    parser.add_argument("--max-tokens", type=int, metavar="N", help="tokens the task may spend")
+    parser.add_argument("--deadline", metavar="DURATION", help="wall-clock limit: 30s, 5m, 2h or seconds")
+    parser.add_argument(
+        "--output-schema",
+        metavar="FILE",
+        help="JSON Schema the result must satisfy (the result is then JSON)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agentd",
+        description="Run AI agent tasks as supervised, budgeted OS processes.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("serve", help="run the daemon")
+    p.add_argument("--config", metavar="FILE", help="configuration file (default: search order, see docs)")
+    p.add_argument("--socket", metavar="PATH", help="socket to listen on")
+    p.add_argument("--state-dir", metavar="DIR", help="where the journal lives")
+    p.add_argument(
+        "--log-content",
+        action="store_true",
+        help="log prompts, replies and tool payloads (default: lengths and hashes only)",
+    )
+
+    p = sub.add_parser(
+        "submit",
+        help="submit a task to the daemon",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("instruction", help="what the agent should do")
+    _socket_arg(p)
+    p.add_argument("--model", metavar="NAME", help="intelligence endpoint name from the daemon's config")
+    p.add_argument(
+        "--mcp",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="MCP server name from the daemon's config (repeatable)",
+    )
+    _limits_args(p)
+    p.add_argument(
+        "--idempotency-key", metavar="KEY", help="retrying with the same key returns the same task"
+    )
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--wait", action="store_true", help="wait for the result and exit with the task's code")
+    mode.add_argument("--follow", action="store_true", help="show progress live, then the result")
+    _json_arg(p)
+
+    for name, text in (
+        ("status", "show one task"),
+        ("cancel", "cancel a task"),
+        ("tree", "show a task's tree"),
+    ):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("task", metavar="TASK", help="task id")
+        _socket_arg(p)
+        _json_arg(p)
+    p = sub.add_parser("list", help="list your tasks (all tasks for admins)")
+    p.add_argument("--state", choices=["queued", "starting", "running", "terminal"])
+    p.add_argument("--limit", type=int, default=50)
+    _socket_arg(p)
+    _json_arg(p)
+    p = sub.add_parser("logs", help="show a task's events")
+    p.add_argument("task", metavar="TASK")
+    p.add_argument("-f", "--follow", action="store_true", help="keep showing new events until the task ends")
+    _socket_arg(p)
+    _json_arg(p)
+
+    p = sub.add_parser(
+        "run",
+        help="run one task without a daemon (embedded supervisor)",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("instruction", help="what the agent should do")
+    p.add_argument("--config", metavar="FILE", help="configuration file (default: search order)")
+    p.add_argument(
+        "--intelligence",
+        metavar="URL",
+        help="OpenAI-compatible base URL (http://host:port/v1), anthropic:URL, or scripted:FILE",
+    )
+    p.add_argument("--model", metavar="NAME", help="model name (with --intelligence), else an endpoint name")
+    p.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
+    p.add_argument(
+        "--log-content",
+        action="store_true",
+        help="log prompts, replies and tool payloads (default: lengths and hashes only)",
+    )
+    p.add_argument(
+        "--mcp",
+        metavar="SPEC",
+        action="append",
+        default=[],
+        help="NAME=COMMAND ARGS... (stdio, split like a shell), NAME=http(s)://URL, or a configured "
+        "NAME (repeatable)",
+    )
+    _limits_args(p)
+
+    p = sub.add_parser("config", help="validate, describe or show configuration")
+    csub = p.add_subparsers(dest="config_command", required=True, metavar="SUBCOMMAND")
+    c = csub.add_parser("validate", help="check a configuration file (exit 0 valid, 2 invalid)")
+    c.add_argument("file", nargs="?")
+    csub.add_parser("schema", help="print the JSON Schema of the configuration file")
+    c = csub.add_parser("show", help="print the effective configuration, secrets masked")
+    c.add_argument("file", nargs="?")
+
+    p = sub.add_parser("demo", help="watch a task run on a private daemon (no API key needed)")
+    p.add_argument("--keep", action="store_true", help="keep the temporary state directory")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    command: str = args.command
+    if command == "serve":
+        from agentd.daemon import run_serve
+
+        return run_serve(args.config, args.socket, args.state_dir, log_content=args.log_content)
+    if command == "config":
+        from agentd.cli import config_commands
+
+        if args.config_command == "validate":
+            return config_commands.cmd_validate(args.file, sys.stdout, sys.stderr)
+        if args.config_command == "schema":
+            return config_commands.cmd_schema(sys.stdout)
+        return config_commands.cmd_show(args.file, sys.stdout, sys.stderr)
+    if command == "run":
+        from agentd.cli.run import cmd_run
+
+        return cmd_run(args)
+    if command == "demo":
+        from agentd.cli.demo import cmd_demo
+
+        return cmd_demo(keep=args.keep)
+    from agentd.cli import client_commands
+
+    return client_commands.dispatch(command, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

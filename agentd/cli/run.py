@@ -1,0 +1,145 @@
+"""`agentd run`: one task, no daemon — an embedded supervisor with the same spawning and supervision.
+
+Flags become configuration overrides validated exactly like a file (a bad flag is exit 2, in
+milliseconds, before any process starts). The journal lives in a private temporary directory
+that is removed afterwards. The result goes to stdout (JSON when structured), JSON logs to
+stderr, and the exit code is the task's (DESIGN §12). Ctrl-C cancels the task; a second Ctrl-C
+kills it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import signal
+import sys
+import tempfile
+
+import anyio
+
+from agentd import logs
+from agentd.admission import SpecRejected, build_payload, check_spec, journal_options, supervisor_options
+from agentd.cli.client_commands import EXIT_USAGE, UsageError, print_result, spec_from_args
+from agentd.config.load import Config, ConfigError, load_config
+from agentd.journal.store import open_journal
+from agentd.spawning.spawner import ExecSpawner
+from agentd.supervision.supervisor import Supervisor
+from processes.linux import set_child_subreaper
+from protocol.api import TaskSpec, TaskView
+
+CLI_ENDPOINT = "cli"
+
+
+def endpoint_table(flag: str, model: str | None, api_key_env: str | None) -> dict[str, object]:
+    """The [intelligence.cli] table for `--intelligence`."""
+    table: dict[str, object]
+    if flag.startswith("scripted:"):
+        table = {"kind": "scripted", "script": os.path.abspath(flag.removeprefix("scripted:"))}
+    elif flag.startswith("anthropic:"):
+        table = {"kind": "anthropic", "base_url": flag.removeprefix("anthropic:")}
+    elif flag.startswith(("http://", "https://")):
+        table = {"kind": "openai", "base_url": flag}
+    else:
+        raise UsageError(f"--intelligence {flag!r}: expected http(s)://…, anthropic:URL or scripted:FILE")
+    if model:
+        table["model"] = model
+    if api_key_env:
+        table["api_key_env"] = api_key_env
+    return table
+
+
+def mcp_flag(item: str) -> tuple[str, dict[str, object] | None]:
+    """`NAME=COMMAND ARGS…` / `NAME=URL` → (name, table); a bare `NAME` refers to the config."""
+    if "=" not in item:
+        return item, None
+    name, _, target = item.partition("=")
+    if not name or not target:
+        raise UsageError(f"--mcp {item!r}: expected NAME=COMMAND ARGS..., NAME=URL or NAME")
+    if target.startswith(("http://", "https://")):
+        return name, {"url": target}
+    try:
+        argv = shlex.split(target)
+    except ValueError as exc:
+        raise UsageError(f"--mcp {name}: cannot split the command: {exc}") from None
+    return name, {"command": argv}
+
+
+def build_overrides(args: argparse.Namespace) -> tuple[dict[str, object], str | None, list[str]]:
+    overrides: dict[str, object] = {}
+    model = args.model
+    if args.intelligence:
+        overrides["intelligence"] = {
+            CLI_ENDPOINT: endpoint_table(args.intelligence, args.model, args.api_key_env)
+        }
+        model = CLI_ENDPOINT
+    elif args.api_key_env:
+        raise UsageError("--api-key-env needs --intelligence")
+    servers: dict[str, object] = {}
+    names: list[str] = []
+    for item in args.mcp:
+        name, table = mcp_flag(item)
+        if table is not None:
+            servers[name] = table
+        names.append(name)
+    if servers:
+        overrides["mcp"] = servers
+    if args.log_content:
+        overrides["daemon"] = {"log_content": True}
+    return overrides, model, names
+
+
+async def run_embedded(config: Config, spec: TaskSpec) -> TaskView:
+    """Run one task under an in-process supervisor and return its final view."""
+    set_child_subreaper()
+    async with open_journal(config.state_dir, journal_options(config)) as journal:
+        supervisor = Supervisor(
+            journal, lambda record: build_payload(config, record), ExecSpawner(), supervisor_options(config)
+        )
+        record, _ = await journal.submit(spec, os.getuid())
+        done = supervisor.terminal_event(record.task_id)
+
+        async def interrupts() -> None:
+            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as received:
+                count = 0
+                async for _ in received:
+                    count += 1
+                    if count == 1:
+                        await supervisor.cancel(record.task_id, "interrupted")
+                    else:
+                        supervisor.drain(force=True)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(supervisor.serve)
+            tg.start_soon(interrupts)
+            await done.wait()
+            supervisor.drain()
+            await supervisor.wait_drained()
+            tg.cancel_scope.cancel()
+        final = await journal.get(record.task_id)
+    assert final is not None
+    return final.to_view()
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    logs.configure("info")
+    state_dir = tempfile.mkdtemp(prefix="agentd-run-")
+    try:
+        try:
+            overrides, model, names = build_overrides(args)
+            config = load_config(args.config, state_dir=state_dir, overrides=overrides)
+            spec = spec_from_args(args, model=model, mcp=names)
+            check_spec(config, spec)
+        except (UsageError, SpecRejected) as exc:
+            sys.stderr.write(f"agentd run: {exc}\n")
+            return EXIT_USAGE
+        except ConfigError as exc:
+            sys.stderr.write(f"agentd run: {exc}\n")
+            return EXIT_USAGE
+        view = anyio.run(run_embedded, config, spec)
+    finally:
+        shutil.rmtree(state_dir, ignore_errors=True)
+    print_result(view, sys.stdout)
+    sys.stdout.flush()
+    return view.exit_code if view.exit_code is not None else 1

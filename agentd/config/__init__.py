@@ -1,0 +1,1 @@
+"""The daemon's configuration: files, sections, secrets, checks and the loaded `Config`."""

@@ -1,0 +1,344 @@
+"""Rules that span keys, tables or files, checked after the shape is valid.
+
+Pure functions over the parsed file and the merged MCP servers: they return every problem (keyed
+by its dotted path) rather than stopping at the first, plus notices that do not block loading.
+`check_environment` is the one effectful pass: it reads secrets and looks for files, so
+`agentd config validate` fails on a key the daemon could not read.
+"""
+
+from __future__ import annotations
+
+import grp
+import os
+import string
+from collections.abc import Iterable, Mapping
+from urllib.parse import urlsplit
+
+from pydantic import TypeAdapter, ValidationError
+
+from agentd.config.file import EMBEDDED_SCRIPT, AgentdFile
+from agentd.config.secrets import SecretSource, SecretUnavailable
+from agentd.config.servers import CREDENTIAL_HEADERS, MAX_CHAIN, IntelligenceSection, McpServer
+from agentd.errors import ConfigProblem
+from protocol.spawn import Name
+
+# Threaded Python reserves address space it never touches; below this it cannot start threads.
+MIN_ADDRESS_SPACE_BYTES = 1 << 30
+# systemd stops a service after TimeoutStopSec (DefaultTimeoutStopSec=90s); a drain must end first.
+SYSTEMD_STOP_TIMEOUT_S = 90.0
+TEMPLATE_FIELDS = frozenset({"uri", "server", "etag"})
+TRUST_TAGS = ("untrusted_input", "sensitive", "egress")
+_LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
+_NAME = TypeAdapter(Name)
+
+
+def available(names: Iterable[str]) -> str:
+    listed = ", ".join(names)
+    return f"available: {listed}" if listed else "none are configured"
+
+
+def rule_of_two_violation(
+    servers: Mapping[str, McpServer], names: Iterable[str], allow_all: bool
+) -> str | None:
+    """Why granting `names` together breaks the Rule of Two (DESIGN §14), or None when it does not
+    (or the operator allowed it). Unknown names are ignored: resolve them first."""
+    granted = [servers[n] for n in dict.fromkeys(names) if n in servers]
+    carriers = {tag: [s.name for s in granted if tag in s.section.effective_trust] for tag in TRUST_TAGS}
+    if not all(carriers.values()) or allow_all:
+        return None
+    refusing = [s.name for s in granted if not s.section.allow_rule_of_two_violation]
+    if not refusing:
+        return None
+    parts = ", ".join(f"{tag} ({', '.join(carriers[tag])})" for tag in TRUST_TAGS)
+    return (
+        f"granting {', '.join(s.name for s in granted)} together combines {parts}: the Rule of Two "
+        "refuses tools that together read untrusted input, reach sensitive data and can send data out "
+        "(untagged servers count as untrusted_input). Narrow the grant, correct the servers' trust tags, "
+        f"or set allow_rule_of_two_violation = true on {', '.join(refusing)}"
+    )
+
+
+def _check_url(key: str, url: str | None, problems: list[ConfigProblem], notices: list[str]) -> None:
+    if url is None:
+        return
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        problems.append(ConfigProblem(key, "must be an http:// or https:// URL with a host"))
+    elif parts.scheme == "http" and parts.hostname not in _LOOPBACK_HOSTS:
+        notices.append(
+            f"{key}: plain http to a non-loopback host; credentials and content travel unencrypted"
+        )
+
+
+def _check_headers(key: str, headers: Iterable[str], problems: list[ConfigProblem], hint: str) -> None:
+    for name in headers:
+        if name.lower() in CREDENTIAL_HEADERS:
+            problems.append(
+                ConfigProblem(f"{key}.{name}", f"carries a credential; never write it inline: {hint}")
+            )
+
+
+def _check_endpoint(
+    name: str, section: IntelligenceSection, file: AgentdFile, out: list[ConfigProblem], notices: list[str]
+) -> None:
+    key = f"intelligence.{name}"
+    fields = section.model_fields_set
+    if section.kind == "scripted":
+        if section.script is None:
+            out.append(ConfigProblem(f"{key}.script", "required for kind scripted (the JSON script to play)"))
+        for unused in ("base_url", "api_key_env", "api_key_file", "headers", "stream"):
+            if unused in fields:
+                out.append(ConfigProblem(f"{key}.{unused}", "not used by kind scripted; remove it"))
+    else:
+        if section.script is not None:
+            out.append(
+                ConfigProblem(f"{key}.script", f"only kind scripted plays a script, not {section.kind}")
+            )
+        if not section.model:
+            out.append(
+                ConfigProblem(f"{key}.model", f"required for kind {section.kind} (the model to ask for)")
+            )
+        _check_url(f"{key}.base_url", section.effective_base_url, out, notices)
+    if section.api_key_env is not None and section.api_key_file is not None:
+        out.append(ConfigProblem(f"{key}.api_key_file", "set either api_key_env or api_key_file, not both"))
+    _check_headers(f"{key}.headers", section.headers, out, "use api_key_env or api_key_file")
+    if section.max_output_tokens is not None and section.max_output_tokens >= section.context_window:
+        out.append(ConfigProblem(f"{key}.max_output_tokens", "must be smaller than context_window"))
+    seen: set[str] = set()
+    for index, other in enumerate(section.fallback):
+        where = f"{key}.fallback[{index}]"
+        if other == name or other in seen:
+            out.append(ConfigProblem(where, f"{other!r} is already in this chain"))
+        elif other not in file.intelligence:
+            names = available(file.intelligence)
+            out.append(ConfigProblem(where, f"no endpoint named {other!r} ({names})"))
+        elif (mode := file.intelligence[other].tool_mode) != section.tool_mode:
+            out.append(
+                ConfigProblem(
+                    where,
+                    f"{other!r} uses tool_mode {mode} but {name!r} uses {section.tool_mode}; every endpoint "
+                    "of a chain must share tool_mode (the transcript's tool-call format depends on it)",
+                )
+            )
+        seen.add(other)
+    if len(section.fallback) + 1 > MAX_CHAIN:
+        out.append(ConfigProblem(f"{key}.fallback", f"a chain holds at most {MAX_CHAIN} endpoints"))
+
+
+def _check_server(server: McpServer, out: list[ConfigProblem], notices: list[str]) -> None:
+    key = server.key
+    section = server.section
+    try:
+        _NAME.validate_python(server.name)
+    except ValidationError:
+        out.append(ConfigProblem(key, "server names use letters, digits, '_', '.', '-' (at most 64)"))
+    if section.command is not None and section.url is not None:
+        out.append(ConfigProblem(f"{key}.url", "a server has either command (stdio) or url (http), not both"))
+        return
+    transport = section.effective_transport
+    if transport == "stdio" and not section.argv:
+        out.append(ConfigProblem(f"{key}.command", "required for a stdio server (the program to start)"))
+    if transport == "http" and section.url is None:
+        out.append(ConfigProblem(f"{key}.url", "required for an http server (or set command for stdio)"))
+    _check_url(f"{key}.url", section.url, out, notices)
+    stdio_only = ("command", "args", "env", "env_from", "env_file", "cwd")
+    http_only = ("headers", "headers_from")
+    other = "stdio" if transport == "http" else "http"
+    for field in stdio_only if transport == "http" else http_only:
+        if field in section.model_fields_set and getattr(section, field):
+            out.append(
+                ConfigProblem(f"{key}.{field}", f"applies to {other} servers only; this one is {transport}")
+            )
+    for name in set(section.env) & set(section.env_from):
+        out.append(ConfigProblem(f"{key}.env_from.{name}", "also set in env; keep one"))
+    for name in set(section.headers) & set(section.headers_from):
+        out.append(ConfigProblem(f"{key}.headers_from.{name}", "also set in headers; keep one"))
+    _check_headers(f"{key}.headers", section.headers, out, "use headers_from")
+    tools = section.tools
+    if tools is not None and (any(not t for t in tools) or len(set(tools)) != len(tools)):
+        out.append(ConfigProblem(f"{key}.tools", "tool names must be non-empty and listed once"))
+
+
+def _check_names(
+    key: str, names: Iterable[str], known: Mapping[str, object], what: str
+) -> list[ConfigProblem]:
+    return [
+        ConfigProblem(f"{key}[{i}]", f"no {what} named {n!r} ({available(known)})")
+        for i, n in enumerate(names)
+        if n not in known
+    ]
+
+
+def trigger_grant(file: AgentdFile, index: int) -> list[str]:
+    """The MCP servers a task started by trigger `index` is granted: its `mcp` (or defaults.mcp)
+    plus the watched server, whose resource the task must read."""
+    trigger = file.trigger[index]
+    names = trigger.mcp if trigger.mcp is not None else file.defaults.mcp
+    return list(dict.fromkeys([*names, trigger.server]))
+
+
+def _template_problem(template: str) -> str | None:
+    try:
+        fields = [field for _, field, _, _ in string.Formatter().parse(template) if field is not None]
+    except ValueError as exc:
+        return f"is not a valid template ({exc}); write {{{{ and }}}} for literal braces"
+    for field in fields:
+        if field not in TEMPLATE_FIELDS:
+            return f"uses {{{field}}}; the fields are {{uri}}, {{server}} and {{etag}}"
+    return None
+
+
+def _check_triggers(
+    file: AgentdFile, servers: Mapping[str, McpServer], allow_all: bool, out: list[ConfigProblem]
+) -> None:
+    names: set[str] = set()
+    targets: set[tuple[str, str | None, str | None]] = set()
+    for index, trigger in enumerate(file.trigger):
+        key = f"trigger[{index}]"
+        name = trigger.name or f"trigger-{index}"
+        if name in names:
+            out.append(ConfigProblem(f"{key}.name", f"another trigger is already named {name!r}"))
+        names.add(name)
+        if trigger.server not in servers:
+            out.append(
+                ConfigProblem(
+                    f"{key}.server", f"no MCP server named {trigger.server!r} ({available(servers)})"
+                )
+            )
+        if (trigger.uri is None) == (trigger.glob is None):
+            out.append(ConfigProblem(key, "set exactly one of uri (an exact URI) or glob (a pattern)"))
+        target = (trigger.server, trigger.uri, trigger.glob)
+        if target in targets:
+            which = "uri" if trigger.uri is not None else "glob"
+            out.append(
+                ConfigProblem(
+                    f"{key}.{which}", "an earlier trigger already watches this; it would never fire"
+                )
+            )
+        targets.add(target)
+        if trigger.model is not None and trigger.model not in file.intelligence:
+            out.append(
+                ConfigProblem(
+                    f"{key}.model", f"no endpoint named {trigger.model!r} ({available(file.intelligence)})"
+                )
+            )
+        out.extend(_check_names(f"{key}.mcp", trigger.mcp or [], servers, "MCP server"))
+        if trigger.route == "continue" and "max_inflight" in trigger.model_fields_set:
+            out.append(
+                ConfigProblem(
+                    f"{key}.max_inflight", 'applies to route "spawn" only (continue has one session)'
+                )
+            )
+        if trigger.max_wait_ms < trigger.debounce_ms:
+            out.append(ConfigProblem(f"{key}.max_wait_ms", "must be at least debounce_ms"))
+        if problem := _template_problem(trigger.instruction):
+            out.append(ConfigProblem(f"{key}.instruction", problem))
+        if why := rule_of_two_violation(servers, trigger_grant(file, index), allow_all):
+            out.append(ConfigProblem(f"{key}.mcp", why))
+
+
+def check_file(file: AgentdFile, servers: Mapping[str, McpServer]) -> tuple[list[ConfigProblem], list[str]]:
+    """Every cross-key problem of `file` with its merged MCP `servers`, and non-blocking notices."""
+    out: list[ConfigProblem] = []
+    notices: list[str] = []
+    for name, section in file.intelligence.items():
+        _check_endpoint(name, section, file, out, notices)
+    for server in servers.values():
+        _check_server(server, out, notices)
+    defaults = file.defaults
+    if defaults.model is not None and defaults.model not in file.intelligence:
+        out.append(
+            ConfigProblem(
+                "defaults.model", f"no endpoint named {defaults.model!r} ({available(file.intelligence)})"
+            )
+        )
+    out.extend(_check_names("defaults.mcp", defaults.mcp, servers, "MCP server"))
+    allow_all = file.security.allow_rule_of_two_violation
+    if why := rule_of_two_violation(servers, defaults.mcp, allow_all):
+        out.append(ConfigProblem("defaults.mcp", why))
+    for value, ceiling, field in (
+        (defaults.max_steps, defaults.max_steps_ceiling, "max_steps"),
+        (defaults.max_tokens, defaults.max_tokens_ceiling, "max_tokens"),
+        (defaults.deadline_s, defaults.deadline_ceiling_s, "deadline"),
+    ):
+        if value > ceiling:
+            out.append(ConfigProblem(f"defaults.{field}", f"is above defaults.{field}_ceiling"))
+    sup = file.supervision
+    ladder_s = sup.cancel_grace_s + sup.term_grace_s + sup.kill_reap_s
+    drain_s = file.daemon.drain_timeout_s
+    if drain_s >= SYSTEMD_STOP_TIMEOUT_S:
+        out.append(
+            ConfigProblem(
+                "daemon.drain_timeout_s",
+                f"must be below {SYSTEMD_STOP_TIMEOUT_S:g} s, systemd's default TimeoutStopSec: systemd "
+                "kills the daemon when that expires, mid-drain (raise TimeoutStopSec in the unit as well "
+                "if you need more, and keep this below it)",
+            )
+        )
+    elif drain_s < ladder_s:
+        out.append(
+            ConfigProblem(
+                "daemon.drain_timeout_s",
+                f"is shorter than the kill ladder (supervision cancel_grace_s + term_grace_s + kill_reap_s "
+                f"= {ladder_s:g} s), so a drain could not finish stopping a child",
+            )
+        )
+    address_space = file.limits.address_space_bytes
+    if address_space is not None and address_space < MIN_ADDRESS_SPACE_BYTES:
+        out.append(
+            ConfigProblem(
+                "limits.address_space",
+                "must be at least 1G: threaded Python cannot start threads under a tight RLIMIT_AS; "
+                "bound real memory with memory_max",
+            )
+        )
+    if sup.loop_stall_s <= sup.ping_interval_s:
+        out.append(ConfigProblem("supervision.loop_stall_s", "must be longer than ping_interval_s"))
+    if file.loop.backoff_initial_s > file.loop.backoff_max_s:
+        out.append(ConfigProblem("loop.backoff_initial_s", "must not exceed backoff_max_s"))
+    _check_triggers(file, servers, allow_all, out)
+    return out, notices
+
+
+def _read(source: SecretSource, environ: Mapping[str, str], out: list[ConfigProblem]) -> None:
+    try:
+        source.read(environ)
+    except SecretUnavailable as exc:
+        out.append(ConfigProblem(exc.where, str(exc)))
+
+
+def check_environment(
+    file: AgentdFile, servers: Mapping[str, McpServer], environ: Mapping[str, str]
+) -> list[ConfigProblem]:
+    """Problems only the running machine can show: unset variables, unreadable or world-readable
+    key files, missing scripts and directories, an unknown admin group."""
+    out: list[ConfigProblem] = []
+    for name, section in file.intelligence.items():
+        key = f"intelligence.{name}"
+        if section.api_key_env is not None:
+            _read(SecretSource("env", section.api_key_env, where=f"{key}.api_key_env"), environ, out)
+        if section.api_key_file is not None:
+            _read(SecretSource("file", section.api_key_file, where=f"{key}.api_key_file"), environ, out)
+        # The bundled demo script may be absent in an installed package; the child reports that.
+        script = section.script
+        if script is not None and script != str(EMBEDDED_SCRIPT) and not os.path.isfile(script):
+            out.append(ConfigProblem(f"{key}.script", f"{script} is not a readable file"))
+    for server in servers.values():
+        for source in (*server.env.values(), *server.headers.values()):
+            _read(source, environ, out)
+        env_file, cwd = server.section.env_file, server.section.cwd
+        if env_file is not None:
+            try:
+                SecretSource("env_file", env_file, where=f"{server.key}.env_file").read_all()
+            except SecretUnavailable as exc:
+                out.append(ConfigProblem(exc.where, str(exc)))
+        if cwd is not None and not os.path.isdir(cwd):
+            out.append(ConfigProblem(f"{server.key}.cwd", f"{cwd} is not a directory"))
+    for key, group in (("admin_group", file.daemon.admin_group), ("socket_group", file.daemon.socket_group)):
+        if group is None:
+            continue
+        try:
+            grp.getgrgid(int(group)) if group.isdigit() else grp.getgrnam(group)
+        except KeyError:
+            out.append(ConfigProblem(f"daemon.{key}", f"no group {group!r} on this machine"))
+    return out

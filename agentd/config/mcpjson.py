@@ -1,0 +1,153 @@
+"""Import of MCP servers from the `mcpServers` JSON format written for desktop MCP clients.
+
+`{"mcpServers": {"name": {"command": "...", "args": [...], "env": {...}}, "web": {"url": "...",
+"headers": {...}}}}`, with an optional `"type": "stdio" | "http" | "streamable-http"`. Each entry
+becomes an `McpServer` with the same meaning it has in those clients: `command` is one program
+(not split), and `env`/`headers` values are treated as secrets (masked by `config show`); a
+value that is exactly `${NAME}` reads the daemon's environment variable NAME at call time.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+
+from agentd.config.problems import problems_from_validation, render_key
+from agentd.config.secrets import SecretFileError, SecretSource, check_private_file
+from agentd.config.servers import McpSection, McpServer
+from agentd.errors import ConfigProblem
+
+MAX_JSON_BYTES = 4 * 1024 * 1024
+_REFERENCE = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
+
+
+class JsonServer(BaseModel):
+    """One `mcpServers` entry. Client-UI keys other than `disabled` and `description` are
+    refused, so nothing that changes what a server may do is silently dropped."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: Literal["stdio", "http", "streamable-http", "sse"] | None = None
+    command: str | None = Field(default=None, min_length=1)
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = Field(default=None, min_length=1)
+    headers: dict[str, str] = Field(default_factory=dict)
+    disabled: bool = False
+    description: str | None = None
+
+
+class JsonFile(BaseModel):
+    # Other top-level keys are allowed: the file may be a whole desktop-client settings file.
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    mcpServers: dict[str, JsonServer]
+
+
+def _sources(
+    values: dict[str, str], where: str, origin: str, problems: list[ConfigProblem]
+) -> dict[str, SecretSource]:
+    found: dict[str, SecretSource] = {}
+    for name, value in values.items():
+        if reference := _REFERENCE.match(value):
+            found[name] = SecretSource("env", reference.group(1), where=f"{where}.{name}")
+        elif "${" in value:
+            problems.append(
+                ConfigProblem(
+                    f"{where}.{name}",
+                    "only a whole-value ${NAME} reference is supported (no ${...} inside text)",
+                )
+            )
+        else:
+            found[name] = SecretSource("inline", origin, where=f"{where}.{name}", value=SecretStr(value))
+    return found
+
+
+def _server(name: str, entry: JsonServer, path: Path, problems: list[ConfigProblem]) -> McpServer | None:
+    where = f"{file_key(path)}: {render_key(('mcpServers', name))}"
+    if entry.type == "sse":
+        problems.append(
+            ConfigProblem(
+                f"{where}.type", "the legacy SSE transport is not supported; use a streamable-HTTP url"
+            )
+        )
+        return None
+    transport: Literal["stdio", "http"] | None = None
+    if entry.type is not None:
+        transport = "stdio" if entry.type == "stdio" else "http"
+    raw = {
+        "transport": transport,
+        "command": [entry.command] if entry.command is not None else None,
+        "args": entry.args,
+        "url": entry.url,
+        "cwd": entry.cwd,
+    }
+    try:
+        section = McpSection.model_validate(
+            {k: v for k, v in raw.items() if v is not None}, context={"base_dir": path.parent}
+        )
+    except ValidationError as exc:
+        problems.extend(problems_from_validation(exc, McpSection, prefix=where))
+        return None
+    origin = str(path)
+    return McpServer(
+        name=name,
+        section=section,
+        origin=f"json:{path}",
+        key=where,
+        env=_sources(entry.env, f"{where}.env", origin, problems),
+        headers=_sources(entry.headers, f"{where}.headers", origin, problems),
+    )
+
+
+def file_key(path: Path) -> str:
+    """How problems inside the imported file are keyed: `mcp_servers_json (<path>): <key in it>`."""
+    return f"mcp_servers_json ({path})"
+
+
+def import_mcp_json(path: Path) -> tuple[dict[str, McpServer], list[ConfigProblem], list[str]]:
+    """The servers of the mcpServers file at `path`, the problems found, and notices (entries
+    skipped because they are `disabled`)."""
+    key = file_key(path)
+    try:
+        data = path.read_bytes()[: MAX_JSON_BYTES + 1]
+    except OSError as exc:
+        return {}, [ConfigProblem("mcp_servers_json", f"cannot read {path}: {exc.strerror}")], []
+    if len(data) > MAX_JSON_BYTES:
+        return {}, [ConfigProblem(key, f"larger than {MAX_JSON_BYTES} bytes")], []
+    try:
+        parsed = JsonFile.model_validate(json.loads(data))
+    except json.JSONDecodeError as exc:
+        # Position only: the text around the error may be a secret.
+        return (
+            {},
+            [ConfigProblem(key, f"not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})")],
+            [],
+        )
+    except ValidationError as exc:
+        found = problems_from_validation(exc, JsonFile)
+        return {}, [ConfigProblem(f"{key}: {p.key}" if p.key else key, p.message) for p in found], []
+    problems: list[ConfigProblem] = []
+    notices: list[str] = []
+    servers: dict[str, McpServer] = {}
+    for name, entry in parsed.mcpServers.items():
+        if entry.disabled:
+            notices.append(f"{key}: server {name!r} is disabled there; not imported")
+            continue
+        if server := _server(name, entry, path, problems):
+            servers[name] = server
+    if any(
+        s.kind == "inline"
+        for server in servers.values()
+        for s in (*server.env.values(), *server.headers.values())
+    ):
+        try:
+            check_private_file(str(path))
+        except SecretFileError as exc:
+            problems.append(ConfigProblem("mcp_servers_json", str(exc)))
+    return servers, problems, notices

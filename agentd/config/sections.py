@@ -1,0 +1,278 @@
+"""The daemon-wide sections of `agentd.toml`: `[daemon]`, `[defaults]`, `[limits]`,
+`[supervision]`, `[loop]`, `[security]` and `[[trigger]]`.
+
+These models check shape and single-value ranges; rules that span keys or sections live in
+`agentd.config.check`, which names the exact key of each problem. Every field's `description`
+is the reference text (it feeds `agentd config schema` and docs/configuration.md).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentd.config.types import (
+    ConfigPath,
+    CountOrInfinity,
+    Duration,
+    Name,
+    Seconds,
+    SizeOrInfinity,
+    WholeSecondsOrInfinity,
+)
+from protocol.spawn import Limits, LoopKnobs
+
+# The protocol's own defaults are the single source of truth for the task and loop numbers.
+_LIMITS = Limits()
+_KNOBS = LoopKnobs()
+
+
+class Section(BaseModel):
+    """Base of every config table: unknown keys are errors, values are immutable once loaded."""
+
+    # Strict: TOML has real booleans and numbers, so "yes" for a boolean is a mistake, not a spelling.
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, strict=True, populate_by_name=True, serialize_by_alias=True
+    )
+
+
+class DaemonSection(Section):
+    socket: ConfigPath | None = Field(
+        default=None,
+        description="Unix socket the daemon listens on. Default: $RUNTIME_DIRECTORY/agentd.sock under "
+        "systemd, else $XDG_RUNTIME_DIR/agentd/agentd.sock, else /run/agentd/agentd.sock (root) or "
+        "/tmp/agentd-<uid>/agentd.sock. $AGENTD_SOCKET and --socket override it.",
+    )
+    state_dir: ConfigPath | None = Field(
+        default=None,
+        description="Directory of the journal (agentd.db) and task notes. Default: $STATE_DIRECTORY under "
+        "systemd, else $XDG_STATE_HOME/agentd (~/.local/state/agentd). $AGENTD_STATE_DIR and "
+        "--state-dir override it.",
+    )
+    max_concurrent_tasks: int = Field(
+        default=8, ge=1, le=10_000, description="Root tasks running at once; further submits queue."
+    )
+    max_connections_per_uid: int = Field(
+        default=32, ge=1, le=10_000, description="Open API connections one client uid may hold."
+    )
+    admin_group: str | None = Field(
+        default=None,
+        pattern=r"^([a-z_][a-z0-9_-]*\$?|[0-9]+)$",
+        description="Group (name or gid) whose members may see and cancel every user's tasks, like the "
+        "daemon's own uid and root. Unset: nobody else.",
+    )
+    socket_group: str | None = Field(
+        default=None,
+        pattern=r"^([a-z_][a-z0-9_-]*\$?|[0-9]+)$",
+        description="Group (name or gid) that owns the socket and its directory, so its members may connect "
+        "and submit (they still see only their own tasks). Unset: admin_group, else the daemon's group.",
+    )
+    drain_timeout_s: Seconds = Field(
+        default=25.0,
+        gt=0,
+        description="On SIGTERM, how long running tasks get to finish before the kill ladder. Must stay "
+        "below systemd's TimeoutStopSec (default 90 s) and leave room for the ladder.",
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        default="info", description="Daemon log level; also passed to subagents."
+    )
+    log_content: bool = Field(
+        default=False,
+        description="Log prompts, replies and tool payloads. Off: hashes and lengths only (--log-content).",
+    )
+    frame_deadline_s: Seconds = Field(
+        default=10.0, gt=0, description="Time a client has to finish sending one API frame (slowloris)."
+    )
+    max_events_per_task: int = Field(
+        default=5000, ge=100, le=1_000_000, description="Journaled events kept per task; the oldest go first."
+    )
+
+
+class DefaultsSection(Section):
+    model: Name | None = Field(
+        default=None,
+        description="Intelligence endpoint for tasks that name none. Default: the first "
+        "[intelligence.*] table in the file.",
+    )
+    mcp: list[Name] = Field(
+        default_factory=list,
+        max_length=64,
+        description="MCP servers granted to tasks that name none.",
+    )
+    max_steps: int = Field(default=_LIMITS.max_steps, ge=1, le=100_000, description="Default step budget.")
+    max_tokens: int = Field(default=_LIMITS.max_tokens, ge=1, description="Default token budget.")
+    deadline_s: Duration = Field(
+        default=_LIMITS.deadline_s, gt=0, alias="deadline", description="Default wall-clock deadline."
+    )
+    max_depth: int = Field(
+        default=_LIMITS.remaining_depth,
+        ge=0,
+        le=4,
+        description="How deep a task's subagent tree may go (≤ 4).",
+    )
+    child_max_steps: int = Field(
+        default=20,
+        ge=1,
+        le=100_000,
+        description="A nested subagent's step grant when its parent asks for none.",
+    )
+    child_max_tokens: int = Field(
+        default=50_000, ge=1000, description="A nested subagent's token grant when its parent asks for none."
+    )
+    max_steps_ceiling: int = Field(
+        default=400, ge=1, le=100_000, description="Largest step budget a task may ask for (larger is cut)."
+    )
+    max_tokens_ceiling: int = Field(
+        default=2_000_000, ge=1, description="Largest token budget a task may ask for (larger is cut)."
+    )
+    deadline_ceiling_s: Duration = Field(
+        default=2 * 3600.0,
+        gt=0,
+        le=7 * 86400,
+        alias="deadline_ceiling",
+        description="Longest deadline a task may ask for (longer is cut).",
+    )
+
+
+class LimitsSection(Section):
+    """Containment of each subagent process (DESIGN §6)."""
+
+    memory_max_bytes: SizeOrInfinity = Field(
+        default=2 << 30,
+        alias="memory_max",
+        description="cgroup memory.max of a task's leaf (the subagent and its stdio MCP servers), where "
+        "agentd can create cgroups; `infinity` for none.",
+    )
+    pids_max: CountOrInfinity = Field(
+        default=512,
+        ge=8,
+        description="cgroup pids.max of a task's leaf (processes and threads); stops fork bombs.",
+    )
+    cpu_seconds: WholeSecondsOrInfinity = Field(
+        default=3600, description="RLIMIT_CPU of a subagent (CPU time, not wall time); `infinity` for none."
+    )
+    nofile: int = Field(default=1024, ge=64, le=1 << 20, description="RLIMIT_NOFILE of a subagent.")
+    address_space_bytes: SizeOrInfinity = Field(
+        default=8 << 30,
+        alias="address_space",
+        description="RLIMIT_AS of a subagent. Keep it generous (threads reserve address space they never "
+        "touch); bound real memory with memory_max.",
+    )
+
+
+class SupervisionSection(Section):
+    """Liveness detectors, the kill ladder and the restart governor (DESIGN §6)."""
+
+    ping_interval_s: Seconds = Field(default=5.0, gt=0, description="How often each child is pinged.")
+    missed_pongs: int = Field(default=3, ge=1, description="Unanswered pings before a child is stuck.")
+    loop_stall_s: Seconds = Field(
+        default=30.0, gt=0, description="A pong reporting an event-loop age above this means a wedged loop."
+    )
+    deadline_backstop_s: Seconds = Field(
+        default=5.0, ge=0, description="Grace past a child's deadline before the supervisor stops it."
+    )
+    ready_timeout_s: Seconds = Field(default=60.0, gt=0, description="Spawn to `ev/ready`, at most.")
+    eof_grace_s: Seconds = Field(
+        default=2.0, gt=0, description="After the control channel closes, time for the process to exit."
+    )
+    max_protocol_faults: int = Field(
+        default=3, ge=1, description="Malformed frames a child may send before it is killed."
+    )
+    cancel_grace_s: Seconds = Field(default=5.0, gt=0, description="Kill ladder: `ctrl/cancel` → SIGTERM.")
+    term_grace_s: Seconds = Field(default=2.0, gt=0, description="Kill ladder: SIGTERM → SIGKILL.")
+    kill_reap_s: Seconds = Field(default=2.0, gt=0, description="Kill ladder: SIGKILL → reaped, at most.")
+    orphan_sweep_interval_s: Seconds = Field(
+        default=10.0, gt=0, description="How often reparented orphans (leaked tool servers) are killed."
+    )
+    stderr_line_cap: int = Field(
+        default=8192, ge=256, le=1 << 20, description="Bytes of one child stderr line re-emitted to the log."
+    )
+    spawner: Literal["exec", "zygote"] = Field(
+        default="zygote",
+        description="How subagents start: `exec` runs a fresh interpreter each time (pays the imports, "
+        "~1 s of CPU); `zygote` forks them from a pre-imported helper process (milliseconds; the daemon "
+        "falls back to exec while the zygote warms up or if it fails).",
+    )
+    child_command: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        description=(
+            "The program run as each subagent, for debugging and fault-injection tests only; the default "
+            "is this interpreter running `python -I -m subagent`. It speaks the control protocol."
+        ),
+    )
+
+
+class LoopSection(Section):
+    """Overrides of the RFC 0007 loop knobs (`protocol.spawn.LoopKnobs`) for every task."""
+
+    repeat_cap: int = Field(
+        default=_KNOBS.repeat_cap, ge=1, description="Identical tool calls allowed before refusal (K)."
+    )
+    idle_limit: int = Field(default=_KNOBS.idle_limit, ge=1, description="Turns without progress → stalled.")
+    keep_verbatim: int = Field(
+        default=_KNOBS.keep_verbatim, ge=0, description="Latest tool results kept verbatim on compaction (M)."
+    )
+    compaction_high_water: float = Field(
+        default=_KNOBS.compaction_high_water,
+        gt=0,
+        le=1,
+        description="Fraction of the context window that triggers compaction.",
+    )
+    transport_retries: int = Field(
+        default=_KNOBS.transport_retries, ge=0, le=10, description="Retries of a failed model request."
+    )
+    backoff_initial_s: float = Field(
+        default=_KNOBS.backoff_initial_s, gt=0, description="First retry delay (doubles each retry)."
+    )
+    backoff_max_s: float = Field(default=_KNOBS.backoff_max_s, gt=0, description="Retry delay cap.")
+    vacuous_reasks: int = Field(
+        default=_KNOBS.vacuous_reasks, ge=0, description="Times an empty final answer is asked again."
+    )
+    catalogue_bytes: int = Field(
+        default=_KNOBS.catalogue_bytes,
+        ge=0,
+        description="Bytes of the resource catalogue in the system prompt.",
+    )
+
+
+TrustTag = Literal["untrusted_input", "sensitive", "egress"]
+
+
+class SecuritySection(Section):
+    allow_rule_of_two_violation: bool = Field(
+        default=False,
+        description="Allow every grant that combines untrusted_input, sensitive and egress tools "
+        "(DESIGN §14). Prefer the per-server key of the same name.",
+    )
+
+
+class TriggerSection(Section):
+    """A reactive trigger (DESIGN §11): a resource change on an MCP server becomes a task."""
+
+    name: Name | None = Field(default=None, description="The trigger's name. Default: trigger-<n>.")
+    server: Name = Field(description="The [mcp.*] server whose resource notifications are watched.")
+    uri: str | None = Field(default=None, min_length=1, description="Exact resource URI (or use glob).")
+    glob: str | None = Field(default=None, min_length=1, description="URI glob, `*` and `?` (or use uri).")
+    route: Literal["spawn", "continue"] = Field(
+        default="spawn",
+        description="`spawn`: a new task per delivery; `continue`: one more turn of one warm session.",
+    )
+    instruction: str = Field(
+        min_length=1,
+        max_length=100_000,
+        description="Task instruction; {uri}, {server} and {etag} are replaced ({{ and }} for braces).",
+    )
+    model: Name | None = Field(default=None, description="Intelligence endpoint. Default: defaults.model.")
+    mcp: list[Name] | None = Field(
+        default=None, description="MCP grant of the task. Default: defaults.mcp plus `server`."
+    )
+    debounce_ms: int = Field(default=250, ge=0, le=3_600_000, description="Trailing debounce per URI.")
+    max_wait_ms: int = Field(
+        default=2000, ge=0, le=3_600_000, description="Longest a delivery is held back by debouncing."
+    )
+    max_inflight: int = Field(default=4, ge=1, le=1000, description="route spawn: tasks running at once.")
+    overflow: Literal["coalesce", "drop_oldest", "drop_newest"] = Field(
+        default="coalesce", description="What happens to deliveries beyond max_inflight."
+    )

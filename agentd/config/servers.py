@@ -1,0 +1,249 @@
+"""The named-service sections of `agentd.toml`: `[intelligence.<name>]` endpoints and
+`[mcp.<name>]` servers.
+
+A client names these from a task; it never supplies a URL, a command or a secret (DESIGN §9).
+Secrets are never written inline: the file names the environment variable or the file that
+holds each one, and `agentd.config.secrets` reads it when a task needs it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic.json_schema import SkipJsonSchema
+
+from agentd.config.secrets import SecretSource
+from agentd.config.sections import Section, TrustTag
+from agentd.config.types import Command, ConfigPath, EnvName, HeaderName, Name, Seconds
+from protocol.spawn import EndpointSpec, McpServerSpec
+
+DEFAULT_BASE_URLS: dict[str, str] = {
+    "openai": "https://api.openai.com/v1",
+    "anthropic": "https://api.anthropic.com",
+}
+# Header names that carry credentials; they must come from `*_from`/`api_key_*`, never inline.
+CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-key", "api-key", "cookie"})
+# A chain is sent to the child whole; the spawn payload accepts at most 16 endpoints.
+MAX_CHAIN = 16
+
+
+def _endpoint_default(name: str) -> float:
+    return float(EndpointSpec.model_fields[name].default)
+
+
+def _server_default(name: str) -> float:
+    return float(McpServerSpec.model_fields[name].default)
+
+
+class IntelligenceSection(Section):
+    """One model endpoint; `fallback` names the endpoints tried, in order, when it fails."""
+
+    kind: Literal["openai", "anthropic", "scripted"] = Field(
+        description="`openai`: chat completions (OpenAI, vLLM, Ollama, llama.cpp, LM Studio, LiteLLM, "
+        "OpenRouter); `anthropic`: the Messages API; `scripted`: the built-in deterministic model."
+    )
+    base_url: str | None = Field(
+        default=None,
+        max_length=2048,
+        description="Endpoint URL. Default: https://api.openai.com/v1 (openai), https://api.anthropic.com "
+        "(anthropic). Not used by scripted.",
+    )
+    model: str = Field(default="", max_length=256, description="Model name sent to the endpoint.")
+    api_key_env: EnvName | None = Field(
+        default=None, description="Environment variable (of the daemon) that holds the API key."
+    )
+    api_key_file: ConfigPath | None = Field(
+        default=None,
+        description="File holding the API key (surrounding whitespace ignored); must not be readable by "
+        "every user. Relative to this file's directory.",
+    )
+    # Not a real option: present only to refuse an inline key with an explanation instead of a
+    # bare "unknown key". Excluded from the schema and from every dump.
+    api_key: SkipJsonSchema[SecretStr | None] = Field(default=None, exclude=True)
+    headers: dict[HeaderName, str] = Field(
+        default_factory=dict, description="Extra HTTP headers (no credentials: use api_key_env)."
+    )
+    stream: bool = Field(default=False, description="Use server-sent-event streaming.")
+    tool_mode: Literal["native", "json"] = Field(
+        default="native",
+        description="`native`: the endpoint's tool calling; `json`: JSON actions in text, for models "
+        "without tool calling.",
+    )
+    context_window: int = Field(
+        default=128_000, ge=1024, description="Model context window in tokens (drives compaction)."
+    )
+    max_output_tokens: int | None = Field(default=None, ge=1, description="Cap on tokens per reply.")
+    request_timeout_s: Seconds = Field(
+        default=_endpoint_default("request_timeout_s"), gt=0, description="One model request, at most."
+    )
+    first_token_timeout_s: Seconds = Field(
+        default=_endpoint_default("first_token_timeout_s"), gt=0, description="Streaming: first token."
+    )
+    stream_idle_timeout_s: Seconds = Field(
+        default=_endpoint_default("stream_idle_timeout_s"),
+        gt=0,
+        description="Streaming: longest silence between chunks.",
+    )
+    script: ConfigPath | None = Field(
+        default=None, description="kind scripted: the JSON script to play (docs/scripted-model.md)."
+    )
+    fallback: list[Name] = Field(
+        default_factory=list,
+        max_length=MAX_CHAIN - 1,
+        description="Endpoints tried in order when this one is unavailable (not transitive).",
+    )
+
+    @field_validator("api_key")
+    @classmethod
+    def _refuse_inline_key(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            raise ValueError(
+                "an API key is never written in the config file (files get copied, backed up and shown "
+                "by `agentd config show`); put it in an environment variable and set api_key_env, or in a "
+                "file only the daemon can read and set api_key_file"
+            )
+        return value
+
+    @property
+    def effective_base_url(self) -> str | None:
+        return self.base_url or DEFAULT_BASE_URLS.get(self.kind)
+
+
+class McpSection(Section):
+    """One MCP server: a stdio command the subagent starts, or a streamable-HTTP URL."""
+
+    transport: Literal["stdio", "http"] | None = Field(
+        default=None, description="Default: stdio when command is set, http when url is set."
+    )
+    command: Command | None = Field(
+        default=None,
+        description="stdio: the program and its arguments, as a list or a string split like a shell "
+        "would (no expansion, no shell).",
+    )
+    args: list[str] = Field(default_factory=list, description="stdio: arguments appended to command.")
+    url: str | None = Field(default=None, max_length=2048, description="http: the streamable-HTTP endpoint.")
+    env: dict[EnvName, str] = Field(
+        default_factory=dict, description="stdio: environment variables with plain (non-secret) values."
+    )
+    env_from: dict[EnvName, EnvName] = Field(
+        default_factory=dict,
+        description="stdio: variable name → the daemon's environment variable holding its (secret) value.",
+    )
+    env_file: ConfigPath | None = Field(
+        default=None,
+        description="stdio: a KEY=VALUE file of secret variables; must not be readable by every user. "
+        "Precedence: env_file, then env, then env_from.",
+    )
+    cwd: ConfigPath | None = Field(default=None, description="stdio: working directory of the server.")
+    headers: dict[HeaderName, str] = Field(
+        default_factory=dict, description="http: plain (non-secret) HTTP headers."
+    )
+    headers_from: dict[HeaderName, EnvName] = Field(
+        default_factory=dict,
+        description="http: header name → the daemon's environment variable holding its (secret) value.",
+    )
+    required: bool = Field(
+        default=True, description="A task granted this server aborts (exit 6) when it cannot connect."
+    )
+    tools: list[str] | None = Field(
+        default=None, description="Allow-list of tool names; unset grants every tool the server lists."
+    )
+    trust: list[TrustTag] | None = Field(
+        default=None,
+        description="Rule-of-Two tags: untrusted_input, sensitive, egress. Unset counts as "
+        "untrusted_input; `[]` declares the server carries none.",
+    )
+    connect_timeout_s: Seconds = Field(
+        default=_server_default("connect_timeout_s"), gt=0, description="Connect and initialize, at most."
+    )
+    call_timeout_s: Seconds = Field(
+        default=_server_default("call_timeout_s"),
+        gt=0,
+        description="One tool call, at most (also clamped to the task's remaining time).",
+    )
+    allow_rule_of_two_violation: bool = Field(
+        default=False,
+        description="Consent to grants that break the Rule of Two; a violating grant passes only when "
+        "every server in it consents (or [security] allows all).",
+    )
+
+    @property
+    def effective_transport(self) -> Literal["stdio", "http"]:
+        if self.transport is not None:
+            return self.transport
+        return "stdio" if self.command is not None else "http"
+
+    @property
+    def argv(self) -> list[str]:
+        return [*(self.command or []), *self.args]
+
+    @property
+    def effective_trust(self) -> frozenset[str]:
+        # Invariant: an untagged server is assumed to feed the model untrusted input (DESIGN §14).
+        return frozenset(("untrusted_input",) if self.trust is None else self.trust)
+
+
+@dataclass(frozen=True, slots=True)
+class McpServer:
+    """A configured MCP server, from the TOML file or an imported mcpServers JSON file, with the
+    source of every environment variable and header value (resolved only in `spec`)."""
+
+    name: str
+    section: McpSection
+    # "toml", or "json:<path>" for an entry imported through mcp_servers_json.
+    origin: str
+    # Where its keys are reported: `mcp.<name>`, or `mcp_servers_json (<path>): mcpServers.<name>`.
+    key: str
+    env: Mapping[str, SecretSource]
+    headers: Mapping[str, SecretSource]
+
+    @classmethod
+    def from_section(cls, name: str, section: McpSection) -> McpServer:
+        """A server declared in TOML: plain `env`/`headers` values, `*_from` environment references."""
+        key = f"mcp.{name}"
+
+        def sources(plain: Mapping[str, str], refs: Mapping[str, str], field: str) -> dict[str, SecretSource]:
+            found = {
+                k: SecretSource("plain", where=f"{key}.{field}.{k}", value=SecretStr(v))
+                for k, v in plain.items()
+            }
+            found.update(
+                {k: SecretSource("env", v, where=f"{key}.{field}_from.{k}") for k, v in refs.items()}
+            )
+            return found
+
+        return cls(
+            name=name,
+            section=section,
+            origin="toml",
+            key=key,
+            env=sources(section.env, section.env_from, "env"),
+            headers=sources(section.headers, section.headers_from, "headers"),
+        )
+
+    def spec(self, environ: Mapping[str, str]) -> McpServerSpec:
+        """The grant sent to a subagent, secrets read now. Raises `SecretUnavailable` (its
+        `where` names the key)."""
+        section = self.section
+        env: dict[str, SecretStr] = {}
+        if section.env_file is not None:
+            env_file = SecretSource("env_file", section.env_file, where=f"mcp.{self.name}.env_file")
+            env.update(env_file.read_all())
+        env.update({k: source.read(environ) for k, source in self.env.items()})
+        return McpServerSpec(
+            name=self.name,
+            transport=section.effective_transport,
+            command=section.argv,
+            env=env,
+            cwd=section.cwd,
+            url=section.url,
+            headers={k: source.read(environ) for k, source in self.headers.items()},
+            required=section.required,
+            tools=section.tools,
+            trust=sorted(section.effective_trust),
+            connect_timeout_s=section.connect_timeout_s,
+            call_timeout_s=section.call_timeout_s,
+        )

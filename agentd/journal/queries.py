@@ -1,0 +1,416 @@
+"""The journal's SQL: one synchronous function per operation, over a caller-supplied connection.
+
+Write functions run on the writer thread inside the group-commit transaction (each in its own
+SAVEPOINT) and raise `TaskNotFound` / `NodeNotFound` / `InvalidTransition` for a request the
+current state does not allow. Read functions run on a read-only connection. Rows become records
+here, so every JSON column is parsed exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+
+from pydantic import JsonValue
+
+from agentd.errors import InvalidTransition, NodeNotFound, TaskNotFound
+from agentd.journal.records import (
+    TASK_STATES,
+    EventRecord,
+    NodeRecord,
+    NodeState,
+    TaskRecord,
+)
+from protocol.api import TaskSpec, TaskState
+from protocol.result import AbortKind, RunError, RunUsage, TerminalStatus
+
+ROOT_HANDLE = "0"
+
+_TASK_COLUMNS = (
+    "task_id, run_id, owner_uid, idempotency_key, spec, state, status, exit_code, result, partial, "
+    "usage, abort, error, attempts, pid, pid_start_time, created_at, started_at, ended_at"
+)
+
+
+def task_from_row(row: sqlite3.Row) -> TaskRecord:
+    status = row["status"]
+    usage = row["usage"]
+    error = row["error"]
+    result = row["result"]
+    return TaskRecord(
+        task_id=row["task_id"],
+        run_id=row["run_id"],
+        owner_uid=row["owner_uid"],
+        idempotency_key=row["idempotency_key"],
+        spec=TaskSpec.model_validate_json(row["spec"]),
+        state=row["state"],
+        status=TerminalStatus(status) if status is not None else None,
+        exit_code=row["exit_code"],
+        result=json.loads(result) if result is not None else None,
+        partial=bool(row["partial"]),
+        usage=RunUsage.model_validate_json(usage) if usage is not None else RunUsage(),
+        abort=row["abort"],
+        error=RunError.model_validate_json(error) if error is not None else None,
+        attempts=row["attempts"],
+        pid=row["pid"],
+        pid_start_time=row["pid_start_time"],
+        created_at=row["created_at"],
+        started_at=row["started_at"],
+        ended_at=row["ended_at"],
+    )
+
+
+def node_from_row(row: sqlite3.Row) -> NodeRecord:
+    status = row["status"]
+    usage = row["usage"]
+    return NodeRecord(
+        task_id=row["task_id"],
+        handle=row["handle"],
+        parent=row["parent"],
+        depth=row["depth"],
+        state=row["state"],
+        created_at=row["created_at"],
+        pid=row["pid"],
+        pid_start_time=row["pid_start_time"],
+        status=TerminalStatus(status) if status is not None else None,
+        usage=RunUsage.model_validate_json(usage) if usage is not None else RunUsage(),
+        grant_steps=row["grant_steps"],
+        grant_tokens=row["grant_tokens"],
+        ended_at=row["ended_at"],
+    )
+
+
+# ---- writes (writer thread) -------------------------------------------------------------------
+
+
+def insert_task(
+    conn: sqlite3.Connection,
+    *,
+    task_id: str,
+    run_id: str,
+    spec: TaskSpec,
+    spec_json: str,
+    owner_uid: int,
+    idempotency_key: str | None,
+    now: float,
+) -> tuple[TaskRecord, bool]:
+    """Insert a queued task, or return the task this owner already submitted under the same key."""
+    if idempotency_key is not None:
+        # The single writer makes check-then-insert atomic, even for duplicates in one batch.
+        rows = conn.execute(
+            f"SELECT {_TASK_COLUMNS} FROM tasks WHERE owner_uid = ? AND idempotency_key = ?",
+            (owner_uid, idempotency_key),
+        ).fetchall()
+        if rows:
+            return task_from_row(rows[0]), False
+    conn.execute(
+        "INSERT INTO tasks (task_id, run_id, owner_uid, idempotency_key, spec, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (task_id, run_id, owner_uid, idempotency_key, spec_json, now),
+    )
+    record = TaskRecord(
+        task_id=task_id,
+        run_id=run_id,
+        owner_uid=owner_uid,
+        idempotency_key=idempotency_key,
+        spec=spec,
+        state="queued",
+        created_at=now,
+    )
+    return record, True
+
+
+def _transition(
+    conn: sqlite3.Connection,
+    task_id: str,
+    *,
+    allowed: Sequence[TaskState],
+    wanted: TaskState,
+    assignments: str,
+    params: Sequence[object],
+) -> TaskRecord:
+    marks = ", ".join("?" for _ in allowed)
+    rows = conn.execute(
+        f"UPDATE tasks SET state = ?, {assignments} WHERE task_id = ? AND state IN ({marks})"
+        f" RETURNING {_TASK_COLUMNS}",
+        (wanted, *params, task_id, *allowed),
+    ).fetchall()
+    if rows:
+        return task_from_row(rows[0])
+    current = conn.execute("SELECT state FROM tasks WHERE task_id = ?", (task_id,)).fetchall()
+    if not current:
+        raise TaskNotFound(task_id)
+    raise InvalidTransition(task_id, current[0]["state"], wanted)
+
+
+def mark_starting(
+    conn: sqlite3.Connection,
+    task_id: str,
+    *,
+    grant_steps: int | None,
+    grant_tokens: int | None,
+    now: float,
+) -> TaskRecord:
+    """queued → starting, with the root node; a task that is no longer queued gets neither."""
+    record = _transition(
+        conn,
+        task_id,
+        allowed=("queued",),
+        wanted="starting",
+        assignments="started_at = ?, pid = NULL, pid_start_time = NULL",
+        params=(now,),
+    )
+    upsert_node(
+        conn,
+        task_id=task_id,
+        handle=ROOT_HANDLE,
+        parent=None,
+        depth=0,
+        state="starting",
+        pid=None,
+        pid_start_time=None,
+        usage=None,
+        grant_steps=grant_steps,
+        grant_tokens=grant_tokens,
+        now=now,
+    )
+    return record
+
+
+def mark_running(
+    conn: sqlite3.Connection, task_id: str, *, pid: int, pid_start_time: float, now: float
+) -> TaskRecord:
+    """starting → running, and the root node with it."""
+    record = _transition(
+        conn,
+        task_id,
+        allowed=("starting",),
+        wanted="running",
+        assignments="pid = ?, pid_start_time = ?",
+        params=(pid, pid_start_time),
+    )
+    upsert_node(
+        conn,
+        task_id=task_id,
+        handle=ROOT_HANDLE,
+        parent=None,
+        depth=0,
+        state="running",
+        pid=pid,
+        pid_start_time=pid_start_time,
+        usage=None,
+        grant_steps=None,
+        grant_tokens=None,
+        now=now,
+    )
+    return record
+
+
+def mark_terminal(
+    conn: sqlite3.Connection,
+    task_id: str,
+    *,
+    status: TerminalStatus,
+    exit_code: int | None,
+    result_json: str | None,
+    partial: bool,
+    usage: RunUsage,
+    abort: AbortKind | None,
+    error: RunError | None,
+    now: float,
+    only_queued: bool = False,
+) -> TaskRecord:
+    return _transition(
+        conn,
+        task_id,
+        allowed=("queued",) if only_queued else ("queued", "starting", "running"),
+        wanted="terminal",
+        assignments=(
+            "status = ?, exit_code = ?, result = ?, partial = ?, usage = ?, abort = ?, error = ?,"
+            " ended_at = ?"
+        ),
+        params=(
+            status.value,
+            exit_code,
+            result_json,
+            int(partial),
+            usage.model_dump_json(),
+            abort,
+            error.model_dump_json() if error is not None else None,
+            now,
+        ),
+    )
+
+
+def requeue(conn: sqlite3.Connection, task_id: str) -> TaskRecord:
+    # The run_id is deliberately kept: a requeued task continues the same run (DESIGN §8).
+    return _transition(
+        conn,
+        task_id,
+        allowed=("starting", "running"),
+        wanted="queued",
+        assignments="attempts = attempts + 1, pid = NULL, pid_start_time = NULL, started_at = NULL",
+        params=(),
+    )
+
+
+def upsert_node(
+    conn: sqlite3.Connection,
+    *,
+    task_id: str,
+    handle: str,
+    parent: str | None,
+    depth: int,
+    state: NodeState,
+    pid: int | None,
+    pid_start_time: float | None,
+    usage: RunUsage | None,
+    grant_steps: int | None,
+    grant_tokens: int | None,
+    now: float,
+) -> NodeRecord:
+    """Create or update a live node; a node that already ended is never revived."""
+    if not conn.execute("SELECT 1 FROM tasks WHERE task_id = ?", (task_id,)).fetchall():
+        raise TaskNotFound(task_id)
+    rows = conn.execute(
+        "INSERT INTO nodes (task_id, handle, parent, depth, state, pid, pid_start_time, usage,"
+        " grant_steps, grant_tokens, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (task_id, handle) DO UPDATE SET parent = excluded.parent,"
+        " depth = excluded.depth, state = excluded.state,"
+        " pid = coalesce(excluded.pid, pid), pid_start_time = coalesce(excluded.pid_start_time,"
+        " pid_start_time), usage = coalesce(excluded.usage, usage),"
+        " grant_steps = coalesce(excluded.grant_steps, grant_steps),"
+        " grant_tokens = coalesce(excluded.grant_tokens, grant_tokens)"
+        " WHERE nodes.state != 'terminal' RETURNING *",
+        (
+            task_id,
+            handle,
+            parent,
+            depth,
+            state,
+            pid,
+            pid_start_time,
+            usage.model_dump_json() if usage is not None else None,
+            grant_steps,
+            grant_tokens,
+            now,
+        ),
+    ).fetchall()
+    if not rows:
+        raise InvalidTransition(f"{task_id}/{handle}", "terminal", state)
+    return node_from_row(rows[0])
+
+
+def end_node(
+    conn: sqlite3.Connection,
+    *,
+    task_id: str,
+    handle: str,
+    status: TerminalStatus,
+    usage: RunUsage | None,
+    now: float,
+) -> NodeRecord:
+    rows = conn.execute(
+        "UPDATE nodes SET state = 'terminal', status = ?, usage = coalesce(?, usage), ended_at = ?"
+        " WHERE task_id = ? AND handle = ? AND state != 'terminal' RETURNING *",
+        (status.value, usage.model_dump_json() if usage is not None else None, now, task_id, handle),
+    ).fetchall()
+    if rows:
+        return node_from_row(rows[0])
+    if not conn.execute("SELECT 1 FROM nodes WHERE task_id = ? AND handle = ?", (task_id, handle)).fetchall():
+        raise NodeNotFound(task_id, handle)
+    raise InvalidTransition(f"{task_id}/{handle}", "terminal", "terminal")
+
+
+def insert_events(
+    conn: sqlite3.Connection, task_id: str, first_seq: int, events: Iterable[tuple[float, str, str]]
+) -> None:
+    """Insert `(ts, event, fields_json)` rows numbered from `first_seq` on."""
+    conn.executemany(
+        "INSERT INTO events (task_id, seq, ts, event, fields) VALUES (?, ?, ?, ?, ?)",
+        ((task_id, seq, ts, event, fields) for seq, (ts, event, fields) in enumerate(events, first_seq)),
+    )
+
+
+def trim_events(conn: sqlite3.Connection, task_id: str, *, keep_after: int) -> None:
+    """Drop the task's events with `seq <= keep_after` (bounded retention)."""
+    conn.execute("DELETE FROM events WHERE task_id = ? AND seq <= ?", (task_id, keep_after))
+
+
+# ---- reads (either connection) -----------------------------------------------------------------
+
+
+def last_event_seq(conn: sqlite3.Connection, task_id: str) -> int:
+    """The task's highest event seq, 0 if it has none."""
+    row = conn.execute("SELECT max(seq) FROM events WHERE task_id = ?", (task_id,)).fetchone()
+    return int(row[0]) if row is not None and row[0] is not None else 0
+
+
+def get_task(conn: sqlite3.Connection, task_id: str) -> TaskRecord | None:
+    rows = conn.execute(f"SELECT {_TASK_COLUMNS} FROM tasks WHERE task_id = ?", (task_id,)).fetchall()
+    return task_from_row(rows[0]) if rows else None
+
+
+def list_tasks(
+    conn: sqlite3.Connection, *, owner_uid: int | None, state: TaskState | None, limit: int
+) -> tuple[TaskRecord, ...]:
+    clauses: list[str] = []
+    params: list[object] = []
+    if owner_uid is not None:
+        clauses.append("owner_uid = ?")
+        params.append(owner_uid)
+    if state is not None:
+        clauses.append("state = ?")
+        params.append(state)
+    where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+    rows = conn.execute(
+        f"SELECT {_TASK_COLUMNS} FROM tasks{where} ORDER BY seq DESC LIMIT ?", (*params, limit)
+    ).fetchall()
+    return tuple(task_from_row(row) for row in rows)
+
+
+def next_queued(conn: sqlite3.Connection, limit: int) -> tuple[TaskRecord, ...]:
+    rows = conn.execute(
+        f"SELECT {_TASK_COLUMNS} FROM tasks WHERE state = 'queued' ORDER BY seq LIMIT ?", (limit,)
+    ).fetchall()
+    return tuple(task_from_row(row) for row in rows)
+
+
+def unfinished(conn: sqlite3.Connection) -> tuple[TaskRecord, ...]:
+    rows = conn.execute(
+        f"SELECT {_TASK_COLUMNS} FROM tasks WHERE state IN ('starting', 'running') ORDER BY seq"
+    ).fetchall()
+    return tuple(task_from_row(row) for row in rows)
+
+
+def count_states(conn: sqlite3.Connection) -> dict[TaskState, int]:
+    counts: dict[TaskState, int] = dict.fromkeys(TASK_STATES, 0)
+    for row in conn.execute("SELECT state, count(*) FROM tasks GROUP BY state").fetchall():
+        counts[row[0]] = int(row[1])
+    return counts
+
+
+def task_nodes(conn: sqlite3.Connection, task_id: str) -> tuple[NodeRecord, ...]:
+    rows = conn.execute(
+        "SELECT * FROM nodes WHERE task_id = ? ORDER BY depth, created_at, handle", (task_id,)
+    ).fetchall()
+    return tuple(node_from_row(row) for row in rows)
+
+
+def events_after(
+    conn: sqlite3.Connection, task_id: str, *, after_seq: int, limit: int
+) -> tuple[EventRecord, ...]:
+    rows = conn.execute(
+        "SELECT seq, ts, event, fields FROM events WHERE task_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+        (task_id, after_seq, limit),
+    ).fetchall()
+    return tuple(
+        EventRecord(task_id=task_id, seq=row[0], ts=row[1], event=row[2], fields=_fields(row[3]))
+        for row in rows
+    )
+
+
+def _fields(text: str) -> dict[str, JsonValue]:
+    value = json.loads(text)
+    return value if isinstance(value, dict) else {}

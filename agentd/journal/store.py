@@ -1,0 +1,497 @@
+"""The durable journal (DESIGN §8): tasks, their trees and their events in `state_dir/agentd.db`.
+
+`open_journal` locks the state directory, opens SQLite in WAL mode with `synchronous=FULL`, and
+starts the single writer thread (`agentd.journal.writer`). Every write is acknowledged only after the
+COMMIT that contains it returned, so a crash loses at most buffered events, never an acknowledged
+submit or state transition. Reads run on read-only connections in worker threads; nothing here
+blocks the event loop.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sqlite3
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import anyio
+import anyio.abc
+from pydantic import JsonValue
+
+from agentd.errors import JournalError, JournalUnavailable
+from agentd.journal import queries as q
+from agentd.journal.files import DB_NAME, open_state_dir
+from agentd.journal.records import (
+    EventRecord,
+    JournalHealth,
+    JournalStats,
+    NodeRecord,
+    NodeState,
+    TaskRecord,
+    new_run_id,
+    new_task_id,
+)
+from agentd.journal.schema import unavailable_reason
+from agentd.journal.writer import Completion, JournalWriter, Pending
+from protocol.api import TaskSpec, TaskState
+from protocol.result import AbortKind, RunError, RunUsage, TerminalStatus
+
+__all__ = [
+    "EventRecord",
+    "Journal",
+    "JournalHealth",
+    "JournalOptions",
+    "JournalStats",
+    "NodeRecord",
+    "TaskRecord",
+    "new_run_id",
+    "new_task_id",
+    "open_journal",
+]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class JournalOptions:
+    """Tuning knobs; the defaults are the production values."""
+
+    # Buffered events are committed when the oldest is this old, or `event_flush_batch` are
+    # waiting, whichever comes first (and with any durable write).
+    event_flush_interval_s: float = 0.1
+    event_flush_batch: int = 500
+    # Retention: only the newest this-many events of each task are kept.
+    events_per_task: int = 5000
+    # Events waiting for a flush; beyond this (a long disk outage) new events are dropped.
+    event_buffer_max: int = 100_000
+    read_connections: int = 2
+    # A write not committed within this is reported unavailable (the writer is stalled on I/O).
+    write_timeout_s: float = 30.0
+    # Closing waits this long for the writer's final flush.
+    close_timeout_s: float = 10.0
+
+
+class _Followers:
+    """The follow-waiters of one task: one event, set (and replaced) when something new lands."""
+
+    __slots__ = ("count", "event")
+
+    def __init__(self) -> None:
+        self.event = anyio.Event()
+        self.count = 0
+
+
+class Journal:
+    """Async access to the journal. Obtain one with `open_journal`."""
+
+    def __init__(
+        self,
+        state_dir: Path,
+        writer: JournalWriter,
+        readers: Iterable[sqlite3.Connection],
+        options: JournalOptions,
+    ) -> None:
+        self.state_dir = state_dir
+        self.db_path = state_dir / DB_NAME
+        self._writer = writer
+        # Invariant: holds every reader not in use by a read thread; the limiter's token count
+        # equals the pool size, so a thread admitted by the limiter always finds one here.
+        self._readers = deque(readers)
+        self._reader_count = len(self._readers)
+        self._read_limiter = anyio.CapacityLimiter(self._reader_count)
+        self._options = options
+        self._followers: dict[str, _Followers] = {}
+        self._writer_stopped = anyio.Event()
+        self._dispatch_scope: anyio.CancelScope | None = None
+        # Invariant: once set, no new write reaches the writer queue (the stop sentinel is last).
+        self._closing = False
+
+    # ---- health ----------------------------------------------------------------------------------
+
+    @property
+    def healthy(self) -> bool:
+        """False after a write failed, until a later write commits again."""
+        return self._writer.health.healthy and not self._writer.closed
+
+    @property
+    def health(self) -> JournalHealth:
+        """Health plus the last write error (for `daemon.status` and systemd `STATUS=`)."""
+        return self._writer.health
+
+    @property
+    def last_error(self) -> str | None:
+        return self._writer.health.last_error
+
+    @property
+    def stats(self) -> JournalStats:
+        return self._writer.stats
+
+    # ---- durable writes --------------------------------------------------------------------------
+
+    async def submit(
+        self, spec: TaskSpec, owner_uid: int, idempotency_key: str | None = None
+    ) -> tuple[TaskRecord, bool]:
+        """Journal a new queued task; returns `(record, created)`.
+
+        The same `idempotency_key` from the same uid returns the existing task with
+        `created=False`; keys are scoped per uid. Raises `JournalUnavailable` if not committed.
+        """
+        op = functools.partial(
+            q.insert_task,
+            task_id=new_task_id(),
+            run_id=new_run_id(),
+            spec=spec,
+            spec_json=spec.model_dump_json(),
+            owner_uid=owner_uid,
+            idempotency_key=idempotency_key,
+            now=time.time(),
+        )
+        return await self._write(op)
+
+    async def mark_starting(
+        self, task_id: str, *, grant_steps: int | None = None, grant_tokens: int | None = None
+    ) -> TaskRecord:
+        """queued → starting, creating the root node "0" in the same commit. Commit this before
+        spawning (write-ahead, DESIGN §8). Raises `InvalidTransition` (nothing written) if the
+        task is no longer queued, e.g. it was cancelled while waiting."""
+        op = functools.partial(
+            q.mark_starting,
+            task_id=task_id,
+            grant_steps=grant_steps,
+            grant_tokens=grant_tokens,
+            now=time.time(),
+        )
+        return await self._write(op)
+
+    async def mark_running(self, task_id: str, pid: int, pid_start_time: float) -> TaskRecord:
+        """starting → running, recording on the task and its root node the process identity
+        used by restart recovery."""
+        op = functools.partial(
+            q.mark_running, task_id=task_id, pid=pid, pid_start_time=pid_start_time, now=time.time()
+        )
+        return await self._write(op)
+
+    async def mark_terminal(
+        self,
+        task_id: str,
+        status: TerminalStatus,
+        *,
+        exit_code: int | None = None,
+        result: JsonValue = None,
+        partial: bool = False,
+        usage: RunUsage | None = None,
+        abort: AbortKind | None = None,
+        error: RunError | None = None,
+        only_queued: bool = False,
+    ) -> TaskRecord:
+        """queued|starting|running → terminal (`only_queued`: queued → terminal, for a task no
+        run has claimed). Events appended before this call commit with it."""
+        op = functools.partial(
+            q.mark_terminal,
+            task_id=task_id,
+            status=status,
+            exit_code=exit_code,
+            result_json=json.dumps(result) if result is not None else None,
+            partial=partial,
+            usage=usage if usage is not None else RunUsage(),
+            abort=abort,
+            error=error,
+            now=time.time(),
+            only_queued=only_queued,
+        )
+        return await self._write(op, wakes=task_id)
+
+    async def requeue(self, task_id: str) -> TaskRecord:
+        """starting|running → queued with `attempts + 1`, keeping the `run_id`."""
+        return await self._write(functools.partial(q.requeue, task_id=task_id))
+
+    async def upsert_node(
+        self,
+        task_id: str,
+        handle: str,
+        *,
+        parent: str | None,
+        depth: int,
+        state: NodeState = "starting",
+        pid: int | None = None,
+        pid_start_time: float | None = None,
+        usage: RunUsage | None = None,
+        grant_steps: int | None = None,
+        grant_tokens: int | None = None,
+    ) -> NodeRecord:
+        """Create or update a live node of a task's tree (None leaves a stored value unchanged)."""
+        op = functools.partial(
+            q.upsert_node,
+            task_id=task_id,
+            handle=handle,
+            parent=parent,
+            depth=depth,
+            state=state,
+            pid=pid,
+            pid_start_time=pid_start_time,
+            usage=usage,
+            grant_steps=grant_steps,
+            grant_tokens=grant_tokens,
+            now=time.time(),
+        )
+        return await self._write(op)
+
+    async def end_node(
+        self, task_id: str, handle: str, status: TerminalStatus, usage: RunUsage | None = None
+    ) -> NodeRecord:
+        """Mark a node terminal with its final usage; it stays in the tree after the task ends."""
+        op = functools.partial(
+            q.end_node, task_id=task_id, handle=handle, status=status, usage=usage, now=time.time()
+        )
+        return await self._write(op)
+
+    async def flush_events(self) -> None:
+        """Return once every event appended before this call is committed (a barrier)."""
+        await self._write(_no_op)
+
+    async def run_on_writer(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `fn` on the write connection inside the next group-commit transaction.
+
+        For maintenance and tests (e.g. `PRAGMA max_page_count`); `fn` must not COMMIT.
+        """
+        return await self._write(fn)
+
+    async def _write(self, fn: Callable[[sqlite3.Connection], T], *, wakes: str | None = None) -> T:
+        if self._closing or self._writer.closed:
+            raise JournalUnavailable("journal is closed")
+        op = Pending(fn, wakes=wakes)
+        self._writer.submit(op)
+        # Cancelling this wait does not withdraw the write: it may still commit (callers retry
+        # with an idempotency key).
+        timeout_s = self._options.write_timeout_s
+        try:
+            with anyio.fail_after(timeout_s):
+                await op.done.wait()
+        except TimeoutError:
+            raise JournalUnavailable(
+                f"journal write not committed within {timeout_s:g} s (writer stalled)"
+            ) from None
+        if op.error is not None:
+            raise op.error
+        return op.value
+
+    # ---- events ----------------------------------------------------------------------------------
+
+    def append_event(self, task_id: str, event: str, fields: Mapping[str, JsonValue] | None = None) -> None:
+        """Buffer one event for `task_id` without blocking; the writer numbers and commits it.
+
+        Raises TypeError at once if `fields` is not JSON-serialisable. After close, events are
+        dropped (and counted in `stats.events_dropped`).
+        """
+        fields_json = json.dumps(dict(fields) if fields is not None else {}, separators=(",", ":"))
+        self._writer.append_event(task_id, event, fields_json, time.time())
+
+    async def events_after(
+        self, task_id: str, after_seq: int = 0, limit: int = 1000
+    ) -> tuple[EventRecord, ...]:
+        """Committed events of the task with `seq > after_seq`, oldest first, at most `limit`."""
+        return await self._read(
+            functools.partial(q.events_after, task_id=task_id, after_seq=after_seq, limit=limit)
+        )
+
+    async def wait_events(self, task_id: str, after_seq: int, *, timeout_s: float) -> bool:
+        """Wait until the task has an event with `seq > after_seq`, or it ends, or `timeout_s` passes.
+
+        Returns whether events past `after_seq` exist (False after a timeout, if the task ended
+        with nothing new, or when the journal closes). For `agentd logs --follow`: read, then
+        wait, then read again.
+        """
+        followers = self._followers.get(task_id)
+        if followers is None:
+            followers = self._followers[task_id] = _Followers()
+        followers.count += 1
+        try:
+            # Registered before looking, so a flush landing between the two cannot be missed.
+            with anyio.move_on_after(timeout_s):
+                if await self._last_seq(task_id) > after_seq:
+                    return True
+                await followers.event.wait()
+            if self._closing:
+                return False
+            return await self._last_seq(task_id) > after_seq
+        finally:
+            followers.count -= 1
+            if followers.count == 0 and self._followers.get(task_id) is followers:
+                del self._followers[task_id]
+
+    async def _last_seq(self, task_id: str) -> int:
+        return await self._read(functools.partial(q.last_event_seq, task_id=task_id))
+
+    # ---- reads -----------------------------------------------------------------------------------
+
+    async def get(self, task_id: str) -> TaskRecord | None:
+        return await self._read(functools.partial(q.get_task, task_id=task_id))
+
+    async def list(
+        self, owner_uid: int | None = None, state: TaskState | None = None, limit: int = 100
+    ) -> tuple[TaskRecord, ...]:
+        """Tasks newest first, optionally only one owner's and/or one state's."""
+        return await self._read(
+            functools.partial(q.list_tasks, owner_uid=owner_uid, state=state, limit=limit)
+        )
+
+    async def counts(self) -> dict[TaskState, int]:
+        """The number of tasks in each state (every state present, zero if none)."""
+        return await self._read(q.count_states)
+
+    async def next_queued(self, limit: int) -> tuple[TaskRecord, ...]:
+        """The oldest queued tasks in submission (FIFO) order."""
+        return await self._read(functools.partial(q.next_queued, limit=limit))
+
+    async def unfinished(self) -> tuple[TaskRecord, ...]:
+        """Tasks left `starting` or `running` (restart recovery), oldest first."""
+        return await self._read(q.unfinished)
+
+    async def nodes(self, task_id: str) -> tuple[NodeRecord, ...]:
+        """The task's tree, root first (by depth, then creation)."""
+        return await self._read(functools.partial(q.task_nodes, task_id=task_id))
+
+    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._closing:
+            raise JournalUnavailable("journal is closed")
+        return await anyio.to_thread.run_sync(self._read_sync, fn, limiter=self._read_limiter)
+
+    def _read_sync(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        conn = self._readers.pop()
+        try:
+            return fn(conn)
+        except sqlite3.Error as exc:
+            reason = unavailable_reason(exc)
+            if reason is not None:
+                raise JournalUnavailable(f"journal read failed: {reason}") from exc
+            raise JournalError(f"journal read failed: {exc}") from exc
+        finally:
+            self._readers.append(conn)
+
+    # ---- completions (event loop) ----------------------------------------------------------------
+
+    async def _dispatch(self, wake_fd: int, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        """Resolve the waiters of every batch the writer completed, until `_stop_dispatch`.
+
+        Shielded from outside cancellation: a cancelled `async with open_journal()` body must
+        still see its close (the final flush) completed through this task.
+        """
+        with anyio.CancelScope(shield=True) as scope:
+            self._dispatch_scope = scope
+            task_status.started()
+            while True:
+                await anyio.wait_readable(wake_fd)
+                with suppress(BlockingIOError):
+                    while os.read(wake_fd, 4096):
+                        pass
+                while self._writer.completed:
+                    self._resolve(self._writer.completed.popleft())
+
+    def _stop_dispatch(self) -> None:
+        if self._dispatch_scope is not None:
+            self._dispatch_scope.cancel()
+
+    def _resolve(self, completion: Completion) -> None:
+        woken = set(completion.tasks)
+        for op in completion.ops:
+            if op.error is None and op.wakes is not None:
+                woken.add(op.wakes)
+            op.done.set()
+        for task_id in woken:
+            followers = self._followers.pop(task_id, None)
+            if followers is not None:
+                followers.event.set()
+        if completion.stopped:
+            self._writer_stopped.set()
+
+    async def _aclose(self) -> bool:
+        """Flush and stop the writer (bounded); returns whether it stopped."""
+        self._closing = True
+        self._writer.stop()
+        with anyio.move_on_after(self._options.close_timeout_s):
+            await self._writer_stopped.wait()
+        for followers in self._followers.values():
+            followers.event.set()
+        if not self._writer_stopped.is_set():
+            return False
+        return await anyio.to_thread.run_sync(self._writer.join, self._options.close_timeout_s)
+
+    async def _close_readers(self) -> None:
+        # Take every reader token so no read is still using a connection we close.
+        with anyio.move_on_after(self._options.close_timeout_s):
+            for _ in range(self._reader_count):
+                await self._read_limiter.acquire_on_behalf_of(object())
+            for conn in self._readers:
+                conn.close()
+
+
+def _no_op(conn: sqlite3.Connection) -> None:
+    del conn
+
+
+@asynccontextmanager
+async def open_journal(
+    state_dir: Path | str, options: JournalOptions | None = None
+) -> AsyncIterator[Journal]:
+    """Lock `state_dir`, open (creating and migrating) its journal, and run the writer.
+
+    Raises `JournalLocked` if another agentd holds the state directory. On exit, buffered
+    events are flushed and the writer is stopped (bounded by `close_timeout_s`).
+    """
+    options = options or JournalOptions()
+    state = Path(state_dir)
+    # Shielded: a cancel arriving mid-open would otherwise drop the opened lock and connections.
+    with anyio.CancelScope(shield=True):
+        lock_fd, writer_conn, readers = await anyio.to_thread.run_sync(
+            open_state_dir, state, max(1, options.read_connections)
+        )
+    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    writer = JournalWriter(
+        writer_conn,
+        wake_fd=wake_w,
+        flush_interval_s=options.event_flush_interval_s,
+        flush_batch=options.event_flush_batch,
+        events_per_task=options.events_per_task,
+        event_buffer_max=options.event_buffer_max,
+    )
+    journal = Journal(state, writer, readers, options)
+    stopped = False
+    body_error: BaseException | None = None
+    unwrapped: BaseException | None = None
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(journal._dispatch, wake_r)
+            writer.start()
+            try:
+                yield journal
+            except BaseException as exc:
+                body_error = exc
+                raise
+            finally:
+                with anyio.CancelScope(shield=True):
+                    stopped = await journal._aclose()
+                    await journal._close_readers()
+                journal._stop_dispatch()
+    except BaseExceptionGroup as group:
+        # The task group wraps an error of the `async with` body; hand it back unwrapped (the
+        # dispatcher itself raises nothing), so callers catch `KeyError`, not a group.
+        if body_error is None or list(group.exceptions) != [body_error]:
+            raise
+        unwrapped = body_error
+    finally:
+        # A writer that did not stop (stalled on I/O) still owns the connection and may write
+        # the pipe: then keep the lock, so no second agentd opens the database under it. Both
+        # go at process exit.
+        if stopped:
+            os.close(wake_w)
+            os.close(lock_fd)  # releases the flock
+        os.close(wake_r)
+    if unwrapped is not None:
+        raise unwrapped

@@ -1,0 +1,1 @@
+"""Running under systemd: sd_notify, the watchdog and the STATUS= line."""

@@ -1,0 +1,200 @@
+"""`ZygoteSpawner`: subagents forked from a pre-imported zygote, with `ExecSpawner` as the fallback.
+
+The zygote (`python -I -m subagent.zygote`) is a helper child of the daemon: PDEATHSIG to it, never
+swept as an orphan, killed and reaped at close. A spawn sends the child's environment and its three
+pipe ends over a SOCK_SEQPACKET socket and waits (bounded, a few milliseconds in practice) for the
+pid; the zygote double-forks so the subagent is reparented to this daemon, which then owns it like
+an exec'd child. Until the zygote reports ready, or if it ever fails, spawns fall back to exec.
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import json
+import os
+import signal
+import socket
+import sys
+from collections.abc import Mapping
+
+import anyio
+import structlog
+
+from agentd.spawning.spawner import (
+    RESET_SIGNALS,
+    SCRUBBED_PREFIXES,
+    ExecSpawner,
+    SpawnedProcess,
+    SpawnRequest,
+    adopt,
+    child_environment,
+)
+
+REPLY_TIMEOUT_S = 2.0
+READY_TIMEOUT_S = 60.0
+RESTART_DELAY_S = 5.0
+MAX_STARTS = 5
+MAX_REPLY = 4096
+
+log = structlog.get_logger("agentd.spawning.zygote_spawner")
+
+
+class ZygoteSpawner:
+    """Forks subagents from a warm zygote; any failure falls back to `ExecSpawner`."""
+
+    def __init__(
+        self, fallback: ExecSpawner | None = None, base_env: Mapping[str, str] | None = None
+    ) -> None:
+        self.fallback = fallback or ExecSpawner()
+        self._base_env = dict(base_env if base_env is not None else os.environ)
+        self._sock: socket.socket | None = None
+        self._pid: int | None = None
+        self._ready = False
+        self._next_id = 0
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the zygote; it reports ready once its imports are done (spawns exec until then)."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        # The zygote's environment is its children's base: the same allow-list as an exec'd child.
+        env = child_environment(SpawnRequest(task_id="zygote", run_id="zygote", handle="0"), self._base_env)
+        env = {k: v for k, v in env.items() if not k.startswith(SCRUBBED_PREFIXES)}
+        argv = [sys.executable, "-I", "-m", "subagent.zygote"]
+        try:
+            self._pid = os.posix_spawn(
+                argv[0],
+                argv,
+                env,
+                file_actions=[
+                    (os.POSIX_SPAWN_DUP2, theirs.fileno(), 3),
+                    (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                ],
+                setsid=True,
+                setsigdef=RESET_SIGNALS,
+                setsigmask=(),
+            )
+        except OSError as exc:
+            ours.close()
+            log.warning("proc.start", comp="supervisor", err=f"zygote could not start: {exc.strerror}")
+            return
+        finally:
+            theirs.close()
+        ours.setblocking(False)
+        self._sock = ours
+
+    def helper_pids(self) -> set[int]:
+        """Pids of the spawner's own helpers (the zygote): the orphan sweep must leave them alone."""
+        return {self._pid} if self._pid is not None else set()
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        if self._pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self._pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self._pid, 0)
+            self._pid = None
+        self._ready = False
+
+    def _broken(self, why: str) -> None:
+        log.warning("proc.exit", comp="supervisor", process="zygote", err=why, fallback="exec")
+        self.close()
+
+    async def serve(self) -> None:
+        """Keep a zygote running: start it, mark it ready, restart it (bounded) if it dies."""
+        for attempt in range(MAX_STARTS):
+            self.start()
+            if self._sock is None or self._pid is None:
+                return
+            pid, sock = self._pid, self._sock
+            pidfd = os.pidfd_open(pid)
+            try:
+                with anyio.move_on_after(READY_TIMEOUT_S):
+                    await anyio.wait_readable(sock)
+                    self._take_ready()
+                if not self._ready and self._pid == pid:
+                    self._broken("the zygote did not report ready in time")
+                if self._ready:
+                    log.info("proc.ready", comp="supervisor", process="zygote", pid=pid, attempt=attempt + 1)
+                    await anyio.wait_readable(pidfd)  # it exited
+                    if self._pid == pid:
+                        self._broken("the zygote exited")
+            finally:
+                os.close(pidfd)
+            await anyio.sleep(RESTART_DELAY_S)
+        log.warning(
+            "proc.exit", comp="supervisor", process="zygote", err="gave up restarting it", fallback="exec"
+        )
+
+    def _take_ready(self) -> None:
+        assert self._sock is not None
+        try:
+            data = self._sock.recv(MAX_REPLY)
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            self._broken(f"zygote socket failed: {exc.strerror}")
+            return
+        message = json.loads(data) if data else {}
+        if not data or not message.get("ready"):
+            self._broken(f"zygote did not start: {message.get('error', 'it exited')}")
+            return
+        self._ready = True
+
+    # ---- spawning --------------------------------------------------------------------------
+
+    def spawn(self, request: SpawnRequest) -> SpawnedProcess:
+        if request.argv is not None or not self._ready:
+            return self.fallback.spawn(request)
+        try:
+            return self._fork(request)
+        except (OSError, ValueError) as exc:
+            self._broken(f"zygote spawn failed: {exc}")
+            return self.fallback.spawn(request)
+
+    def _fork(self, request: SpawnRequest) -> SpawnedProcess:
+        assert self._sock is not None
+        pipes: list[int] = []
+        try:
+            in_r, in_w = os.pipe2(os.O_CLOEXEC)
+            out_r, out_w = os.pipe2(os.O_CLOEXEC)
+            err_r, err_w = os.pipe2(os.O_CLOEXEC)
+            pipes = [in_r, in_w, out_r, out_w, err_r, err_w]
+            self._next_id += 1
+            # Only what differs per child; the zygote passes its own base environment on.
+            env = child_environment(request, {})
+            message = json.dumps({"id": self._next_id, "env": env}).encode()
+            fds = array.array("i", [in_r, out_w, err_w])
+            self._sock.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds.tobytes())])
+            for fd in (in_r, out_w, err_w):
+                os.close(fd)
+            pipes = [in_w, out_r, err_r]
+            reply = self._reply()
+            if "pid" not in reply:
+                raise ValueError(str(reply.get("error", "no pid in the zygote's reply")))
+            pid = int(str(reply["pid"]))
+        except BaseException:
+            for fd in pipes:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            raise
+        return adopt(pid, request.rlimits, stdin_fd=in_w, stdout_fd=out_r, stderr_fd=err_r)
+
+    def _reply(self) -> dict[str, object]:
+        """The zygote's answer to our last request: a blocking wait of a few ms, bounded."""
+        assert self._sock is not None
+        self._sock.settimeout(REPLY_TIMEOUT_S)
+        try:
+            data = self._sock.recv(MAX_REPLY)
+        finally:
+            self._sock.setblocking(False)
+        if not data:
+            raise OSError("the zygote closed its socket")
+        reply = json.loads(data)
+        if not isinstance(reply, dict) or reply.get("id") != self._next_id:
+            raise ValueError("the zygote answered out of turn")
+        return reply

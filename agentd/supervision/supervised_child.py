@@ -1,0 +1,385 @@
+"""One supervised subagent process: its channel, liveness, kill ladder and exit (DESIGN §3, §6).
+
+`SupervisedChild.run` owns the child from the spawn frame to the reaped exit status: it reads
+frames with a 16 MiB line cap (a longer line — a flood without newlines — is a fatal protocol
+fault), writes with a deadline, pings and evaluates the detectors, re-emits stderr with a size
+cap, climbs the kill ladder when asked or when a detector fires, and reaps the child through its
+pidfd. It returns exactly one `RunResult`: the child's own, or one the supervisor attributes.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import signal
+from dataclasses import dataclass
+from typing import Protocol
+
+import anyio
+from pydantic import BaseModel, JsonValue
+
+from agentd.spawning.cgroup import CgroupLeaf
+from agentd.spawning.spawner import SpawnedProcess
+from agentd.supervision.liveness import (
+    ExitInfo,
+    KillCause,
+    LivenessPolicy,
+    Observation,
+    Verdict,
+    classify,
+    classify_exit,
+)
+from processes.ladder import LadderPolicy, LadderTarget, RungAction, climb, plan
+from protocol import control
+from protocol.framing import MAX_FRAME, FrameError, LineSplitter, Oversize, decode, encode
+from protocol.result import RunResult
+from protocol.spawn import REVEAL_SECRETS, SpawnPayload
+
+READ_CHUNK = 1 << 16
+STDERR_LINE_CAP = 8192
+STDERR_TAIL_LINES = 40
+WRITE_TIMEOUT_S = 5.0
+DRAIN_AFTER_EXIT_S = 1.0
+RTT_SAMPLES = 256
+
+SupRequest = control.SupSpawn | control.SupWait | control.SupStatus | control.SupCancel
+
+
+@dataclass(frozen=True, slots=True)
+class ChildIdentity:
+    task_id: str
+    run_id: str
+    handle: str
+
+
+class ChildListener(Protocol):
+    """What a `SupervisedChild` reports to its owner (all called on the event loop)."""
+
+    def on_ready(self, child: SupervisedChild) -> None: ...
+    def on_event(self, child: SupervisedChild, params: control.EventParams) -> None: ...
+    def on_usage(self, child: SupervisedChild, params: control.UsageParams) -> None: ...
+    def on_result(self, child: SupervisedChild, result: RunResult) -> None: ...
+    def on_stderr(self, child: SupervisedChild, line: str) -> None: ...
+    def on_verdict(self, child: SupervisedChild, verdict: Verdict) -> None: ...
+    def on_rung(self, child: SupervisedChild, rung: RungAction, cause: KillCause) -> None: ...
+    async def on_request(self, child: SupervisedChild, request: SupRequest) -> JsonValue: ...
+
+
+class SupervisedChild:
+    def __init__(
+        self,
+        proc: SpawnedProcess,
+        identity: ChildIdentity,
+        listener: ChildListener,
+        *,
+        deadline: float,
+        liveness: LivenessPolicy | None = None,
+        ladder: LadderPolicy | None = None,
+        cgroup: CgroupLeaf | None = None,
+        teardown_grace_s: float = 10.0,
+        stderr_line_cap: int = STDERR_LINE_CAP,
+    ) -> None:
+        self.proc = proc
+        self.identity = identity
+        self.listener = listener
+        self.deadline = deadline
+        self.liveness = liveness or LivenessPolicy()
+        self.ladder = ladder or LadderPolicy()
+        self.cgroup = cgroup
+        self.teardown_grace_s = teardown_grace_s
+        self.stderr_line_cap = stderr_line_cap
+        self.spawned_at = anyio.current_time()
+        self.ready = False
+        self.result: RunResult | None = None
+        self.result_at: float | None = None
+        self.exit_info: ExitInfo | None = None
+        self.faults = 0
+        self.outstanding_pings = 0
+        self.last_loop_age_ms: int | None = None
+        self.last_rtt_s: float | None = None
+        # The latest ping round trips, oldest first; a reader may drain it (benches, diagnostics).
+        self.recent_rtts_s: collections.deque[float] = collections.deque(maxlen=RTT_SAMPLES)
+        self.eof_at: float | None = None
+        self.kill_cause: KillCause | None = None
+        self.top_rung: RungAction | None = None
+        self._ping_seq = 0
+        self._ping_sent: dict[int, float] = {}
+        self._write_lock = anyio.Lock()
+        self._exited = anyio.Event()
+        self._stdout_done = anyio.Event()
+        self._stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._ladder_running = False
+        # A stop requested before `run` started: applied first thing, instead of the spawn frame.
+        self._pending_stop: tuple[KillCause, RungAction, str] | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def exited(self) -> bool:
+        return self._exited.is_set()
+
+    def observation(self) -> Observation:
+        return Observation(
+            spawned_at=self.spawned_at,
+            deadline=self.deadline,
+            ready=self.ready,
+            outstanding_pings=self.outstanding_pings,
+            last_loop_age_ms=self.last_loop_age_ms,
+            eof_at=self.eof_at,
+            faults=self.faults,
+            result_received=self.result is not None,
+        )
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+
+    async def run(self, payload: SpawnPayload) -> RunResult:
+        """Supervise the child to its reaped exit; return its one terminal result."""
+        try:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                tg.start_soon(self._read_frames)
+                tg.start_soon(self._relay_stderr)
+                tg.start_soon(self._watch)
+                if self._pending_stop is not None:
+                    # Stopped before it was given its task: it is idle, so skip the cancel rung.
+                    cause, start, reason = self._pending_stop
+                    self.stop(cause, start="sigkill" if start == "sigkill" else "sigterm", reason=reason)
+                elif not await self.send(control.Spawn(params=payload), reveal=True):
+                    self.stop("faulty", start="sigterm")
+                await self._wait_exit()
+                with anyio.move_on_after(DRAIN_AFTER_EXIT_S):
+                    await self._stdout_done.wait()
+                tg.cancel_scope.cancel()
+        finally:
+            if not self.exited:
+                # Left early (cancelled, or an error in our own code): the child must not
+                # outlive its supervision. Kill it and reap it, shielded and bounded.
+                self._signal_group(signal.SIGKILL)
+                self._kill_cgroup()
+                with anyio.CancelScope(shield=True), anyio.move_on_after(self.ladder.kill_reap_s):
+                    await self._wait_exit()
+            self.proc.close_fds()
+            if self.cgroup is not None:
+                self.cgroup.remove()
+        assert self.exit_info is not None
+        return classify_exit(
+            self.result,
+            self.exit_info,
+            kill_cause=self.kill_cause,
+            sigkilled_by_us=self.top_rung == "sigkill",
+            oom_killed=self.cgroup.oom_killed() if self.cgroup else False,
+            stderr_tail="\n".join(self._stderr_tail) if self.result is None else "",
+        )
+
+    def stop(self, cause: KillCause, *, start: RungAction = "cancel", reason: str = "") -> None:
+        """Start the kill ladder (once); a later, harder request (`start="sigkill"`) escalates at once."""
+        if self.exited:
+            return
+        if self._tg is None:
+            if self._pending_stop is None or start == "sigkill":
+                self._pending_stop = (cause, start, reason)
+            return
+        if self.kill_cause is None:
+            self.kill_cause = cause  # the first cause decides an attributed status
+        if self._ladder_running:
+            if start == "sigkill":
+                self._signal_group(signal.SIGKILL)
+                self._kill_cgroup()
+                self.top_rung = "sigkill"
+            return
+        self._ladder_running = True
+        if self.eof_at is not None and start == "cancel":
+            start = "sigterm"  # it cannot read a cancel it will never answer
+        self._tg.start_soon(self._climb, plan(self.ladder, start=start), reason or cause, cause)
+
+    async def _climb(self, rungs: tuple, reason: str, cause: KillCause) -> None:  # type: ignore[type-arg]
+        target = LadderTarget(
+            send_cancel=self._send_cancel,
+            signal_group=self._signal_group,
+            kill_cgroup=self._kill_cgroup,
+            wait_exited=self._exited.wait,
+        )
+
+        def on_rung(rung: RungAction) -> None:
+            self.top_rung = rung
+            self.listener.on_rung(self, rung, cause)
+
+        await climb(target, rungs, reason, on_rung)
+
+    async def _send_cancel(self, reason: str) -> None:
+        await self.send(control.Cancel(params=control.CancelParams(reason=reason[:1000])))
+
+    def _signal_group(self, sig: int) -> None:
+        if self.exited:
+            return  # never signal after reaping: the pid may belong to someone else now
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, sig)
+        with contextlib.suppress(ProcessLookupError, OSError):
+            signal.pidfd_send_signal(self.proc.pidfd, sig)
+
+    def _kill_cgroup(self) -> None:
+        if self.cgroup is not None:
+            self.cgroup.kill()
+
+    async def _wait_exit(self) -> None:
+        while True:
+            await anyio.wait_readable(self.proc.pidfd)
+            # Readable pidfd = exited: this reaps exactly our child and never blocks.
+            info = os.waitid(os.P_PIDFD, self.proc.pidfd, os.WEXITED | os.WNOHANG)  # noqa: ASYNC222
+            if info is not None:
+                break
+        if info.si_code == os.CLD_EXITED:
+            self.exit_info = ExitInfo(exit_code=info.si_status)
+        else:
+            self.exit_info = ExitInfo(signal=info.si_status)
+        self._exited.set()
+
+    # ---- writing -----------------------------------------------------------------------------
+
+    async def send(self, message: BaseModel, *, reveal: bool = False) -> bool:
+        """Write one frame within `WRITE_TIMEOUT_S`; False when the child is gone or not reading."""
+        data = memoryview(encode(message, context=REVEAL_SECRETS if reveal else None))
+        async with self._write_lock:
+            with anyio.move_on_after(WRITE_TIMEOUT_S):
+                while data:
+                    try:
+                        written = os.write(self.proc.stdin_fd, data)
+                    except BlockingIOError:
+                        await anyio.wait_writable(self.proc.stdin_fd)
+                        continue
+                    except OSError:
+                        return False
+                    data = data[written:]
+                return True
+        return False
+
+    # ---- reading -----------------------------------------------------------------------------
+
+    async def _read_frames(self) -> None:
+        splitter = LineSplitter(MAX_FRAME)
+        try:
+            while True:
+                try:
+                    await anyio.wait_readable(self.proc.stdout_fd)
+                    chunk = os.read(self.proc.stdout_fd, READ_CHUNK)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    chunk = b""
+                for line in splitter.feed(chunk) if chunk else splitter.close():
+                    await self._dispatch(line)
+                if splitter.discarding:
+                    # A line past the cap: flooding or broken. Stop reading it; kill the child.
+                    self.faults = self.liveness.max_faults
+                    self.stop("faulty", start="sigterm", reason="control frame over the 16 MiB cap")
+                    return
+                if not chunk:
+                    self.eof_at = anyio.current_time()
+                    return
+        finally:
+            self._stdout_done.set()
+
+    async def _dispatch(self, line: bytes | Oversize) -> None:
+        message = decode(line, control.UP_ADAPTER)
+        if isinstance(message, FrameError):
+            self.faults += 1
+            self.listener.on_stderr(self, f"[agentd] bad control frame: {message.kind}: {message.detail}")
+        elif isinstance(message, control.Response):
+            self._on_pong(message)
+        elif isinstance(message, control.Event):
+            self.listener.on_event(self, message.params)
+        elif isinstance(message, control.Usage):
+            self.listener.on_usage(self, message.params)
+        elif isinstance(message, control.Ready):
+            self.ready = True
+            self.listener.on_ready(self)
+        elif isinstance(message, control.Result):
+            if self.result is not None:
+                self.faults += 1
+                return
+            self.result = message.params
+            self.result_at = anyio.current_time()
+            self.listener.on_result(self, message.params)
+        elif isinstance(message, control.Turn):
+            pass  # warm sessions are not supervised here yet
+        elif isinstance(message, control.ErrorResponse):
+            self.faults += 1
+        else:
+            assert self._tg is not None
+            self._tg.start_soon(self._answer, message)
+
+    def _on_pong(self, message: control.Response) -> None:
+        try:
+            pong = control.PingResult.model_validate(message.result)
+        except ValueError:
+            self.faults += 1
+            return
+        sent = self._ping_sent.pop(pong.seq, None)
+        if sent is not None:
+            self.last_rtt_s = anyio.current_time() - sent
+            self.recent_rtts_s.append(self.last_rtt_s)
+        self._ping_sent = {k: v for k, v in self._ping_sent.items() if k > pong.seq}
+        self.outstanding_pings = len(self._ping_sent)
+        self.last_loop_age_ms = pong.loop_age_ms
+
+    async def _answer(self, request: SupRequest) -> None:
+        try:
+            result = await self.listener.on_request(self, request)
+        except LookupError as exc:
+            error = control.ErrorData(code=control.INVALID_PARAMS, message=str(exc)[:500])
+            await self.send(control.ErrorResponse(id=request.id, error=error))
+            return
+        await self.send(control.Response(id=request.id, result=result))
+
+    async def _relay_stderr(self) -> None:
+        splitter = LineSplitter(self.stderr_line_cap)
+        while True:
+            try:
+                await anyio.wait_readable(self.proc.stderr_fd)
+                chunk = os.read(self.proc.stderr_fd, READ_CHUNK)
+            except BlockingIOError:
+                continue
+            except OSError:
+                chunk = b""
+            for line in splitter.feed(chunk) if chunk else splitter.close():
+                text = (
+                    f"[line over {self.stderr_line_cap} bytes dropped]"
+                    if isinstance(line, Oversize)
+                    else line.decode("utf-8", "replace")
+                )
+                self._stderr_tail.append(text)
+                self.listener.on_stderr(self, text)
+            if not chunk:
+                return
+
+    # ---- liveness ----------------------------------------------------------------------------
+
+    async def _watch(self) -> None:
+        interval = self.liveness.ping_interval_s
+        tick = min(interval, 1.0)
+        next_ping = anyio.current_time() + interval
+        while not self.exited:
+            now = anyio.current_time()
+            if self.result is not None:
+                if self.result_at is not None and now - self.result_at >= self.teardown_grace_s:
+                    self.stop("teardown", start="sigterm", reason="did not exit after its result")
+            elif self.ready and now >= next_ping and self.eof_at is None:
+                self._ping_seq += 1
+                self._ping_sent[self._ping_seq] = now
+                self.outstanding_pings = len(self._ping_sent)
+                ping = control.Ping(id=self._ping_seq, params=control.PingParams(seq=self._ping_seq))
+                if not await self.send(ping):
+                    self.stop("stuck", start="sigterm", reason="control channel not writable")
+                next_ping = now + interval
+            verdict = classify(self.observation(), self.liveness, anyio.current_time())
+            if verdict != "ok" and not self._ladder_running:
+                self.listener.on_verdict(self, verdict)
+                cause: KillCause = (
+                    "deadline" if verdict == "deadline" else ("faulty" if verdict == "faulty" else "stuck")
+                )
+                self.stop(cause, start="cancel" if verdict == "deadline" else "sigterm", reason=verdict)
+            await anyio.sleep(tick)

@@ -1,0 +1,349 @@
+"""Task supervision: the queue, the spawn chokepoint, outcomes, drain and restart recovery.
+
+The `Supervisor` takes queued tasks from the journal up to `max_concurrent_tasks`, spawns each
+as a `SupervisedChild` in write-ahead order (mark `starting` → spawn → record pid and start time →
+send `ctrl/spawn`), records exactly one terminal status per task, and sweeps orphans. It never
+talks to a model and never parses MCP traffic (DESIGN §1).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import anyio
+import psutil
+
+from agentd import logs
+from agentd.errors import AgentdError, InvalidTransition, JournalError
+from agentd.journal.records import TaskRecord
+from agentd.journal.store import Journal
+from agentd.spawning import reaper
+from agentd.spawning.cgroup import CgroupRoot
+from agentd.spawning.spawner import MARKER_ENV, RLimits, Spawner
+from agentd.supervision.liveness import LivenessPolicy
+from agentd.supervision.task_run import TaskRun
+from processes.ladder import LadderPolicy
+from protocol.result import RunError, RunResult, TerminalStatus, exit_code
+from protocol.spawn import SpawnPayload
+
+PayloadBuilder = Callable[[TaskRecord], SpawnPayload]
+
+
+class PayloadError(AgentdError):
+    """A queued task can no longer be built into a spawn payload (e.g. the config changed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SupervisorOptions:
+    max_concurrent_tasks: int = 8
+    liveness: LivenessPolicy = field(default_factory=LivenessPolicy)
+    ladder: LadderPolicy = field(default_factory=LadderPolicy)
+    rlimits: RLimits = field(default_factory=RLimits)
+    memory_max: int | None = None
+    pids_max: int | None = None
+    drain_timeout_s: float = 25.0
+    teardown_grace_s: float = 10.0
+    orphan_sweep_interval_s: float = 10.0
+    child_argv: tuple[str, ...] | None = None
+    # A nested child's grant when its parent asks for none (always capped by what the parent has).
+    child_steps: int = 20
+    child_tokens: int = 50_000
+    stderr_line_cap: int = 8192
+
+
+@dataclass
+class _Slot:
+    """A task this daemon has taken from the queue; `run` exists once its payload is built."""
+
+    record: TaskRecord
+    run: TaskRun | None = None
+    cancel_reason: str | None = None
+
+
+class Supervisor:
+    def __init__(
+        self,
+        journal: Journal,
+        build_payload: PayloadBuilder,
+        spawner: Spawner,
+        options: SupervisorOptions | None = None,
+        cgroup_root: CgroupRoot | None = None,
+    ) -> None:
+        self.journal = journal
+        self.build_payload = build_payload
+        self.spawner = spawner
+        self.options = options or SupervisorOptions()
+        self.cgroup_root = cgroup_root
+        self.log = logs.get()
+        self.draining = False
+        self.running: dict[str, _Slot] = {}
+        self._wake = anyio.Event()
+        self._terminal: dict[str, anyio.Event] = {}
+        self._drained = anyio.Event()
+        self._force = False
+
+    # ---- public --------------------------------------------------------------------------------
+
+    @property
+    def forced(self) -> bool:
+        """A second signal asked for SIGKILL now."""
+        return self._force
+
+    def ladder_bound_s(self) -> float:
+        ladder = self.options.ladder
+        return ladder.cancel_grace_s + ladder.term_grace_s + ladder.kill_reap_s
+
+    def owned_pids(self) -> set[int]:
+        children = {pid for slot in self.running.values() if slot.run is not None for pid in slot.run.pids()}
+        return children | self.spawner.helper_pids()
+
+    def notify_submitted(self) -> None:
+        self._wake.set()
+
+    def terminal_event(self, task_id: str) -> anyio.Event:
+        """An event set when `task_id` reaches a terminal state in this daemon's lifetime."""
+        return self._terminal.setdefault(task_id, anyio.Event())
+
+    async def cancel(self, task_id: str, reason: str) -> TaskRecord | None:
+        """Cancel a task in any state; returns the record as it stands (None if unknown).
+
+        A queued task is ended here only if it is still queued when the write commits; if the
+        scheduler claimed it meanwhile, its run is cancelled instead. Either way it ends once.
+        """
+        slot = self.running.get(task_id)
+        if slot is None:
+            record = await self.journal.get(task_id)
+            if record is None or record.state != "queued":
+                return record
+            result = RunResult(
+                status=TerminalStatus.CANCELLED, error=RunError(kind="cancelled", message=reason)
+            )
+            try:
+                return await self._record_terminal(record, result, only_queued=True)
+            except InvalidTransition:
+                slot = self.running.get(task_id)
+                if slot is None:  # it ended on its own meanwhile
+                    return await self.journal.get(task_id)
+        slot.cancel_reason = slot.cancel_reason or reason
+        if slot.run is not None:
+            slot.run.cancel(reason)
+        return await self.journal.get(task_id)
+
+    def drain(self, *, force: bool = False) -> None:
+        """Stop intake and cancel every running task; `force` SIGKILLs them now (second signal)."""
+        first = not self.draining
+        self.draining = True
+        self._force = self._force or force
+        if first:
+            self.log.info("proc.drain", running=len(self.running))
+        for slot in self.running.values():
+            slot.cancel_reason = slot.cancel_reason or "agentd is shutting down"
+            if slot.run is not None:
+                slot.run.cancel("agentd is shutting down", cause="drain", force=force)
+        self._wake.set()
+
+    async def wait_drained(self) -> None:
+        await self._drained.wait()
+
+    def counts(self) -> dict[str, int]:
+        return {"running": len(self.running)}
+
+    # ---- the scheduler --------------------------------------------------------------------------
+
+    async def serve(self) -> None:
+        """Run tasks until drained: start queued ones as slots free up; sweep orphans."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._sweep_forever)
+            while not self.draining:
+                free = self.options.max_concurrent_tasks - len(self.running)
+                if free > 0:
+                    try:
+                        queued = await self.journal.next_queued(free + len(self.running))
+                    except JournalError as exc:
+                        self.log.error("proc.start", err=f"journal read failed: {exc}")
+                        queued = ()
+                    for record in queued:
+                        if (
+                            record.task_id in self.running
+                            or len(self.running) >= self.options.max_concurrent_tasks
+                        ):
+                            continue
+                        slot = _Slot(record)
+                        self.running[record.task_id] = slot
+                        tg.start_soon(self._run_task, slot)
+                self._wake = anyio.Event()
+                with anyio.move_on_after(1.0):
+                    await self._wake.wait()
+            await self._finish_drain()
+            tg.cancel_scope.cancel()
+        self._drained.set()
+
+    async def _finish_drain(self) -> None:
+        deadline = anyio.current_time() + self.options.drain_timeout_s
+        while self.running and anyio.current_time() < deadline - 2.5:
+            with anyio.move_on_at(deadline - 2.5):
+                await self._wake.wait()
+            self._wake = anyio.Event()
+        if self.running:
+            self.drain(force=True)
+            with anyio.move_on_at(deadline):
+                while self.running:
+                    await self._wake.wait()
+                    self._wake = anyio.Event()
+
+    async def _sweep_forever(self) -> None:
+        while True:
+            await anyio.sleep(self.options.orphan_sweep_interval_s)
+            self.sweep()
+
+    def sweep(self) -> list[int]:
+        return reaper.sweep(self.owned_pids(), on_kill=reaper.log_orphan)
+
+    # ---- one task ------------------------------------------------------------------------------
+
+    async def _run_task(self, slot: _Slot) -> None:
+        """Run one task to its one terminal status. Nothing one task does or suffers escapes
+        this function: an unexpected error ends that task `crashed`, never the scheduler."""
+        record = slot.record
+        try:
+            try:
+                result = await self._start_and_supervise(slot)
+            except JournalError:
+                raise
+            except Exception as exc:
+                self.log.exception("task.terminal", task_id=record.task_id, err=f"internal error: {exc!r}")
+                message = f"agentd internal error: {_innermost(exc)}"[:500]
+                result = RunResult(
+                    status=TerminalStatus.CRASHED, error=RunError(kind="internal", message=message)
+                )
+            if result is not None:  # None: it was cancelled while queued, and recorded then
+                # A forced kill (a second signal) is not a clean drain.
+                await self._record_terminal(record, result, clean_drain=self.draining and not self._force)
+        except JournalError as exc:
+            # The outcome could not be recorded; restart recovery will reconcile the task.
+            self.log.error("task.terminal", task_id=record.task_id, err=f"journal: {exc}")
+        finally:
+            self.running.pop(record.task_id, None)
+            self._wake.set()
+            self.sweep()
+
+    async def _start_and_supervise(self, slot: _Slot) -> RunResult | None:
+        try:
+            payload = self.build_payload(slot.record)
+        except PayloadError as exc:
+            return RunResult(status=TerminalStatus.CRASHED, error=RunError(kind="config", message=str(exc)))
+        if slot.cancel_reason is not None:
+            return RunResult(
+                status=TerminalStatus.CANCELLED, error=RunError(kind="cancelled", message=slot.cancel_reason)
+            )
+        slot.run = TaskRun(self, slot.record, payload)
+        if self.draining:
+            slot.run.cancel("agentd is shutting down", cause="drain", force=self._force)
+        return await slot.run.run()
+
+    async def _record_terminal(
+        self, record: TaskRecord, result: RunResult, *, clean_drain: bool = False, only_queued: bool = False
+    ) -> TaskRecord:
+        code = int(exit_code(result, clean_drain=clean_drain))
+        record = await self.journal.mark_terminal(
+            record.task_id,
+            result.status,
+            exit_code=code,
+            result=result.result,
+            partial=result.partial,
+            usage=result.usage,
+            abort=result.abort,
+            error=result.error,
+            only_queued=only_queued,
+        )
+        self.log.info(
+            "task.terminal",
+            task_id=record.task_id,
+            run_id=record.run_id,
+            status=result.status.value,
+            exit_code=code,
+            steps=result.usage.steps,
+            tokens=result.usage.tokens,
+            err=result.error.kind if result.error else None,
+        )
+        self.terminal_event(record.task_id).set()
+        return record
+
+    # ---- restart recovery (DESIGN §8) -----------------------------------------------------------
+
+    async def recover(self) -> list[str]:
+        """Reconcile tasks a previous daemon left `starting`/`running`; returns their ids.
+
+        A survivor matching pid + start time + env marker is killed (with its process group);
+        the task is requeued with the same run id if its retry policy allows, else `crashed`.
+        """
+        handled: list[str] = []
+        for record in await self.journal.unfinished():
+            killed = await anyio.to_thread.run_sync(kill_survivor, record)
+            if record.may_requeue:
+                await self.journal.requeue(record.task_id)
+                outcome = "requeued"
+            else:
+                result = RunResult(
+                    status=TerminalStatus.CRASHED,
+                    usage=record.usage,
+                    error=RunError(
+                        kind="supervisor_restart", message="the supervisor restarted while this task ran"
+                    ),
+                )
+                await self._record_terminal(record, result)
+                outcome = "crashed"
+            self.log.warning(
+                "subagent.restart",
+                task_id=record.task_id,
+                run_id=record.run_id,
+                outcome=outcome,
+                survivor_killed=killed,
+                attempts=record.attempts,
+            )
+            handled.append(record.task_id)
+        return handled
+
+
+def _innermost(exc: BaseException) -> str:
+    """`Type: message` of the first leaf of an exception group (task groups wrap what failed)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"
+
+
+def kill_survivor(record: TaskRecord, *, timeout_s: float = 5.0) -> bool:
+    """Kill the process a previous daemon ran for `record`, if it still exists and is really it.
+
+    It is identified by pid, start time and the env marker, so a recycled pid is never signalled.
+    It is not our child (it was reparented when its daemon died), so it cannot be reaped here:
+    it is gone once it has vanished or become a zombie.
+    """
+    if record.pid is None or record.pid_start_time is None:
+        return False
+    try:
+        proc = psutil.Process(record.pid)
+        if abs(proc.create_time() - record.pid_start_time) > 0.05:
+            return False
+        if not proc.environ().get(MARKER_ENV, "").startswith(record.run_id + "/"):
+            return False
+    except psutil.Error:
+        return False
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(record.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(record.pid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                break
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.01)
+    return True

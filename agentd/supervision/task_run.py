@@ -1,0 +1,508 @@
+"""One task's run: the root subagent, the nested subagents it asks for, and their teardown.
+
+Every subagent is spawned here, by the supervisor — the single spawn chokepoint (DESIGN §2, §7).
+A `sup/spawn` request becomes a refusal naming the cap (returned to the model as a tool error)
+or a grant minted by `agentd.supervision.tree`; usage is counted as each `ev/usage` arrives; a node over its
+grant has its subtree cancelled, and the root over its grant ends the task `exhausted_*`.
+Teardown goes deepest-first. A parent receives only a child's distillate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import anyio
+import anyio.abc
+from pydantic import JsonValue
+
+from agentd import logs
+from agentd.errors import InvalidTransition, JournalError, SpawnError
+from agentd.journal.records import TaskRecord
+from agentd.spawning.spawner import SpawnRequest
+from agentd.supervision.liveness import KillCause, Verdict
+from agentd.supervision.supervised_child import ChildIdentity, SupervisedChild, SupRequest
+from agentd.supervision.tree import Budget, ChildRequest, Defaults, Grant, Refusal, Scope, Tree
+from processes.ladder import RungAction
+from protocol import control
+from protocol.api import NodeView
+from protocol.events import EventName
+from protocol.result import RunError, RunResult, RunUsage, TerminalStatus
+from protocol.spawn import Limits, SpawnPayload
+
+if TYPE_CHECKING:
+    from agentd.supervision.supervisor import Supervisor
+
+FIELD_CAP = 2000
+INFO_EVENTS = frozenset({"loop.start", "loop.final", "loop.error", "mcp.connect"})
+
+
+def _comp(event: str) -> str:
+    if event.startswith("intel."):
+        return "intel"
+    if event.startswith(("tool.", "mcp.")):
+        return "mcp"
+    return "agent"
+
+
+def scope_of(payload: SpawnPayload) -> Scope:
+    return {s.name: (None if s.tools is None else frozenset(s.tools)) for s in payload.mcp_servers}
+
+
+@dataclass
+class NodeRun:
+    """One subagent of the task, live or ended."""
+
+    handle: str
+    payload: SpawnPayload
+    child: SupervisedChild | None = None
+    result: RunResult | None = None
+    counted: RunUsage = field(default_factory=RunUsage)
+    # Set when the supervisor stopped this node for going over its grant.
+    limit_status: TerminalStatus | None = None
+    done: anyio.Event = field(default_factory=anyio.Event)
+
+
+class NodeListener:
+    """The `ChildListener` of one node: logs, journaled events, accounting, `sup/*` requests."""
+
+    def __init__(self, run: TaskRun, node: NodeRun) -> None:
+        self.run = run
+        self.node = node
+        self.log = logs.get(task_id=run.record.task_id, run_id=run.record.run_id, handle=node.handle)
+
+    def _journal(self, event: EventName, fields: dict[str, JsonValue]) -> None:
+        self.run.sup.journal.append_event(
+            self.run.record.task_id, event, {"handle": self.node.handle, **fields}
+        )
+
+    def on_ready(self, child: SupervisedChild) -> None:
+        ready_ms = int((anyio.current_time() - child.spawned_at) * 1000)
+        self.log.info("subagent.ready", pid=child.pid, dur_ms=ready_ms)
+        self._journal("subagent.ready", {"pid": child.pid, "dur_ms": ready_ms})
+
+    def on_event(self, child: SupervisedChild, params: control.EventParams) -> None:
+        fields = {k: (v[:FIELD_CAP] if isinstance(v, str) else v) for k, v in params.fields.items()}
+        fields.pop("handle", None)
+        level = "info" if params.event in INFO_EVENTS else "debug"
+        getattr(self.log, level)(params.event, pid=child.pid, comp=_comp(params.event), **fields)
+        self._journal(params.event, fields)
+
+    def on_usage(self, child: SupervisedChild, params: control.UsageParams) -> None:
+        c = self.node.counted
+        self.node.counted = RunUsage(
+            tokens_in=c.tokens_in + params.tokens_in,
+            tokens_out=c.tokens_out + params.tokens_out,
+            steps=c.steps + params.steps,
+            model_calls=c.model_calls + 1,
+            tool_calls=c.tool_calls,
+        )
+        over = self.run.tree.record_usage(
+            self.node.handle, Budget(params.steps, params.tokens_in + params.tokens_out)
+        )
+        if over is not None:
+            self.run.over_grant(over)
+
+    def on_result(self, child: SupervisedChild, result: RunResult) -> None:
+        self.log.info("subagent.exit", pid=child.pid, status=result.status.value, phase="result")
+
+    def on_stderr(self, child: SupervisedChild, line: str) -> None:
+        self.log.info("log.stderr", pid=child.pid, line=line)
+
+    def on_verdict(self, child: SupervisedChild, verdict: Verdict) -> None:
+        self.log.warning("subagent.stuck", pid=child.pid, verdict=verdict)
+        self._journal("subagent.stuck", {"verdict": verdict})
+
+    def on_rung(self, child: SupervisedChild, rung: RungAction, cause: KillCause) -> None:
+        self.log.warning("subagent.signal", pid=child.pid, rung=rung, cause=cause)
+        self._journal("subagent.signal", {"rung": rung, "cause": cause})
+
+    async def on_request(self, child: SupervisedChild, request: SupRequest) -> JsonValue:
+        if isinstance(request, control.SupSpawn):
+            return await self.run.spawn(self.node.handle, request.params)
+        target = request.params.handle
+        if not self.run.is_descendant(target, of=self.node.handle):
+            return {"refused": f"no subagent {target} under node {self.node.handle}"}
+        if isinstance(request, control.SupWait):
+            return await self.run.wait(target, request.params.timeout_s)
+        if isinstance(request, control.SupStatus):
+            return self.run.status(target)
+        self.run.teardown(target, "cancel", f"cancelled by node {self.node.handle}")
+        return {"handle": target, "state": "cancelling" if self.run.tree.nodes[target].live else "terminal"}
+
+
+class TaskRun:
+    """Runs one task's tree of subagent processes to its one terminal result."""
+
+    def __init__(self, sup: Supervisor, record: TaskRecord, root: SpawnPayload) -> None:
+        self.sup = sup
+        self.record = record
+        now = anyio.current_time()
+        self.tree = Tree(
+            Budget(root.limits.max_steps, root.limits.max_tokens),
+            now + root.limits.deadline_s,
+            scope_of(root),
+            now=now,
+            defaults=Defaults(
+                child_steps=sup.options.child_steps,
+                child_tokens=sup.options.child_tokens,
+                max_depth=root.limits.remaining_depth,
+            ),
+        )
+        self.nodes: dict[str, NodeRun] = {"0": NodeRun("0", root)}
+        self.cancel_reason: str | None = None
+        self.log = logs.get(task_id=record.task_id, run_id=record.run_id)
+        self._tg: anyio.abc.TaskGroup | None = None
+
+    @property
+    def root_child(self) -> SupervisedChild | None:
+        return self.nodes["0"].child
+
+    def node_views(self) -> list[NodeView]:
+        """The live tree: each node's state, pid, usage so far and grant."""
+        views = []
+        for handle in sorted(self.nodes, key=lambda h: [int(p) for p in h.split(".")]):
+            node, tree_node = self.nodes[handle], self.tree.nodes[handle]
+            child = node.child
+            state = (
+                "terminal" if node.result is not None else ("running" if child is not None else "starting")
+            )
+            views.append(
+                NodeView(
+                    handle=handle,
+                    parent=tree_node.parent,
+                    depth=tree_node.depth,
+                    status=node.result.status if node.result else None,
+                    state=state,
+                    pid=child.pid if child is not None else None,
+                    usage=self._node_usage(node),
+                    grant_steps=tree_node.grant.steps,
+                    grant_tokens=tree_node.grant.tokens,
+                )
+            )
+        return views
+
+    def pids(self) -> set[int]:
+        return {n.child.pid for n in self.nodes.values() if n.child is not None and not n.child.exited}
+
+    # ---- the run ---------------------------------------------------------------------------
+
+    async def run(self) -> RunResult | None:
+        """Spawn the root, serve its tree, tear down what is left, and return the task's result.
+
+        Returns None, having done nothing, when the task is no longer queued: it was cancelled
+        (and its terminal status recorded) before this run could claim it.
+        """
+        root = self.tree.nodes["0"]
+        try:
+            self.record = await self.sup.journal.mark_starting(
+                self.record.task_id, grant_steps=root.grant.steps, grant_tokens=root.grant.tokens
+            )
+        except InvalidTransition as exc:
+            if exc.state == "terminal":
+                return None
+            raise
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            result = await self._run_node(self.nodes["0"])
+            # Whatever the root left running is cancelled before the task's outcome is recorded.
+            self.teardown("0", "cancel", "the root subagent ended")
+            with anyio.move_on_after(self.sup.ladder_bound_s() + 5):
+                for node in list(self.nodes.values()):
+                    await node.done.wait()
+            tg.cancel_scope.cancel()
+        return result.model_copy(update={"usage": self.total_usage()})
+
+    def total_usage(self) -> RunUsage:
+        """The whole tree's usage: each node's own, summed (the rolled-up task usage)."""
+        totals = RunUsage()
+        for node in self.nodes.values():
+            u = node.result.usage if node.result is not None and node.result.error is None else node.counted
+            totals = RunUsage(
+                tokens_in=totals.tokens_in + u.tokens_in,
+                tokens_out=totals.tokens_out + u.tokens_out,
+                steps=totals.steps + u.steps,
+                model_calls=totals.model_calls + u.model_calls,
+                tool_calls=totals.tool_calls + u.tool_calls,
+            )
+        return totals
+
+    async def _run_node(self, node: NodeRun) -> RunResult:
+        try:
+            result = await self._spawn_and_supervise(node)
+        except SpawnError as exc:
+            result = RunResult(status=TerminalStatus.CRASHED, error=RunError(kind="spawn", message=str(exc)))
+        if node.limit_status is not None and result.status is TerminalStatus.CANCELLED:
+            result = result.model_copy(update={"status": node.limit_status})
+        node.result = result
+        self.tree.end(node.handle)
+        with contextlib.suppress(JournalError):
+            await self.sup.journal.end_node(
+                self.record.task_id, node.handle, result.status, self._node_usage(node)
+            )
+        node.done.set()
+        if any(self.tree.nodes[c].live for c in self.tree.nodes[node.handle].children):
+            self.teardown(node.handle, "cancel", f"its parent {node.handle} ended")
+        return result
+
+    def _node_usage(self, node: NodeRun) -> RunUsage:
+        if node.result is not None and node.result.error is None:
+            return node.result.usage
+        return node.counted
+
+    async def _spawn_and_supervise(self, node: NodeRun) -> RunResult:
+        sup, record, payload = self.sup, self.record, node.payload
+        tree_node = self.tree.nodes[node.handle]
+        log = self.log.bind(handle=node.handle)
+        if node.handle != "0":  # the root's node was written with the task's `starting`
+            await sup.journal.upsert_node(
+                record.task_id,
+                node.handle,
+                parent=tree_node.parent,
+                depth=tree_node.depth,
+                state="starting",
+                grant_steps=tree_node.grant.steps,
+                grant_tokens=tree_node.grant.tokens,
+            )
+        leaf = None
+        if sup.cgroup_root is not None:
+            leaf = sup.cgroup_root.create_leaf(
+                f"{record.task_id}-{node.handle}",
+                memory_max=sup.options.memory_max,
+                pids_max=sup.options.pids_max,
+            )
+        proc = sup.spawner.spawn(
+            SpawnRequest(
+                task_id=record.task_id,
+                run_id=record.run_id,
+                handle=node.handle,
+                rlimits=sup.options.rlimits,
+                cgroup=str(leaf.path) if leaf else None,
+                argv=sup.options.child_argv,
+            )
+        )
+        child = SupervisedChild(
+            proc,
+            ChildIdentity(record.task_id, record.run_id, node.handle),
+            NodeListener(self, node),
+            deadline=anyio.current_time() + payload.limits.deadline_s,
+            liveness=sup.options.liveness,
+            ladder=sup.options.ladder,
+            cgroup=leaf,
+            teardown_grace_s=sup.options.teardown_grace_s,
+            stderr_line_cap=sup.options.stderr_line_cap,
+        )
+        node.child = child
+        log.info(
+            "subagent.spawn",
+            pid=proc.pid,
+            parent=tree_node.parent,
+            depth=tree_node.depth,
+            grant_steps=tree_node.grant.steps,
+            grant_tokens=tree_node.grant.tokens,
+        )
+        try:
+            if node.handle == "0":
+                self.record = await sup.journal.mark_running(record.task_id, proc.pid, proc.start_time)
+            else:
+                await sup.journal.upsert_node(
+                    record.task_id,
+                    node.handle,
+                    parent=tree_node.parent,
+                    depth=tree_node.depth,
+                    state="running",
+                    pid=proc.pid,
+                    pid_start_time=proc.start_time,
+                )
+        except JournalError:
+            # It must not run unrecorded: kill and reap it before reporting the failure.
+            child.stop("faulty", start="sigkill")
+            with anyio.CancelScope(shield=True):
+                await child.run(payload)
+            raise
+        if tree_node.stopping or sup.draining:
+            child.stop(
+                "drain" if sup.draining else "cancel",
+                start="sigkill" if sup.forced else "cancel",
+                reason=self.cancel_reason or "agentd is shutting down",
+            )
+        if node.handle == "0":
+            sup.log.info(
+                "task.started",
+                task_id=record.task_id,
+                run_id=record.run_id,
+                pid=proc.pid,
+                attempt=record.attempts + 1,
+            )
+        result = await child.run(payload)
+        exit_desc = child.exit_info.describe if child.exit_info else "unknown"
+        log.info("subagent.exit", pid=proc.pid, status=result.status.value, exit=exit_desc)
+        sup.journal.append_event(
+            record.task_id,
+            "subagent.exit",
+            {"handle": node.handle, "pid": proc.pid, "exit": exit_desc, "status": result.status.value},
+        )
+        return result
+
+    # ---- stopping --------------------------------------------------------------------------
+
+    def teardown(self, handle: str, cause: KillCause, reason: str, *, force: bool = False) -> None:
+        """Stop `handle`'s subtree: no more spawns in it, then the ladder, deepest node first."""
+        if handle not in self.tree.nodes:
+            return
+        self.tree.mark_stopping(handle)
+        for h in self.tree.subtree(handle):
+            node = self.nodes.get(h)
+            if node is not None and node.child is not None and self.tree.nodes[h].live:
+                node.child.stop(cause, start="sigkill" if force else "cancel", reason=reason)
+
+    def cancel(self, reason: str, *, cause: KillCause = "cancel", force: bool = False) -> None:
+        self.cancel_reason = self.cancel_reason or reason
+        self.tree.closed = self.tree.closed or (
+            "the daemon is draining" if cause == "drain" else "the task is being cancelled"
+        )
+        self.teardown("0", cause, reason, force=force)
+
+    def over_grant(self, handle: str) -> None:
+        """`handle`'s subtree went over its grant: stop it (the root: the whole task)."""
+        tree_node = self.tree.nodes[handle]
+        used = self.tree.used(handle)
+        status = (
+            TerminalStatus.EXHAUSTED_TOKENS
+            if used.tokens > tree_node.grant.tokens
+            else TerminalStatus.EXHAUSTED_STEPS
+        )
+        node = self.nodes.get(handle)
+        if node is None or node.limit_status is not None:
+            return
+        node.limit_status = status
+        self.log.warning(
+            "limit.exceeded",
+            handle=handle,
+            limit=status.value,
+            used_tokens=used.tokens,
+            grant_tokens=tree_node.grant.tokens,
+            used_steps=used.steps,
+            grant_steps=tree_node.grant.steps,
+        )
+        self.sup.journal.append_event(
+            self.record.task_id,
+            "limit.exceeded",
+            {
+                "handle": handle,
+                "limit": status.value,
+                "used_tokens": used.tokens,
+                "grant_tokens": tree_node.grant.tokens,
+            },
+        )
+        if handle == "0":
+            self.tree.closed = f"the task is over its {status.value.removeprefix('exhausted_')} ceiling"
+        self.teardown(handle, "cancel", f"over its grant ({status.value})")
+
+    # ---- sup/* requests --------------------------------------------------------------------
+
+    def is_descendant(self, handle: str, *, of: str) -> bool:
+        return handle in self.tree.nodes and handle != of and of in self.tree.ancestry(handle)
+
+    async def spawn(self, parent: str, params: control.SpawnRequestParams) -> JsonValue:
+        if self.sup.draining and self.tree.closed is None:
+            self.tree.closed = "the daemon is draining"
+        request = ChildRequest(
+            max_steps=params.limits.max_steps,
+            max_tokens=params.limits.max_tokens,
+            deadline_s=params.limits.deadline_s,
+            tool_scope=tuple(params.tool_scope) if params.tool_scope is not None else None,
+        )
+        decision = self.tree.decide_spawn(parent, request, now=anyio.current_time())
+        if isinstance(decision, Refusal):
+            self.log.info("limit.exceeded", handle=parent, refused=decision.reason)
+            return {"refused": decision.reason}
+        self.tree.add(parent, decision)
+        node = NodeRun(decision.handle, self._child_payload(self.nodes[parent].payload, decision, params))
+        self.nodes[decision.handle] = node
+        assert self._tg is not None
+        self._tg.start_soon(self._run_node, node)
+        if not params.wait:
+            return {
+                "handle": decision.handle,
+                "state": "running",
+                "grant": {"max_steps": decision.budget.steps, "max_tokens": decision.budget.tokens},
+            }
+        await node.done.wait()
+        return self.distillate(decision.handle)
+
+    def _child_payload(
+        self, parent: SpawnPayload, grant: Grant, params: control.SpawnRequestParams
+    ) -> SpawnPayload:
+        servers = []
+        for spec in parent.mcp_servers:
+            if spec.name in grant.scope:
+                tools = grant.scope[spec.name]
+                servers.append(spec if tools is None else spec.model_copy(update={"tools": sorted(tools)}))
+        notes = None
+        root_notes = self.nodes["0"].payload.notes_path
+        if root_notes:
+            notes = root_notes.removesuffix(".md") + f"-{grant.handle}.md"
+        return parent.model_copy(
+            update={
+                "handle": grant.handle,
+                "depth": grant.depth,
+                "instruction": params.instruction,
+                "output_contract": params.output_contract,
+                "context_seed": params.context_seed,
+                "mcp_servers": servers,
+                "limits": Limits(
+                    max_steps=grant.budget.steps,
+                    max_tokens=grant.budget.tokens,
+                    deadline_s=max(0.1, grant.deadline - anyio.current_time()),
+                    remaining_depth=max(0, parent.limits.remaining_depth - 1),
+                ),
+                "notes_path": notes,
+                "warm": False,
+            }
+        )
+
+    async def wait(self, handle: str, timeout_s: float | None) -> JsonValue:
+        node = self.nodes[handle]
+        with anyio.move_on_after(timeout_s if timeout_s is not None else float("inf")):
+            await node.done.wait()
+        if not node.done.is_set():
+            return {"handle": handle, "state": "running"}
+        return self.distillate(handle)
+
+    def status(self, handle: str) -> JsonValue:
+        node, tree_node = self.nodes[handle], self.tree.nodes[handle]
+        return {
+            "handle": handle,
+            "state": "running" if tree_node.live else "terminal",
+            "status": node.result.status.value if node.result else None,
+            "usage": self._node_usage(node).model_dump(),
+            "grant": {"max_steps": tree_node.grant.steps, "max_tokens": tree_node.grant.tokens},
+        }
+
+    def distillate(self, handle: str) -> JsonValue:
+        """What a parent may learn of a finished child: never its transcript (DESIGN §4)."""
+        node = self.nodes[handle]
+        result = node.result
+        assert result is not None
+        out: dict[str, JsonValue] = {
+            "handle": handle,
+            "status": result.status.value,
+            "result": result.result,
+            "partial": result.partial,
+            "usage": self._node_usage(node).model_dump(),
+        }
+        if result.abort is not None:
+            out["abort"] = result.abort
+        if result.error is not None:
+            out["error"] = {"kind": result.error.kind, "message": result.error.message[:500]}
+        contract = node.payload.output_contract
+        if contract.format == "json" and contract.schema_ is not None and result.result is not None:
+            from subagent.loop.verify import check_schema
+
+            errors = check_schema(result.result, contract.schema_)
+            out["schema_valid"] = not errors
+            if errors:
+                out["schema_errors"] = list(errors)
+        return out
