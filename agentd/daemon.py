@@ -26,13 +26,14 @@ import anyio
 import anyio.abc
 
 from agentd import logs
-from agentd.admission import build_payload, journal_options, supervisor_options
 from agentd.api.daemon_backend import DaemonBackend
 from agentd.api.listener import listener_from_fd, open_listener
 from agentd.api.server import ApiLimits, serve_api
 from agentd.config.load import Config, ConfigError, load_config
 from agentd.errors import JournalError, ListenerError
 from agentd.journal.store import open_journal
+from agentd.options import journal_options, supervisor_options
+from agentd.payloads import build_payload
 from agentd.service.reporting import ServiceStatus, run_watchdog, wedge_event_loop, wedge_seconds
 from agentd.service.sdnotify import Notifier
 from agentd.spawning import cgroup

@@ -20,10 +20,12 @@ import tempfile
 import anyio
 
 from agentd import logs
-from agentd.admission import SpecRejected, build_payload, check_spec, journal_options, supervisor_options
+from agentd.admission import SpecRejected, check_spec
 from agentd.cli.client_commands import EXIT_USAGE, UsageError, print_result, spec_from_args
 from agentd.config.load import Config, ConfigError, load_config
 from agentd.journal.store import open_journal
+from agentd.options import journal_options, supervisor_options
+from agentd.payloads import build_payload
 from agentd.spawning.spawner import ExecSpawner
 from agentd.supervision.supervisor import Supervisor
 from processes.linux import set_child_subreaper

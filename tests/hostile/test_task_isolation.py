@@ -15,9 +15,10 @@ import anyio
 import pytest
 from pydantic import JsonValue
 
-from agentd.admission import build_payload, journal_options, supervisor_options
 from agentd.config.load import load_config
 from agentd.journal.store import open_journal
+from agentd.options import journal_options, supervisor_options
+from agentd.payloads import build_payload
 from agentd.spawning.spawner import ExecSpawner
 from agentd.supervision.supervisor import Supervisor
 from protocol.api import TaskSpec, TaskView

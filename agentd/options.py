@@ -1,0 +1,58 @@
+"""The configuration mapped onto each component's options (journal, supervisor).
+
+One place where config keys become the frozen option objects the journal and the supervisor take,
+so neither of them reads the configuration itself.
+"""
+
+from __future__ import annotations
+
+from agentd.config.load import Config
+from agentd.journal.store import JournalOptions
+from agentd.spawning.spawner import RLimits
+from agentd.supervision.liveness import LivenessPolicy
+from agentd.supervision.supervisor import SupervisorOptions
+from processes.ladder import LadderPolicy
+
+
+def _finite(value: int | float | None) -> int | None:
+    if value is None or value == float("inf"):
+        return None
+    return int(value)
+
+
+def journal_options(config: Config) -> JournalOptions:
+    return JournalOptions(events_per_task=config.daemon.max_events_per_task)
+
+
+def supervisor_options(config: Config) -> SupervisorOptions:
+    sup = config.supervision
+    lim = config.limits
+    return SupervisorOptions(
+        max_concurrent_tasks=config.daemon.max_concurrent_tasks,
+        liveness=LivenessPolicy(
+            ping_interval_s=sup.ping_interval_s,
+            missed_pongs=sup.missed_pongs,
+            loop_stall_s=sup.loop_stall_s,
+            deadline_backstop_s=sup.deadline_backstop_s,
+            ready_timeout_s=sup.ready_timeout_s,
+            eof_grace_s=sup.eof_grace_s,
+            max_faults=sup.max_protocol_faults,
+        ),
+        ladder=LadderPolicy(
+            cancel_grace_s=sup.cancel_grace_s, term_grace_s=sup.term_grace_s, kill_reap_s=sup.kill_reap_s
+        ),
+        rlimits=RLimits(
+            address_space=_finite(lim.address_space_bytes),
+            cpu_seconds=_finite(lim.cpu_seconds),
+            nofile=lim.nofile,
+            core=0,
+        ),
+        memory_max=_finite(lim.memory_max_bytes),
+        pids_max=_finite(lim.pids_max),
+        drain_timeout_s=config.daemon.drain_timeout_s,
+        orphan_sweep_interval_s=sup.orphan_sweep_interval_s,
+        child_argv=tuple(sup.child_command) if sup.child_command else None,
+        child_steps=config.defaults.child_max_steps,
+        child_tokens=config.defaults.child_max_tokens,
+        stderr_line_cap=sup.stderr_line_cap,
+    )
