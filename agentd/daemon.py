@@ -30,7 +30,7 @@ from agentd.api.daemon_backend import DaemonBackend
 from agentd.api.listener import listener_from_fd, open_listener
 from agentd.api.server import ApiLimits, serve_api
 from agentd.config.load import Config, ConfigError, load_config
-from agentd.errors import JournalError, ListenerError
+from agentd.errors import JournalError, ListenerError, UnsafeDirectory
 from agentd.journal.store import open_journal
 from agentd.options import journal_options, supervisor_options
 from agentd.payloads import build_payload
@@ -275,7 +275,7 @@ def run_serve(
     try:
         Path(config.state_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
         return anyio.run(functools.partial(serve, config, overrides=overrides))
-    except (JournalError, ListenerError, OSError) as exc:
+    except (JournalError, ListenerError, UnsafeDirectory, OSError) as exc:
         # Start-up failures an operator must act on: one clear log line, no traceback.
         logs.get().error("proc.exit", code=1, err=f"{type(exc).__name__}: {exc}")
         return 1

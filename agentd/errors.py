@@ -16,6 +16,8 @@ AgentdError
  ├── ListenerError         the API socket cannot be bound or adopted (agentd/api/listener.py)
  │    └── DaemonRunning        a live daemon already answers on the socket path
  ├── ApiClientError        an API call failed, as the client sees it (agentd/api/client.py)
+ ├── UnsafeDirectory       a state or socket directory another user could change, or a symlink
+ │                         planted in one (agentd/private_dirs.py)
  └── (other components add their subclasses below, each documented where it is raised)
 """
 
@@ -133,3 +135,8 @@ class ApiClientError(AgentdError):
         self.code = code
         self.message = message
         self.retryable = retryable
+
+
+class UnsafeDirectory(AgentdError):
+    """A directory the daemon must not use (a symlink, another user's, writable by others), or a
+    file in one that is not what the daemon created; the message says why and what to do."""
