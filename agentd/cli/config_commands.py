@@ -2,7 +2,8 @@
 streams it is given and returning the process exit code (0 ok, 2 invalid configuration).
 
 `show` prints the effective configuration as JSON — defaults filled in, paths absolute, imported
-MCP servers merged — with every secret replaced by `***` and where it comes from.
+MCP servers merged — with every secret replaced by `***` and where it comes from, and every
+credential written inline (a URL's userinfo or query values, a credential-looking argument) masked.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pydantic import JsonValue
 
 from agentd.config.file import AgentdFile
 from agentd.config.load import Config, load_config
+from agentd.config.redact import redact_argv, redact_url
 from agentd.config.secrets import MASK, SecretSource
 from agentd.config.servers import McpServer
 from agentd.errors import ConfigError
@@ -65,10 +67,12 @@ def _masked(source: SecretSource) -> str:
 def _server(server: McpServer) -> dict[str, JsonValue]:
     section = server.section
     shown = section.model_dump(mode="json", exclude={"env_from", "headers_from", "command", "args"})
+    if section.url is not None:
+        shown["url"] = redact_url(section.url)
     shown.update(
         origin=server.origin,
         transport=section.effective_transport,
-        command=list(section.argv),
+        command=redact_argv(section.argv),
         env={k: _masked(v) for k, v in server.env.items()},
         headers={k: _masked(v) for k, v in server.headers.items()},
         trust=sorted(section.effective_trust),
@@ -84,7 +88,8 @@ def effective(config: Config) -> dict[str, JsonValue]:
     endpoints: dict[str, JsonValue] = {}
     for name, section in config.intelligence.items():
         shown = section.model_dump(mode="json", exclude={"api_key_env", "api_key_file"})
-        shown["base_url"] = section.effective_base_url if section.kind != "scripted" else None
+        base_url = section.effective_base_url if section.kind != "scripted" else None
+        shown["base_url"] = redact_url(base_url) if base_url is not None else None
         if section.api_key_env is not None:
             shown["api_key"] = f"{MASK} (env:{section.api_key_env})"
         elif section.api_key_file is not None:

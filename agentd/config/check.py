@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from pydantic import TypeAdapter, ValidationError
 
 from agentd.config.file import EMBEDDED_SCRIPT, AgentdFile
+from agentd.config.redact import argv_credentials, url_credentials
 from agentd.config.secrets import SecretSource, SecretUnavailable
 from agentd.config.servers import CREDENTIAL_HEADERS, MAX_CHAIN, IntelligenceSection, McpServer
 from agentd.errors import ConfigProblem
@@ -58,7 +59,9 @@ def rule_of_two_violation(
     )
 
 
-def _check_url(key: str, url: str | None, problems: list[ConfigProblem], notices: list[str]) -> None:
+def _check_url(
+    key: str, url: str | None, problems: list[ConfigProblem], notices: list[str], *, hint: str
+) -> None:
     if url is None:
         return
     parts = urlsplit(url)
@@ -67,6 +70,12 @@ def _check_url(key: str, url: str | None, problems: list[ConfigProblem], notices
     elif parts.scheme == "http" and parts.hostname not in _LOOPBACK_HOSTS:
         notices.append(
             f"{key}: plain http to a non-loopback host; credentials and content travel unencrypted"
+        )
+    found = url_credentials(url)
+    if found:
+        notices.append(
+            f"{key}: carries what looks like a credential ({', '.join(found)}); it is masked in "
+            f"`config show`, but credentials belong in {hint}"
         )
 
 
@@ -98,7 +107,9 @@ def _check_endpoint(
             out.append(
                 ConfigProblem(f"{key}.model", f"required for kind {section.kind} (the model to ask for)")
             )
-        _check_url(f"{key}.base_url", section.effective_base_url, out, notices)
+        _check_url(
+            f"{key}.base_url", section.effective_base_url, out, notices, hint="api_key_env or api_key_file"
+        )
     if section.api_key_env is not None and section.api_key_file is not None:
         out.append(ConfigProblem(f"{key}.api_key_file", "set either api_key_env or api_key_file, not both"))
     _check_headers(f"{key}.headers", section.headers, out, "use api_key_env or api_key_file")
@@ -140,7 +151,13 @@ def _check_server(server: McpServer, out: list[ConfigProblem], notices: list[str
         out.append(ConfigProblem(f"{key}.command", "required for a stdio server (the program to start)"))
     if transport == "http" and section.url is None:
         out.append(ConfigProblem(f"{key}.url", "required for an http server (or set command for stdio)"))
-    _check_url(f"{key}.url", section.url, out, notices)
+    _check_url(f"{key}.url", section.url, out, notices, hint="headers_from")
+    flags = argv_credentials(section.argv)
+    if flags:
+        notices.append(
+            f"{key}.command: passes what looks like a credential on the command line "
+            f"({', '.join(flags)}); any local user can read it in `ps`: use env_from instead"
+        )
     stdio_only = ("command", "args", "env", "env_from", "env_file", "cwd")
     http_only = ("headers", "headers_from")
     other = "stdio" if transport == "http" else "http"

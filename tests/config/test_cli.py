@@ -129,3 +129,31 @@ def test_show_of_an_invalid_file_exits_2(tmp_path: Path) -> None:
     code, out, err = _run(cmd_show, str(path))
     assert (code, out) == (2, "")
     assert "defaults.model: no endpoint named 'nope'" in err
+
+
+def test_show_masks_credentials_written_inline_and_validate_says_where_they_belong(tmp_path: Path) -> None:
+    path = tmp_path / "a.toml"
+    path.write_text(
+        "[intelligence.x]\nkind = 'openai'\nmodel = 'm'\n"
+        "base_url = 'https://alice:hunter2@llm.example/v1'\n"
+        "[mcp.web]\nurl = 'https://mcp.example/mcp?token=s3cret&region=eu'\n"
+        "[mcp.fs]\ncommand = ['fs-server', '--api-key', 'k3y', '--root=/srv', 'PASSWORD=pw']\n"
+    )
+    code, out, _ = _run(cmd_show, str(path))
+    assert code == 0
+    for secret in ("alice", "hunter2", "s3cret", "k3y", "pw"):
+        assert secret not in out
+    shown = json.loads(out)
+    assert shown["intelligence"]["x"]["base_url"] == "https://***@llm.example/v1"
+    assert shown["mcp"]["web"]["url"] == "https://mcp.example/mcp?token=***&region=***"
+    assert shown["mcp"]["fs"]["command"] == ["fs-server", "--api-key", "***", "--root=/srv", "PASSWORD=***"]
+    code, _, err = _run(cmd_validate, str(path))
+    assert code == 0
+    assert "intelligence.x.base_url: carries what looks like a credential (userinfo)" in err
+    assert "api_key_env or api_key_file" in err
+    assert "mcp.web.url: carries what looks like a credential (query 'token')" in err
+    assert (
+        "mcp.fs.command: passes what looks like a credential on the command line (--api-key, PASSWORD)" in err
+    )
+    for secret in ("hunter2", "s3cret", "k3y"):
+        assert secret not in err
