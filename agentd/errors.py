@@ -9,16 +9,22 @@ AgentdError
  │    ├── TaskNotFound         no task has that id
  │    ├── NodeNotFound         no node of that task has that handle
  │    └── InvalidTransition    the task's state does not allow the requested transition
+ ├── _BatchLost            (private) the writer's transaction is gone (agentd/journal/writer.py)
  ├── ConfigError           the configuration is invalid: a list of problems, each naming its key
+ ├── DurationError         also a ValueError: not a duration or size (agentd/config/duration.py)
+ ├── SecretFileError       also a ValueError: a secrets file cannot be used (agentd/config/secrets.py)
+ ├── SecretUnavailable     also a ValueError: a secret's source cannot be read (same module)
  ├── NotConfigured         a request names an endpoint or MCP server the configuration lacks
  ├── ApiError              a daemon API request refused (JSON-RPC error code + retryable);
  │                         raised by a Backend, answered by agentd/api/server.py
  ├── ListenerError         the API socket cannot be bound or adopted (agentd/api/listener.py)
  │    └── DaemonRunning        a live daemon already answers on the socket path
  ├── ApiClientError        an API call failed, as the client sees it (agentd/api/client.py)
- ├── UnsafeDirectory       a state or socket directory another user could change, or a symlink
- │                         planted in one (agentd/private_dirs.py)
- └── (other components add their subclasses below, each documented where it is raised)
+ └── UnsafeDirectory       a state or socket directory another user could change, or a symlink
+                           planted in one (agentd/private_dirs.py)
+
+Every exception class defined anywhere in `agentd/` is drawn here (tests/test_architecture.py
+checks it); those defined outside this module are named with theirs.
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ import math
 import re
 from decimal import Decimal
 
+from agentd.errors import AgentdError
+
 DURATION_UNITS_S: dict[str, Decimal] = {
     "ms": Decimal("0.001"),
     "s": Decimal(1),
@@ -27,7 +29,7 @@ _SIZE = re.compile(rf"\s*({_NUMBER})\s*([kmgt]?)(?:i?b)?\s*", re.IGNORECASE)
 _ECHO_CHARS = 40
 
 
-class DurationError(ValueError):
+class DurationError(AgentdError, ValueError):
     """A value that is not a duration or size; the message says what was expected."""
 
 

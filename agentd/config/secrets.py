@@ -17,17 +17,19 @@ from typing import Literal
 
 from pydantic import SecretStr
 
+from agentd.errors import AgentdError
+
 MAX_SECRET_FILE_BYTES = 64 * 1024
 MASK = "***"
 
 SourceKind = Literal["plain", "env", "file", "env_file", "inline"]
 
 
-class SecretFileError(ValueError):
+class SecretFileError(AgentdError, ValueError):
     """A secrets file cannot be used; the message names the file, never its content."""
 
 
-class SecretUnavailable(ValueError):
+class SecretUnavailable(AgentdError, ValueError):
     """A secret's source cannot be read. `where` is the config key that declared it; the
     message names the variable or file, never the value."""
 

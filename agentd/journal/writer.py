@@ -22,7 +22,7 @@ from typing import Any, Generic, TypeVar
 
 import anyio
 
-from agentd.errors import JournalError, JournalUnavailable
+from agentd.errors import AgentdError, JournalError, JournalUnavailable
 from agentd.journal.queries import insert_events, last_event_seq, trim_events
 from agentd.journal.records import JournalHealth, JournalStats
 from agentd.journal.schema import unavailable_reason
@@ -83,7 +83,7 @@ _WAKE = _Wake()
 _STOP = _Stop()
 
 
-class _BatchLost(Exception):
+class _BatchLost(AgentdError):
     """The batch's transaction is gone; carries the reason for every op in it."""
 
 
