@@ -23,8 +23,8 @@ from pydantic import BaseModel, JsonValue, ValidationError
 
 from agentd.errors import ApiClientError
 from protocol.api import EVENT_NOTIFICATION, MAX_API_FRAME, EventView
-from protocol.control import INVALID_REQUEST
 from protocol.framing import LineSplitter, Oversize
+from protocol.jsonrpc import INVALID_REQUEST
 
 # Local error codes: outside JSON-RPC's reserved range and the daemon's 1xxx codes.
 UNREACHABLE = 2001  # no daemon at the path, stale socket, or permission denied

@@ -42,14 +42,14 @@ from protocol.api import (
     TaskView,
     WaitParams,
 )
-from protocol.control import (
+from protocol.framing import LineSplitter, Oversize
+from protocol.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     RequestId,
 )
-from protocol.framing import LineSplitter, Oversize
 
 if TYPE_CHECKING:
     from agentd.api.server import ApiLimits, Backend

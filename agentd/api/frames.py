@@ -15,14 +15,14 @@ from typing import Literal, TypeVar, get_args
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, ValidationError
 
 from protocol.api import EventView
-from protocol.control import (
+from protocol.framing import FrameError, Oversize, decode, encode
+from protocol.jsonrpc import (
     INVALID_REQUEST,
     PARSE_ERROR,
     ErrorData,
     ErrorResponse,
     RequestId,
 )
-from protocol.framing import FrameError, Oversize, decode, encode
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -16,7 +16,7 @@ from agentd.api.client import BAD_RESPONSE, CONNECTION_LOST, TIMED_OUT, UNREACHA
 from agentd.api.server import ApiLimits
 from agentd.errors import ApiClientError
 from protocol.api import NOT_FOUND, TOO_MANY_CONNECTIONS, UNAVAILABLE, EventView, SubmitParams, TaskSpec
-from protocol.control import INVALID_REQUEST
+from protocol.jsonrpc import INVALID_REQUEST
 from tests.api.harness import RawConnection, Server, serving
 
 # ---- against a real server (the blocking client runs in a worker thread) -----------------

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from agentd.api.server import ApiLimits
 from protocol.api import METHODS, NOT_FOUND
-from protocol.control import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR
+from protocol.jsonrpc import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR
 from tests.api.harness import RawConnection, serving
 
 pytestmark = pytest.mark.anyio
