@@ -30,8 +30,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from agentd.api.client import ApiClient  # noqa: E402
+from agentd.api.limits import ApiLimits  # noqa: E402
 from agentd.api.listener import open_listener  # noqa: E402
-from agentd.api.server import ApiLimits, serve_api  # noqa: E402
+from agentd.api.server import serve_api  # noqa: E402
 from tests.api.in_memory_backend import InMemoryBackend  # noqa: E402
 
 SUBMIT: dict[str, JsonValue] = {"spec": {"instruction": "benchmark task"}}

@@ -11,7 +11,6 @@ from __future__ import annotations
 import select
 import socket
 from collections.abc import AsyncGenerator, AsyncIterator
-from typing import TYPE_CHECKING
 
 import anyio
 import anyio.lowlevel
@@ -19,6 +18,7 @@ import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pydantic import BaseModel, TypeAdapter
 
+from agentd.api.backend import Backend
 from agentd.api.frames import (
     ApiRequest,
     InvalidParams,
@@ -29,6 +29,7 @@ from agentd.api.frames import (
     parse_request,
     result_frame,
 )
+from agentd.api.limits import ApiLimits
 from agentd.api.peercred import Caller
 from agentd.errors import ApiError
 from protocol.api import (
@@ -50,9 +51,6 @@ from protocol.jsonrpc import (
     METHOD_NOT_FOUND,
     RequestId,
 )
-
-if TYPE_CHECKING:
-    from agentd.api.server import ApiLimits, Backend
 
 EV_CONNECT = "api.connect"
 EV_DISCONNECT = "api.disconnect"

@@ -13,7 +13,7 @@ import pytest
 from pydantic import JsonValue
 
 from agentd.api.client import BAD_RESPONSE, CONNECTION_LOST, TIMED_OUT, UNREACHABLE, ApiClient, FinalResult
-from agentd.api.server import ApiLimits
+from agentd.api.limits import ApiLimits
 from agentd.errors import ApiClientError
 from protocol.api import NOT_FOUND, TOO_MANY_CONNECTIONS, UNAVAILABLE, EventView, SubmitParams, TaskSpec
 from protocol.jsonrpc import INVALID_REQUEST

@@ -10,7 +10,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from agentd.api.server import ApiLimits
+from agentd.api.limits import ApiLimits
 from protocol.api import TOO_MANY_CONNECTIONS, UNAVAILABLE
 from protocol.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR
 from tests.api.harness import RawConnection, Server, request_line, serving
