@@ -271,6 +271,7 @@ ApiRequest = Annotated[
 
 REQUEST_ADAPTER: TypeAdapter[ApiRequest] = TypeAdapter(ApiRequest)
 
+# Derived from the union, which stays the one list of methods.
 REQUEST_TYPES: Mapping[str, type[Request[Any]]] = {
     cls.model_fields["method"].default: cls for cls in get_args(get_args(ApiRequest)[0])
 }
