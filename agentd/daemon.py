@@ -27,8 +27,9 @@ import anyio.abc
 
 from agentd import logs
 from agentd.api.daemon_backend import DaemonBackend
+from agentd.api.limits import ApiLimits
 from agentd.api.listener import listener_from_fd, open_listener
-from agentd.api.server import ApiLimits, serve_api
+from agentd.api.server import serve_api
 from agentd.config.load import Config, ConfigError, load_config
 from agentd.errors import JournalError, ListenerError, UnsafeDirectory
 from agentd.journal.store import open_journal

@@ -24,17 +24,19 @@ from typing import Any
 import anyio
 import anyio.from_thread
 import structlog
-from pydantic import JsonValue
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from agentd.api.client import ApiClient  # noqa: E402
+from agentd.api.limits import ApiLimits  # noqa: E402
 from agentd.api.listener import open_listener  # noqa: E402
-from agentd.api.server import ApiLimits, serve_api  # noqa: E402
+from agentd.api.server import serve_api  # noqa: E402
+from protocol.api import StatusRequest, SubmitParams, SubmitRequest, TaskSpec  # noqa: E402
 from tests.api.in_memory_backend import InMemoryBackend  # noqa: E402
 
-SUBMIT: dict[str, JsonValue] = {"spec": {"instruction": "benchmark task"}}
+STATUS = StatusRequest()
+SUBMIT = SubmitRequest(params=SubmitParams(spec=TaskSpec(instruction="benchmark task")))
 
 
 def _timed(calls: int, call: Callable[[], object]) -> list[float]:
@@ -58,13 +60,13 @@ def _summary(samples: list[float]) -> dict[str, float]:
 def run(path: Path, calls: int, clients: int) -> dict[str, Any]:
     results: dict[str, Any] = {}
     with ApiClient(path) as client:
-        _timed(100, lambda: client.call("daemon.status"))  # warm-up
-        results["status_reused"] = _summary(_timed(calls, lambda: client.call("daemon.status")))
-        results["submit_reused"] = _summary(_timed(calls, lambda: client.call("task.submit", SUBMIT)))
+        _timed(100, lambda: client.call(STATUS))  # warm-up
+        results["status_reused"] = _summary(_timed(calls, lambda: client.call(STATUS)))
+        results["submit_reused"] = _summary(_timed(calls, lambda: client.call(SUBMIT)))
 
     def fresh() -> object:
         with ApiClient(path) as one_shot:
-            return one_shot.call("daemon.status")
+            return one_shot.call(STATUS)
 
     results["status_fresh_connection"] = _summary(_timed(min(calls, 500), fresh))
 
@@ -73,10 +75,10 @@ def run(path: Path, calls: int, clients: int) -> dict[str, Any]:
 
     def worker() -> None:
         with ApiClient(path) as own:
-            own.call("daemon.status")
+            own.call(STATUS)
             barrier.wait()
             for _ in range(per_client):
-                own.call("task.submit", SUBMIT)
+                own.call(SUBMIT)
 
     threads = [threading.Thread(target=worker) for _ in range(clients)]
     for thread in threads:

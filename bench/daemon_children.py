@@ -32,7 +32,7 @@ from agentd.supervision.supervised_child import SupervisedChild
 from agentd.supervision.supervisor import Supervisor, SupervisorOptions
 from bench.daemon_procs import BenchDaemon, ChildrenMemory
 from bench.samples import Summary, summarize
-from protocol.api import TaskSpec
+from protocol.api import SubmitParams, SubmitRequest, TaskSpec
 from protocol.spawn import EndpointSpec, SpawnPayload
 from tests.support.daemon import FIXTURES
 
@@ -230,9 +230,8 @@ def measure_daemon(daemon: BenchDaemon, children: int, cpu_window_s: float) -> D
     with ApiClient(daemon.socket, timeout_s=30) as api:
         task_ids = []
         for _ in range(children):
-            view = api.call("task.submit", {"spec": {"instruction": "idle", "labels": {"bench": "rss"}}})
-            assert isinstance(view, dict)
-            task_ids.append(str(view["task_id"]))
+            spec = TaskSpec(instruction="idle", labels={"bench": "rss"})
+            task_ids.append(api.call(SubmitRequest(params=SubmitParams(spec=spec))).task_id)
     daemon.daemon.wait_ready(task_ids, timeout_s=READY_TIMEOUT_S)
     ready_s = time.monotonic() - started
     time.sleep(SETTLE_S)

@@ -11,14 +11,13 @@ import threading
 import time
 from dataclasses import dataclass
 
-from pydantic import JsonValue
-
 from agentd.api.client import ApiClient
 from agentd.errors import ApiClientError
 from bench.daemon_procs import BenchDaemon
 from bench.samples import Summary, summarize
+from protocol.api import StatusRequest, SubmitParams, SubmitRequest, TaskSpec
 
-SUBMIT: dict[str, JsonValue] = {"spec": {"instruction": "idle", "labels": {"bench": "intake"}}}
+SUBMIT = SubmitRequest(params=SubmitParams(spec=TaskSpec(instruction="idle", labels={"bench": "intake"})))
 CALL_TIMEOUT_S = 30.0
 
 
@@ -43,11 +42,11 @@ def measure(daemon: BenchDaemon, clients: int, duration_s: float) -> IntakeRun:
         mine = latencies[index]
         try:
             with ApiClient(daemon.socket, timeout_s=CALL_TIMEOUT_S) as api:
-                api.call("daemon.status")
+                api.call(StatusRequest())
                 barrier.wait(timeout=CALL_TIMEOUT_S)
                 while time.perf_counter() < deadline[0]:
                     started = time.perf_counter()
-                    api.call("task.submit", SUBMIT)
+                    api.call(SUBMIT)
                     mine.append(time.perf_counter() - started)
         except (ApiClientError, OSError, threading.BrokenBarrierError) as exc:  # the main thread raises it
             errors.append(exc)
@@ -78,9 +77,5 @@ def measure(daemon: BenchDaemon, clients: int, duration_s: float) -> IntakeRun:
 def queued_and_running(daemon: BenchDaemon) -> int:
     """Tasks the daemon holds (queued + running): after the runs, every acked submit."""
     with ApiClient(daemon.socket, timeout_s=CALL_TIMEOUT_S) as api:
-        status = api.call("daemon.status")
-    assert isinstance(status, dict)
-    queued, running = status.get("queued"), status.get("running")
-    assert isinstance(queued, int)
-    assert isinstance(running, int)
-    return queued + running
+        status = api.call(StatusRequest())
+    return status.queued + status.running

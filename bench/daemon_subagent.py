@@ -23,7 +23,21 @@ from pydantic import JsonValue
 from agentd.api.client import ApiClient
 from bench.daemon_procs import BenchDaemon
 from bench.samples import Summary, summarize
-from protocol.api import EventView, TaskView
+from protocol.api import (
+    CancelParams,
+    CancelRequest,
+    EventsParams,
+    EventsRequest,
+    EventView,
+    StatusRequest,
+    SubmitParams,
+    SubmitRequest,
+    TaskSpec,
+    TaskView,
+    WaitParams,
+    WaitRequest,
+)
+from protocol.framing import encode
 from tests.support.fake_llm import FakeLLM
 
 BOOT_TIMEOUT_S = 120.0
@@ -73,19 +87,18 @@ def wait_zygote(daemon: BenchDaemon, timeout_s: float = BOOT_TIMEOUT_S) -> None:
 
 
 def _submit(api: ApiClient, instruction: str, model: str) -> str:
-    result = api.call("task.submit", {"spec": {"instruction": instruction, "model": model}})
-    assert isinstance(result, dict)
-    return str(result["task_id"])
+    spec = TaskSpec(instruction=instruction, model=model)
+    return api.call(SubmitRequest(params=SubmitParams(spec=spec))).task_id
 
 
 def _wait(api: ApiClient, task_id: str, timeout_s: float = WAIT_TIMEOUT_S) -> TaskView:
-    view = api.call("task.wait", {"task_id": task_id, "timeout_s": timeout_s}, timeout_s=timeout_s + 5)
-    return TaskView.model_validate(view)
+    request = WaitRequest(params=WaitParams(task_id=task_id, timeout_s=timeout_s))
+    return api.call(request, timeout_s=timeout_s + 5)
 
 
 def _events(api: ApiClient, task_id: str) -> list[dict[str, JsonValue]]:
     events: list[dict[str, JsonValue]] = []
-    for item in api.stream("task.events", {"task_id": task_id}, idle_timeout_s=30):
+    for item in api.stream(EventsRequest(params=EventsParams(task_id=task_id)), idle_timeout_s=30):
         if isinstance(item, EventView):
             events.append({"event": item.event, **item.fields})
     return events
@@ -129,11 +142,7 @@ def measure_first_request(daemon: BenchDaemon, quick: FakeLLM, samples: int) -> 
 
 
 def _running(api: ApiClient) -> int:
-    status = api.call("daemon.status")
-    assert isinstance(status, dict)
-    running = status["running"]
-    assert isinstance(running, int)
-    return running
+    return api.call(StatusRequest()).running
 
 
 def measure_cancel(daemon: BenchDaemon, hang: FakeLLM, samples: int, batch: int) -> CancelResult:
@@ -224,19 +233,19 @@ def _cancel_one(api: ApiClient, waiter: socket.socket, task_id: str) -> tuple[fl
     """(cancel → terminal seen, cancel ack, terminal view) for one task in a hanging model call."""
     # `task.wait` is in the daemon's socket before `task.cancel` is sent; the daemon registers it
     # within a millisecond, far inside the cancel path (were it ever late, a sample reads high).
-    request = {"jsonrpc": "2.0", "id": 1, "method": "task.wait", "params": {"task_id": task_id}}
-    waiter.sendall(json.dumps(request).encode() + b"\n")
+    request = WaitRequest(id=1, params=WaitParams(task_id=task_id))
+    waiter.sendall(encode(request))
     outcome: list[tuple[bytes, float]] = []
     thread = threading.Thread(target=_read_line, args=(waiter, outcome), name=f"wait-{task_id}")
     thread.start()
     started = time.monotonic()
-    api.call("task.cancel", {"task_id": task_id, "reason": "bench"})
+    api.call(CancelRequest(params=CancelParams(task_id=task_id, reason="bench")))
     acked = time.monotonic()
     thread.join(timeout=WAIT_TIMEOUT_S + 10)
     if not outcome:
         raise RuntimeError(f"task.wait for {task_id} did not return")
     line, at = outcome[0]
-    view = TaskView.model_validate(json.loads(line)["result"])
+    view = request.validate_result(json.loads(line)["result"])
     return at - started, acked - started, view
 
 

@@ -1,16 +1,21 @@
-"""The daemon's unix-socket API (DESIGN §9): methods, their params and results.
+"""The daemon's unix-socket API (DESIGN §9): one request model per method, its params and its result.
 
-Same framing as the control channel (NDJSON JSON-RPC 2.0) with a 1 MiB frame cap. A client names
+Same framing as the control channel (NDJSON JSON-RPC 2.0, envelope in `protocol.jsonrpc`) with a
+1 MiB frame cap. `REQUEST_ADAPTER` validates what a daemon may receive (the `method`-discriminated
+`ApiRequest`), `REPLY_ADAPTER` what a client may receive; each request type names its result type
+(`Request[ResultT]`), so server and client agree on every result's shape. A client names
 intelligence endpoints and MCP servers from the daemon's configuration; it never supplies a
 command line, a URL or a secret.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar, cast, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, JsonValue, Tag, TypeAdapter
 
+from protocol.jsonrpc import ErrorResponse, Message, RequestId, Response, message_kind
 from protocol.result import AbortKind, RunError, RunUsage, TerminalStatus
 from protocol.spawn import Name, OutputContract
 
@@ -156,6 +161,10 @@ class EventsParams(_Model):
     follow: bool = False
 
 
+class NoParams(_Model):
+    """Params of a method that takes none (`{}` or absent)."""
+
+
 class DaemonStatus(_Model):
     pid: int
     version: str
@@ -169,16 +178,124 @@ class DaemonStatus(_Model):
     children: int = 0
 
 
-METHODS = frozenset(
-    {
-        "task.submit",
-        "task.get",
-        "task.list",
-        "task.cancel",
-        "task.wait",
-        "task.events",
-        "task.tree",
-        "daemon.status",
-    }
-)
-EVENT_NOTIFICATION = "task.event"
+# ---- requests: one model per method, typed by its result ----------------------------------
+
+ResultT = TypeVar("ResultT")
+
+
+class Request(Message, Generic[ResultT]):
+    """A request of the API; `ResultT` is the type of the result that answers it.
+
+    Subclass `Request[SomeResult]`: the result's adapter is derived from that argument, so a
+    method's request and its result are declared together, once.
+    """
+
+    # Invariant: unique among a connection's requests in flight. `ApiClient` numbers its
+    # requests itself, so a caller leaves the default.
+    id: RequestId = 0
+    method: str
+    result_adapter: ClassVar[TypeAdapter[Any]]
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        generic = cls.__pydantic_generic_metadata__
+        if generic["origin"] is Request:  # `Request[X]` itself; its subclasses inherit the adapter
+            (result_type,) = generic["args"]
+            cls.result_adapter = TypeAdapter(result_type)
+
+    def validate_result(self, result: JsonValue) -> ResultT:
+        """This request's result from its JSON value. Raises `pydantic.ValidationError`."""
+        # The adapter was built from ResultT itself (see __pydantic_init_subclass__).
+        return cast("ResultT", self.result_adapter.validate_python(result))
+
+    def dump_result(self, result: ResultT) -> bytes:
+        """A result of this request as JSON, as it goes on the wire."""
+        return self.result_adapter.dump_json(result)
+
+
+class SubmitRequest(Request[SubmitResult]):
+    method: Literal["task.submit"] = "task.submit"
+    params: SubmitParams
+
+
+class GetRequest(Request[TaskView]):
+    method: Literal["task.get"] = "task.get"
+    params: TaskRef
+
+
+class ListRequest(Request[list[TaskView]]):
+    method: Literal["task.list"] = "task.list"
+    params: ListParams = ListParams()
+
+
+class CancelRequest(Request[TaskView]):
+    method: Literal["task.cancel"] = "task.cancel"
+    params: CancelParams
+
+
+class WaitRequest(Request[TaskView]):
+    method: Literal["task.wait"] = "task.wait"
+    params: WaitParams
+
+
+class EventsRequest(Request[TaskView]):
+    """Streams the task's events as `task.event` notifications; the result is the task as it
+    stands after the stream ended (with `follow`, terminal)."""
+
+    method: Literal["task.events"] = "task.events"
+    params: EventsParams
+
+
+class TreeRequest(Request[list[NodeView]]):
+    method: Literal["task.tree"] = "task.tree"
+    params: TaskRef
+
+
+class StatusRequest(Request[DaemonStatus]):
+    method: Literal["daemon.status"] = "daemon.status"
+    params: NoParams = NoParams()
+
+
+ApiRequest = Annotated[
+    SubmitRequest
+    | GetRequest
+    | ListRequest
+    | CancelRequest
+    | WaitRequest
+    | EventsRequest
+    | TreeRequest
+    | StatusRequest,
+    Field(discriminator="method"),
+]
+
+REQUEST_ADAPTER: TypeAdapter[ApiRequest] = TypeAdapter(ApiRequest)
+
+# Derived from the union, which stays the one list of methods.
+REQUEST_TYPES: Mapping[str, type[Request[Any]]] = {
+    cls.model_fields["method"].default: cls for cls in get_args(get_args(ApiRequest)[0])
+}
+METHODS = frozenset(REQUEST_TYPES)
+
+
+# ---- replies: what a client reads -----------------------------------------------------------
+
+
+class EventNotification(Message):
+    """One event of a task, streamed by `task.events` before its response."""
+
+    method: Literal["task.event"] = "task.event"
+    params: EventView
+
+
+EVENT_NOTIFICATION: str = EventNotification.model_fields["method"].default
+
+ApiReply = Annotated[
+    Annotated[EventNotification, Tag(EVENT_NOTIFICATION)]
+    | Annotated[Response, Tag("result")]
+    | Annotated[ErrorResponse, Tag("error")],
+    Discriminator(message_kind),
+]
+
+REPLY_ADAPTER: TypeAdapter[ApiReply] = TypeAdapter(ApiReply)
+REPLY_KINDS = frozenset({EVENT_NOTIFICATION, "result", "error"})

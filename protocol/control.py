@@ -1,34 +1,21 @@
 """The control channel between the supervisor and a subagent (DESIGN §3).
 
-JSON-RPC 2.0 messages, one per line. Each method is a small model discriminated by `method`;
-responses (which carry no method) are told apart by `result` / `error`. `DOWN_ADAPTER`
-validates what a child may receive, `UP_ADAPTER` what a supervisor may receive.
+JSON-RPC 2.0 messages, one per line, in the envelope of `protocol.jsonrpc`. Each method is a small
+model discriminated by `method`; responses (which carry no method) are told apart by `result` /
+`error`. `DOWN_ADAPTER` validates what a child may receive, `UP_ADAPTER` what a supervisor may
+receive.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, JsonValue, Tag, TypeAdapter
 
 from protocol.events import EventName
+from protocol.jsonrpc import ErrorResponse, Message, RequestId, Response, message_kind
 from protocol.result import RunResult
 from protocol.spawn import Handle, OutputContract, SeedMessage, SpawnPayload
-
-RequestId = Annotated[int, Field(strict=True, ge=0)] | Annotated[str, Field(max_length=64)]
-
-# JSON-RPC error codes used on the control channel.
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
-
-
-class _Msg(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    jsonrpc: Literal["2.0"] = "2.0"
 
 
 class _Params(BaseModel):
@@ -38,7 +25,7 @@ class _Params(BaseModel):
 # ---- down: supervisor -> child -------------------------------------------------------------
 
 
-class Spawn(_Msg):
+class Spawn(Message):
     method: Literal["ctrl/spawn"] = "ctrl/spawn"
     params: SpawnPayload
 
@@ -47,7 +34,7 @@ class PingParams(_Params):
     seq: int = Field(ge=0)
 
 
-class Ping(_Msg):
+class Ping(Message):
     id: RequestId
     method: Literal["ctrl/ping"] = "ctrl/ping"
     params: PingParams
@@ -63,7 +50,7 @@ class CancelParams(_Params):
     reason: str = Field(default="cancelled", max_length=1000)
 
 
-class Cancel(_Msg):
+class Cancel(Message):
     method: Literal["ctrl/cancel"] = "ctrl/cancel"
     params: CancelParams = CancelParams()
 
@@ -72,7 +59,7 @@ class InjectParams(_Params):
     message: str = Field(max_length=1_000_000)
 
 
-class Inject(_Msg):
+class Inject(Message):
     method: Literal["ctrl/inject"] = "ctrl/inject"
     params: InjectParams
 
@@ -84,7 +71,7 @@ class ReadyParams(_Params):
     pid: int = Field(gt=0)
 
 
-class Ready(_Msg):
+class Ready(Message):
     method: Literal["ev/ready"] = "ev/ready"
     params: ReadyParams
 
@@ -94,7 +81,7 @@ class EventParams(_Params):
     fields: dict[str, JsonValue] = Field(default_factory=dict)
 
 
-class Event(_Msg):
+class Event(Message):
     method: Literal["ev/event"] = "ev/event"
     params: EventParams
 
@@ -108,7 +95,7 @@ class UsageParams(_Params):
     model: str = Field(max_length=256)
 
 
-class Usage(_Msg):
+class Usage(Message):
     method: Literal["ev/usage"] = "ev/usage"
     params: UsageParams
 
@@ -117,12 +104,12 @@ class TurnParams(_Params):
     result: JsonValue = None
 
 
-class Turn(_Msg):
+class Turn(Message):
     method: Literal["ev/turn"] = "ev/turn"
     params: TurnParams
 
 
-class Result(_Msg):
+class Result(Message):
     method: Literal["ev/result"] = "ev/result"
     params: RunResult
 
@@ -151,7 +138,7 @@ class SpawnRequestParams(_Params):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
 
-class SupSpawn(_Msg):
+class SupSpawn(Message):
     id: RequestId
     method: Literal["sup/spawn"] = "sup/spawn"
     params: SpawnRequestParams
@@ -162,57 +149,22 @@ class HandleParams(_Params):
     timeout_s: float | None = Field(default=None, ge=0)
 
 
-class SupWait(_Msg):
+class SupWait(Message):
     id: RequestId
     method: Literal["sup/wait"] = "sup/wait"
     params: HandleParams
 
 
-class SupStatus(_Msg):
+class SupStatus(Message):
     id: RequestId
     method: Literal["sup/status"] = "sup/status"
     params: HandleParams
 
 
-class SupCancel(_Msg):
+class SupCancel(Message):
     id: RequestId
     method: Literal["sup/cancel"] = "sup/cancel"
     params: HandleParams
-
-
-# ---- responses (both directions) -----------------------------------------------------------
-
-
-class Response(_Msg):
-    id: RequestId
-    result: JsonValue
-
-
-class ErrorData(_Params):
-    code: int
-    message: str = Field(max_length=4000)
-    data: JsonValue = None
-
-
-class ErrorResponse(_Msg):
-    id: RequestId | None
-    error: ErrorData
-
-
-def _kind(value: Any) -> str:
-    if isinstance(value, dict):
-        method = value.get("method")
-        if isinstance(method, str):
-            return method
-        if "error" in value:
-            return "error"
-        if "result" in value:
-            return "result"
-        return "unknown"
-    method = getattr(value, "method", None)
-    if isinstance(method, str):
-        return method
-    return "error" if isinstance(value, ErrorResponse) else "result"
 
 
 DownMessage = Annotated[
@@ -222,7 +174,7 @@ DownMessage = Annotated[
     | Annotated[Inject, Tag("ctrl/inject")]
     | Annotated[Response, Tag("result")]
     | Annotated[ErrorResponse, Tag("error")],
-    Discriminator(_kind),
+    Discriminator(message_kind),
 ]
 
 UpMessage = Annotated[
@@ -237,7 +189,7 @@ UpMessage = Annotated[
     | Annotated[SupCancel, Tag("sup/cancel")]
     | Annotated[Response, Tag("result")]
     | Annotated[ErrorResponse, Tag("error")],
-    Discriminator(_kind),
+    Discriminator(message_kind),
 ]
 
 DOWN_ADAPTER: TypeAdapter[DownMessage] = TypeAdapter(DownMessage)

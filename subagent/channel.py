@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 from pydantic import BaseModel, JsonValue
 
-from protocol import control
+from protocol import control, jsonrpc
 from protocol.events import EventName
 from protocol.framing import MAX_FRAME, FrameError, LineSplitter, Oversize, decode, encode
 
@@ -56,7 +56,7 @@ class ControlChannel:
         # Monotonic time of the event loop's last heartbeat; the thread reports its age.
         self.loop_tick = time.monotonic()
         self.faults = 0
-        self._inbox: queue.SimpleQueue[control.Inject | control.Response | control.ErrorResponse | None] = (
+        self._inbox: queue.SimpleQueue[control.Inject | jsonrpc.Response | jsonrpc.ErrorResponse | None] = (
             queue.SimpleQueue()
         )
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -116,7 +116,7 @@ class ControlChannel:
         elif isinstance(message, control.Ping):
             age_ms = max(0, int((time.monotonic() - self.loop_tick) * 1000))
             result = control.PingResult(seq=message.params.seq, loop_age_ms=age_ms).model_dump()
-            self.send(control.Response(id=message.id, result=result))
+            self.send(jsonrpc.Response(id=message.id, result=result))
         elif isinstance(message, control.Cancel):
             self._request_cancel(message.params.reason)
         elif isinstance(message, control.Spawn):
@@ -158,7 +158,7 @@ class ControlChannel:
                     break
                 if isinstance(item, control.Inject):
                     on_inject(item.params.message)
-                elif isinstance(item, control.Response | control.ErrorResponse):
+                elif isinstance(item, jsonrpc.Response | jsonrpc.ErrorResponse):
                     self._resolve(item)
 
     async def heartbeat(self, interval_s: float = 0.1) -> None:
@@ -184,12 +184,12 @@ class ControlChannel:
         finally:
             self._waiting.pop(adapter_id, None)
         response = slot[0]
-        if isinstance(response, control.ErrorResponse):
+        if isinstance(response, jsonrpc.ErrorResponse):
             raise RuntimeError(f"supervisor error {response.error.code}: {response.error.message}")
         result: JsonValue = response.result
         return result
 
-    def _resolve(self, response: control.Response | control.ErrorResponse) -> None:
+    def _resolve(self, response: jsonrpc.Response | jsonrpc.ErrorResponse) -> None:
         if not isinstance(response.id, int):
             return
         waiting = self._waiting.get(response.id)

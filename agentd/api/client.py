@@ -1,8 +1,9 @@
 """A small synchronous client of the daemon API, for the CLI (DESIGN §9).
 
-Standard-library sockets and no event loop, so `agentd submit` starts fast. One connection is
-reused across calls; every read is bounded in size and in time; every failure is an
-`ApiClientError` whose message tells a person what to do next.
+Standard-library sockets and no event loop, so `agentd submit` starts fast. A call sends one of
+`protocol.api`'s request models and returns that method's result model, validated. One connection
+is reused across calls; every read is bounded in size and in time; every failure, a reply that
+breaks the protocol included, is an `ApiClientError` whose message tells a person what to do next.
 """
 
 from __future__ import annotations
@@ -15,33 +16,38 @@ import socket
 import stat
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator
 from types import TracebackType
+from typing import TypeVar
 
-from pydantic import BaseModel, JsonValue, ValidationError
+from pydantic import ValidationError
 
 from agentd.errors import ApiClientError
-from protocol.api import EVENT_NOTIFICATION, MAX_API_FRAME, EventView
-from protocol.control import INVALID_REQUEST
-from protocol.framing import LineSplitter, Oversize
+from protocol.api import (
+    MAX_API_FRAME,
+    REPLY_ADAPTER,
+    REPLY_KINDS,
+    ApiReply,
+    EventNotification,
+    EventsRequest,
+    EventView,
+    Request,
+    TaskView,
+)
+from protocol.framing import LineSplitter, Oversize, encode
+from protocol.jsonrpc import INVALID_REQUEST, ErrorData, ErrorResponse, Response, message_kind
 
 # Local error codes: outside JSON-RPC's reserved range and the daemon's 1xxx codes.
 UNREACHABLE = 2001  # no daemon at the path, stale socket, or permission denied
 TIMED_OUT = 2002  # the daemon did not answer in time
-BAD_RESPONSE = 2003  # the answer broke the protocol (too large, not JSON, wrong id)
+BAD_RESPONSE = 2003  # the answer broke the protocol (too large, not JSON, wrong id, wrong shape)
 CONNECTION_LOST = 2004  # the daemon closed the connection before answering
 
 DEFAULT_TIMEOUT_S = 30.0
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024  # a list of many tasks; anything larger is a broken daemon
 READ_CHUNK = 256 * 1024
 
-
-@dataclass(frozen=True, slots=True)
-class FinalResult:
-    """The response that ends a `stream`: the method's result."""
-
-    result: JsonValue
+ResultT = TypeVar("ResultT")
 
 
 class ApiClient:
@@ -82,14 +88,10 @@ class ApiClient:
         self._splitter = LineSplitter(self._max_response)
         self._lines.clear()
 
-    def call(
-        self,
-        method: str,
-        params: BaseModel | Mapping[str, JsonValue] | None = None,
-        *,
-        timeout_s: float | None = None,
-    ) -> JsonValue:
-        """Send one request and return its result. `task.event` notifications are skipped.
+    def call(self, request: Request[ResultT], *, timeout_s: float | None = None) -> ResultT:
+        """Send one request and return its result, validated. `task.event` notifications are skipped.
+
+        The request's `id` is replaced by this connection's next one.
 
         Raises:
             ApiClientError: the daemon's error (its code, message and retryable flag), or a local
@@ -97,21 +99,16 @@ class ApiClient:
         """
         budget = self._timeout_s if timeout_s is None else timeout_s
         deadline = time.monotonic() + budget
-        request_id = self._send(method, params, deadline)
+        sent = self._send(request, deadline)
         while True:
-            message = self._receive(method, deadline, budget)
-            if message.get("method") == EVENT_NOTIFICATION:
-                continue
-            return self._result_of(message, request_id)
+            reply = self._receive(sent.method, deadline, budget)
+            if not isinstance(reply, EventNotification):
+                return self._result_of(reply, sent)
 
     def stream(
-        self,
-        method: str,
-        params: BaseModel | Mapping[str, JsonValue] | None = None,
-        *,
-        idle_timeout_s: float = math.inf,
-    ) -> Iterator[EventView | FinalResult]:
-        """Send a streaming request (`task.events` with `follow`): yield each event, then the result.
+        self, request: EventsRequest, *, idle_timeout_s: float = math.inf
+    ) -> Iterator[EventView | TaskView]:
+        """Send `task.events` (typically with `follow`): yield each event, then the task it ended on.
 
         `idle_timeout_s` bounds the wait for each next message. Stopping the iteration early
         closes the connection, which makes the daemon stop streaming.
@@ -119,20 +116,17 @@ class ApiClient:
         Raises:
             ApiClientError: as for `call`.
         """
-        request_id = self._send(method, params, time.monotonic() + self._timeout_s)
+        sent = self._send(request, time.monotonic() + self._timeout_s)
         finished = False
         try:
             while True:
-                message = self._receive(method, time.monotonic() + idle_timeout_s, idle_timeout_s)
-                if message.get("method") == EVENT_NOTIFICATION:
-                    try:
-                        yield EventView.model_validate(message.get("params"))
-                    except ValidationError:
-                        raise self._bad_response("an event that is not an EventView") from None
+                reply = self._receive(sent.method, time.monotonic() + idle_timeout_s, idle_timeout_s)
+                if isinstance(reply, EventNotification):
+                    yield reply.params
                     continue
-                result = self._result_of(message, request_id)
+                view = self._result_of(reply, sent)
                 finished = True
-                yield FinalResult(result)
+                yield view
                 return
         finally:
             if not finished:
@@ -140,31 +134,26 @@ class ApiClient:
 
     # ---- transport -----------------------------------------------------------------------
 
-    def _send(self, method: str, params: BaseModel | Mapping[str, JsonValue] | None, deadline: float) -> int:
-        if isinstance(params, BaseModel):
-            body: JsonValue = params.model_dump(mode="json")
-        else:
-            body = dict(params) if params is not None else {}
-        request_id = self._next_id
+    def _send(self, request: Request[ResultT], deadline: float) -> Request[ResultT]:
+        """Number the request, write it, and return it as sent."""
+        numbered = request.model_copy(update={"id": self._next_id})
         self._next_id += 1
-        frame = json.dumps(
-            {"jsonrpc": "2.0", "id": request_id, "method": method, "params": body},
-            separators=(",", ":"),
-            ensure_ascii=False,
-        ).encode()
-        if len(frame) > MAX_API_FRAME:
+        frame = encode(numbered)
+        if len(frame) - 1 > MAX_API_FRAME:  # the newline is not part of the frame
             raise ApiClientError(
                 INVALID_REQUEST,
-                f"the request is {len(frame)} bytes, over the daemon's {MAX_API_FRAME}-byte cap",
+                f"the request is {len(frame) - 1} bytes, over the daemon's {MAX_API_FRAME}-byte cap",
             )
         sock = self._connection(deadline)
         try:
             sock.settimeout(_remaining(deadline))
-            sock.sendall(frame + b"\n")
+            sock.sendall(frame)
         except TimeoutError:
             self.close()
             raise ApiClientError(
-                TIMED_OUT, f"agentd at {self._path} did not take the {method} request in time", retryable=True
+                TIMED_OUT,
+                f"agentd at {self._path} did not take the {request.method} request in time",
+                retryable=True,
             ) from None
         except OSError as exc:
             # The daemon may have refused us and hung up (too many connections): its reason
@@ -178,7 +167,7 @@ class ApiClient:
                 f"agentd at {self._path} closed the connection ({exc.strerror}); is it restarting?",
                 retryable=True,
             ) from exc
-        return request_id
+        return numbered
 
     def _waiting_error(self, sock: socket.socket) -> ApiClientError | None:
         try:
@@ -186,15 +175,13 @@ class ApiClient:
             data = sock.recv(READ_CHUNK)
         except OSError:
             return None
-        line = data.split(b"\n", 1)[0]
         try:
-            message = json.loads(line)
-        except ValueError:
+            reply = REPLY_ADAPTER.validate_json(data.split(b"\n", 1)[0])
+        except ValidationError:
             return None
-        if not isinstance(message, dict) or message.get("id") is not None:
-            return None
-        error = message.get("error")
-        return _error_of(error) if isinstance(error, dict) else None
+        if isinstance(reply, ErrorResponse) and reply.id is None:
+            return _error_of(reply.error)
+        return None
 
     def _connection(self, deadline: float) -> socket.socket:
         if self._sock is not None and _readable_now(self._sock):
@@ -243,8 +230,8 @@ class ApiClient:
             )
         return ApiClientError(UNREACHABLE, f"cannot connect to agentd at {path}: {exc.strerror or exc}")
 
-    def _receive(self, method: str, deadline: float, budget: float) -> dict[str, JsonValue]:
-        """The next message from the daemon, parsed as a JSON object."""
+    def _receive(self, method: str, deadline: float, budget: float) -> ApiReply:
+        """The next message from the daemon: an event, a result or an error."""
         sock = self._sock
         assert sock is not None  # _send connected
         while not self._lines:
@@ -283,32 +270,35 @@ class ApiClient:
             raise self._bad_response("a message that is not JSON") from None
         if not isinstance(message, dict):
             raise self._bad_response("a message that is not a JSON object")
-        return message
-
-    def _result_of(self, message: dict[str, JsonValue], request_id: int) -> JsonValue:
-        error = message.get("error")
-        if "result" not in message and not isinstance(error, dict):
+        kind = message_kind(message)
+        if kind not in REPLY_KINDS:
             raise self._bad_response("a message that is neither a result nor an error")
+        try:
+            return REPLY_ADAPTER.validate_python(message)
+        except ValidationError:
+            raise self._bad_response(f"a malformed {kind} message") from None
+
+    def _result_of(self, reply: Response | ErrorResponse, request: Request[ResultT]) -> ResultT:
         # id null: the daemon could not tie its error to a request (a frame fault, a refusal).
-        if message.get("id") not in (request_id, None):
+        if reply.id not in (request.id, None):
             raise self._bad_response("an answer to another request")
-        if isinstance(error, dict):
-            raise _error_of(error)
-        return message["result"]
+        if isinstance(reply, ErrorResponse):
+            raise _error_of(reply.error)
+        try:
+            return request.validate_result(reply.result)
+        except ValidationError:
+            raise self._bad_response(f"a {request.method} result of the wrong shape") from None
 
     def _bad_response(self, what: str) -> ApiClientError:
         self.close()
         return ApiClientError(BAD_RESPONSE, f"agentd at {self._path} sent {what}")
 
 
-def _error_of(error: dict[str, JsonValue]) -> ApiClientError:
+def _error_of(error: ErrorData) -> ApiClientError:
     """The daemon's JSON-RPC error object as an exception."""
-    code, text, data = error.get("code"), error.get("message"), error.get("data")
-    return ApiClientError(
-        code if isinstance(code, int) else BAD_RESPONSE,
-        text if isinstance(text, str) else "error without a message",
-        retryable=isinstance(data, dict) and data.get("retryable") is True,
-    )
+    data = error.data
+    retryable = isinstance(data, dict) and data.get("retryable") is True
+    return ApiClientError(error.code, error.message, retryable=retryable)
 
 
 def _remaining(deadline: float) -> float | None:

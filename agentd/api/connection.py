@@ -11,48 +11,42 @@ from __future__ import annotations
 import select
 import socket
 from collections.abc import AsyncGenerator, AsyncIterator
-from typing import TYPE_CHECKING
+from typing import assert_never
 
 import anyio
 import anyio.lowlevel
 import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from pydantic import BaseModel, TypeAdapter
 
+from agentd.api.backend import Backend
 from agentd.api.frames import (
-    ApiRequest,
-    InvalidParams,
-    NoParams,
+    FrameFault,
     error_frame,
     event_frame,
-    parse_params,
+    parse_envelope,
     parse_request,
     result_frame,
 )
+from agentd.api.limits import ApiLimits
 from agentd.api.peercred import Caller
 from agentd.errors import ApiError
 from protocol.api import (
-    CancelParams,
+    ApiRequest,
+    CancelRequest,
     EventsParams,
+    EventsRequest,
     EventView,
-    ListParams,
-    NodeView,
-    SubmitParams,
+    GetRequest,
+    ListRequest,
+    StatusRequest,
+    SubmitRequest,
     TaskRef,
     TaskView,
-    WaitParams,
-)
-from protocol.control import (
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
-    INVALID_REQUEST,
-    METHOD_NOT_FOUND,
-    RequestId,
+    TreeRequest,
+    WaitRequest,
 )
 from protocol.framing import LineSplitter, Oversize
-
-if TYPE_CHECKING:
-    from agentd.api.server import ApiLimits, Backend
+from protocol.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
 
 EV_CONNECT = "api.connect"
 EV_DISCONNECT = "api.disconnect"
@@ -64,9 +58,6 @@ ITERATOR_CLOSE_S = 5.0  # bound on a backend event iterator's cleanup
 
 _Frame = bytes | Oversize  # a line read from a client, or the marker of one over the cap
 
-_TASKS: TypeAdapter[list[TaskView]] = TypeAdapter(list[TaskView])
-_NODES: TypeAdapter[list[NodeView]] = TypeAdapter(list[NodeView])
-
 
 class _ConnectionLost(Exception):
     """The client can no longer be written to (it hung up, or stopped reading)."""
@@ -74,10 +65,6 @@ class _ConnectionLost(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
-
-
-class _UnknownMethod(Exception):
-    pass
 
 
 class Connection:
@@ -240,82 +227,80 @@ class Connection:
 
     async def _answer(self, line: bytes) -> None:
         """Answer one frame. Nothing the frame or the backend does escapes as an exception."""
-        request_id: RequestId | None = None
-        method = "?"
-        try:
-            request = parse_request(line, max_frame=self._limits.max_frame)
-            if isinstance(request, tuple):
-                code, message = request
-                self._fault()
-                frame = error_frame(None, code, message)
-            else:
-                request_id, method = request.id, request.method
-                self._requests += 1
-                frame = await self._dispatch(request)
-                self._consecutive_faults = 0
-        except _ConnectionLost:
-            raise
-        except _UnknownMethod:
+        request = self._parse(line)
+        if isinstance(request, FrameFault):
             self._fault()
-            frame = error_frame(request_id, METHOD_NOT_FOUND, "method not found")
-        except InvalidParams as exc:
-            self._fault()
-            frame = error_frame(request_id, INVALID_PARAMS, exc.message)
-        except ApiError as exc:
-            self._consecutive_faults = 0
-            frame = error_frame(request_id, exc.code, exc.message, retryable=exc.retryable)
-        except Exception as exc:  # noqa: BLE001 - the per-request top-level handler: a backend (or
-            # our) bug becomes an internal error for this request; the connection and server go on.
-            self._log.error(EV_ERROR, method=method, err=type(exc).__name__, exc_info=exc)
-            frame = error_frame(
-                request_id, INTERNAL_ERROR, "internal error (details are in the daemon's log)"
-            )
+            frame = error_frame(request.id, request.code, request.message)
+        else:
+            frame = await self._respond(request)
         await self._send(frame)
 
-    def _fault(self) -> None:
-        self._faults += 1
-        self._consecutive_faults += 1
+    def _parse(self, line: bytes) -> ApiRequest | FrameFault:
+        envelope = parse_envelope(line, max_frame=self._limits.max_frame)
+        if isinstance(envelope, FrameFault):
+            return envelope
+        self._requests += 1  # a request, even if its method or its params turn out wrong
+        return parse_request(envelope)
 
-    async def _dispatch(self, request: ApiRequest) -> bytes:
-        backend, caller, params = self._backend, self._caller, request.params
-        result: bytes
-        match request.method:
-            case "task.submit":
-                result = _dump(await backend.submit(caller, parse_params(SubmitParams, params)))
-            case "task.get":
-                result = _dump(await backend.get(caller, parse_params(TaskRef, params)))
-            case "task.list":
-                result = _TASKS.dump_json(await backend.list(caller, parse_params(ListParams, params)))
-            case "task.cancel":
-                result = _dump(await backend.cancel(caller, parse_params(CancelParams, params)))
-            case "task.wait":
-                result = _dump(await backend.wait(caller, parse_params(WaitParams, params)))
-            case "task.events":
-                result = await self._stream_events(parse_params(EventsParams, params))
-            case "task.tree":
-                result = _NODES.dump_json(await backend.tree(caller, parse_params(TaskRef, params)))
-            case "daemon.status":
-                parse_params(NoParams, params)
-                result = _dump(await backend.status(caller))
-            case _:
-                raise _UnknownMethod
+    async def _respond(self, request: ApiRequest) -> bytes:
+        """The frame answering a valid request: its result, or the error the backend raised."""
+        try:
+            result = await self._dispatch(request)
+        except _ConnectionLost:
+            raise
+        except ApiError as exc:
+            self._consecutive_faults = 0
+            return error_frame(request.id, exc.code, exc.message, retryable=exc.retryable)
+        except Exception as exc:  # noqa: BLE001 - the per-request top-level handler: a backend (or
+            # our) bug becomes an internal error for this request; the connection and server go on.
+            self._log.error(EV_ERROR, method=request.method, err=type(exc).__name__, exc_info=exc)
+            return error_frame(request.id, INTERNAL_ERROR, "internal error (details are in the daemon's log)")
+        self._consecutive_faults = 0
         if len(result) > self._limits.max_response_bytes:
-            raise ApiError(
+            return error_frame(
+                request.id,
                 INVALID_PARAMS,
                 f"the result is {len(result)} bytes, over the {self._limits.max_response_bytes}-byte cap; "
                 "ask for less (e.g. a smaller limit)",
             )
         return result_frame(request.id, result)
 
-    async def _stream_events(self, params: EventsParams) -> bytes:
-        """Send each event as a notification; the response is the task as it stands afterwards."""
+    def _fault(self) -> None:
+        self._faults += 1
+        self._consecutive_faults += 1
+
+    async def _dispatch(self, request: ApiRequest) -> bytes:
+        """Run the request against the backend; its result serialised by the request's type."""
+        backend, caller = self._backend, self._caller
+        match request:
+            case SubmitRequest():
+                return request.dump_result(await backend.submit(caller, request.params))
+            case GetRequest():
+                return request.dump_result(await backend.get(caller, request.params))
+            case ListRequest():
+                return request.dump_result(await backend.list(caller, request.params))
+            case CancelRequest():
+                return request.dump_result(await backend.cancel(caller, request.params))
+            case WaitRequest():
+                return request.dump_result(await backend.wait(caller, request.params))
+            case EventsRequest():
+                return request.dump_result(await self._stream_events(request.params))
+            case TreeRequest():
+                return request.dump_result(await backend.tree(caller, request.params))
+            case StatusRequest():
+                return request.dump_result(await backend.status(caller))
+            case _:
+                assert_never(request)
+
+    async def _stream_events(self, params: EventsParams) -> TaskView:
+        """Send each event as a notification; the result is the task as it stands afterwards."""
         events = self._backend.events(self._caller, params)
         try:
             async for event in events:
                 await self._send(event_frame(event))
         finally:
             await _close_iterator(events)
-        return _dump(await self._backend.get(self._caller, TaskRef(task_id=params.task_id)))
+        return await self._backend.get(self._caller, TaskRef(task_id=params.task_id))
 
     async def _send(self, frame: bytes) -> None:
         """Write one frame within the write deadline. Raises `_ConnectionLost`."""
@@ -357,10 +342,6 @@ async def send_all(sock: socket.socket, data: bytes) -> None:
             await anyio.wait_writable(sock)
             continue
         view = view[sent:]
-
-
-def _dump(model: BaseModel) -> bytes:
-    return model.model_dump_json().encode()
 
 
 async def _close_iterator(events: AsyncIterator[EventView]) -> None:

@@ -1,6 +1,6 @@
 """The API backend of a running daemon: the journal, the supervisor and the config behind the socket.
 
-Implements `agentd.api.server.Backend`. Ownership is enforced here: a caller sees, waits on and cancels
+Implements `agentd.api.backend.Backend`. Ownership is enforced here: a caller sees, waits on and cancels
 only its own tasks unless it is an admin, and another uid's task is indistinguishable from a
 missing one. A journal that cannot commit makes `task.submit` fail with a retryable error.
 """
@@ -15,7 +15,8 @@ from collections.abc import AsyncIterator, Callable
 import anyio
 
 from agentd.admission import SpecRejected, check_spec
-from agentd.api.server import Caller, check_owner, task_not_found
+from agentd.api.backend import check_owner, task_not_found
+from agentd.api.peercred import Caller
 from agentd.config.load import Config
 from agentd.errors import ApiError, JournalUnavailable
 from agentd.journal.records import TaskRecord

@@ -1,8 +1,9 @@
-"""The API's JSON-RPC 2.0 envelope on the server side: parsing requests, writing frames (DESIGN §9).
+"""The API's JSON-RPC 2.0 frames on the server side: parsing requests, writing answers (DESIGN §9).
 
 Parsing is staged so that every fault gets its own code: bytes → envelope (-32700 parse error,
--32600 invalid request), method (-32601), params (-32602). Every error message names the fault by
-position and pydantic error type only; none echoes the frame's content.
+-32600 invalid request), method (-32601), params through `protocol.api.REQUEST_ADAPTER` (-32602).
+A fault is returned as a value; its message names the fault by position and pydantic error type
+only, never echoing the frame's content.
 """
 
 from __future__ import annotations
@@ -10,100 +11,80 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterator
-from typing import Literal, TypeVar, get_args
+from dataclasses import dataclass
+from typing import Any, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from protocol.api import EventView
-from protocol.control import (
+from protocol.api import REQUEST_ADAPTER, REQUEST_TYPES, ApiRequest, EventNotification, EventView, Request
+from protocol.framing import FrameError, decode, encode
+from protocol.jsonrpc import (
+    INVALID_PARAMS,
     INVALID_REQUEST,
+    MAX_ERROR_MESSAGE,
+    METHOD_NOT_FOUND,
     PARSE_ERROR,
     ErrorData,
     ErrorResponse,
+    RequestEnvelope,
     RequestId,
 )
-from protocol.framing import FrameError, Oversize, decode, encode
 
-M = TypeVar("M", bound=BaseModel)
-
-MAX_MESSAGE_CHARS = 4000  # ErrorData.message's cap
+ENVELOPE_ADAPTER: TypeAdapter[RequestEnvelope] = TypeAdapter(RequestEnvelope)
 
 
-class ApiRequest(BaseModel):
-    """One request frame. An id is required: the API has no notifications from client to daemon."""
+@dataclass(frozen=True, slots=True)
+class FrameFault:
+    """A frame that cannot be answered with a result: the error to answer it with instead."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    jsonrpc: Literal["2.0"]
-    id: RequestId
-    method: str = Field(max_length=64)
-    params: dict[str, JsonValue] | None = None
+    id: RequestId | None  # None until the envelope validated
+    code: int
+    message: str  # safe to send: never echoes the frame
 
 
-class EventNotification(BaseModel):
-    """A `task.event` notification streamed by `task.events`."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    jsonrpc: Literal["2.0"] = "2.0"
-    method: Literal["task.event"] = "task.event"
-    params: EventView
-
-
-class NoParams(BaseModel):
-    """Params of a method that takes none (`{}` or absent)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
+def parse_envelope(line: bytes, *, max_frame: int) -> RequestEnvelope | FrameFault:
+    """The frame's JSON-RPC envelope, or the parse error / invalid request it is (id null)."""
+    envelope = decode(line, ENVELOPE_ADAPTER, max_line=max_frame)
+    if not isinstance(envelope, FrameError):
+        return envelope
+    if envelope.kind in ("json", "encoding"):
+        return FrameFault(None, PARSE_ERROR, f"parse error: {envelope.detail}")
+    return FrameFault(None, INVALID_REQUEST, f"invalid request: {envelope.detail}")
 
 
-REQUEST_ADAPTER: TypeAdapter[ApiRequest] = TypeAdapter(ApiRequest)
-
-
-class InvalidParams(Exception):
-    """The params of a known method failed validation; `message` is safe to send."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-def parse_request(line: bytes | Oversize, *, max_frame: int) -> ApiRequest | tuple[int, str]:
-    """A request, or the `(code, message)` of the error to answer it with (id null)."""
-    request = decode(line, REQUEST_ADAPTER, max_line=max_frame)
-    if not isinstance(request, FrameError):
-        return request
-    if request.kind in ("json", "encoding"):
-        return PARSE_ERROR, f"parse error: {request.detail}"
-    return INVALID_REQUEST, f"invalid request: {request.detail}"
-
-
-def parse_params(model: type[M], params: dict[str, JsonValue] | None) -> M:
-    """Validate a request's params against the method's model.
-
-    Raises:
-        InvalidParams: with a message naming the first fault's type and (masked) location.
-    """
+def parse_request(envelope: RequestEnvelope) -> ApiRequest | FrameFault:
+    """The typed request an envelope carries, or its unknown method / invalid params fault."""
+    request_type = REQUEST_TYPES.get(envelope.method)
+    if request_type is None:
+        return FrameFault(envelope.id, METHOD_NOT_FOUND, "method not found")
+    # Absent params are empty params: a method whose params all have defaults needs none.
+    frame = {"jsonrpc": envelope.jsonrpc, "id": envelope.id, "method": envelope.method}
     try:
-        return model.model_validate(params or {})
+        return REQUEST_ADAPTER.validate_python({**frame, "params": envelope.params or {}})
     except ValidationError as exc:
-        errors = exc.errors(include_url=False, include_input=False, include_context=False)
-        first = errors[0]
-        known = _field_names(model)
-        # A loc segment may be a key the client invented (an extra field, a label): mask it.
-        where = ".".join(str(p) if isinstance(p, int) or p in known else "*" for p in first["loc"])
-        raise InvalidParams(
-            f"invalid params: {len(errors)} error(s); first: {first['type']} at {where or '<root>'}"
-        ) from None
+        return FrameFault(envelope.id, INVALID_PARAMS, _invalid_params_message(exc, request_type))
+
+
+def _invalid_params_message(exc: ValidationError, request_type: type[Request[Any]]) -> str:
+    """The first fault's pydantic type and its location inside `params`, unknown keys masked."""
+    errors = exc.errors(include_url=False, include_input=False, include_context=False)
+    first = errors[0]
+    # The union reports (method tag, "params", ...); the envelope around params already validated.
+    loc = first["loc"][2:] if first["loc"][1:2] == ("params",) else first["loc"][1:]
+    known = _params_field_names(request_type)
+    # A loc segment may be a key the client invented (an extra field, a label): mask it.
+    where = ".".join(str(p) if isinstance(p, int) or p in known else "*" for p in loc)
+    return f"invalid params: {len(errors)} error(s); first: {first['type']} at {where or '<root>'}"
 
 
 def result_frame(request_id: RequestId, result_json: bytes) -> bytes:
-    """A response frame around an already-serialised result (serialised once, by its model)."""
+    """A response frame around an already-serialised result (serialised once, by its adapter)."""
     return b'{"jsonrpc":"2.0","id":%b,"result":%b}\n' % (json.dumps(request_id).encode(), result_json)
 
 
 def error_frame(request_id: RequestId | None, code: int, message: str, *, retryable: bool = False) -> bytes:
     """An error response frame; `data.retryable` tells a client whether to try again."""
-    error = ErrorData(code=code, message=message[:MAX_MESSAGE_CHARS], data={"retryable": retryable})
+    error = ErrorData(code=code, message=message[:MAX_ERROR_MESSAGE], data={"retryable": retryable})
     return encode(ErrorResponse(id=request_id, error=error))
 
 
@@ -113,10 +94,11 @@ def event_frame(event: EventView) -> bytes:
 
 
 @functools.cache
-def _field_names(model: type[BaseModel]) -> frozenset[str]:
-    """Every field name and alias reachable from `model` (safe to echo in an error location)."""
+def _params_field_names(request_type: type[Request[Any]]) -> frozenset[str]:
+    """Every field name and alias reachable from a request's params (safe to echo in a location)."""
     names: set[str] = set()
-    pending, seen = [model], {model}
+    pending = list(_models_in(request_type.model_fields["params"].annotation))
+    seen = set(pending)
     while pending:
         current = pending.pop()
         for name, field in current.model_fields.items():

@@ -8,41 +8,22 @@ echoes it; a backend bug becomes an internal error; nothing a client sends ends 
 
 from __future__ import annotations
 
-import builtins
 import errno
 import itertools
 import os
 import socket
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
-from typing import Protocol
+from collections.abc import Iterator
 
 import anyio
 import structlog
 
+from agentd.api.backend import Backend
 from agentd.api.connection import Connection, send_all
 from agentd.api.frames import error_frame
+from agentd.api.limits import ApiLimits
 from agentd.api.peercred import Caller, caller_from_socket
-from agentd.errors import ApiError
-from protocol.api import (
-    MAX_API_FRAME,
-    NOT_FOUND,
-    TOO_MANY_CONNECTIONS,
-    CancelParams,
-    DaemonStatus,
-    EventsParams,
-    EventView,
-    ListParams,
-    NodeView,
-    SubmitParams,
-    SubmitResult,
-    TaskRef,
-    TaskView,
-    WaitParams,
-)
-
-__all__ = ["ApiError", "ApiLimits", "Backend", "Caller", "check_owner", "serve_api", "task_not_found"]
+from protocol.api import TOO_MANY_CONNECTIONS
 
 _log = structlog.get_logger("agentd.api")
 
@@ -53,68 +34,14 @@ EV_ACCEPT = "api.accept"
 ACCEPT_BACKOFF_S = 0.1  # after EMFILE & co: give open connections a moment to close
 FAREWELL_WRITE_S = 1.0  # bound on the courtesy error frame sent before closing a connection
 _ACCEPT_TRANSIENT = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
-
-
-class Backend(Protocol):
-    """What the daemon implements behind the socket. It enforces the ownership rule: `check_owner`
-    on every task it is asked about, and `list` filtered to the caller's tasks unless `is_admin`.
-
-    Raise `ApiError` to refuse a request; any other exception is answered as an internal error.
-    `events` yields a task's events after `after_seq`; with `follow` it keeps yielding until the
-    task is terminal. It is closed (`aclose`) as soon as the client goes away.
-    """
-
-    async def submit(self, caller: Caller, params: SubmitParams) -> SubmitResult: ...
-    async def get(self, caller: Caller, params: TaskRef) -> TaskView: ...
-    async def list(self, caller: Caller, params: ListParams) -> builtins.list[TaskView]: ...
-    async def cancel(self, caller: Caller, params: CancelParams) -> TaskView: ...
-    async def wait(self, caller: Caller, params: WaitParams) -> TaskView: ...
-    def events(self, caller: Caller, params: EventsParams) -> AsyncIterator[EventView]: ...
-    async def tree(self, caller: Caller, params: TaskRef) -> builtins.list[NodeView]: ...
-    async def status(self, caller: Caller) -> DaemonStatus: ...
-
-
-@dataclass(frozen=True, slots=True)
-class ApiLimits:
-    """Bounds on what one client can cost the daemon."""
-
-    max_frame: int = MAX_API_FRAME
-    # Once a frame's first byte has been read, the rest must arrive within this.
-    frame_deadline_s: float = 10.0
-    # A connection with no partial frame and no request in flight is closed after this.
-    idle_timeout_s: float = 300.0
-    # Each frame written must be taken by the client within this, or the client is dropped.
-    write_deadline_s: float = 10.0
-    max_connections_per_uid: int = 32
-    max_connections: int = 1024
-    # Invalid frames in a row before the connection is closed (a peer speaking another protocol).
-    max_consecutive_faults: int = 64
-    max_response_bytes: int = 64 * 1024 * 1024
-    # Frames read ahead while one is being answered; beyond this the reader stops reading.
-    max_pipelined_frames: int = 8
-
-
-def task_not_found(task_id: str | None = None) -> ApiError:
-    """The one NOT_FOUND error for a task, whether it is missing or belongs to someone else."""
-    what = f"no task {task_id!r}" if task_id is not None else "no such task"
-    return ApiError(NOT_FOUND, what)
-
-
-def check_owner(caller: Caller, owner_uid: int, *, task_id: str | None = None) -> None:
-    """Refuse `caller` a task owned by another uid unless the caller is an admin.
-
-    Raises NOT_FOUND, not FORBIDDEN, with the same message as a missing task (`task_not_found`),
-    so a caller cannot probe which task ids exist.
-    """
-    if owner_uid != caller.uid and not caller.is_admin:
-        raise task_not_found(task_id)
+_DEFAULT_LIMITS = ApiLimits()
 
 
 async def serve_api(
     listener: socket.socket,
     backend: Backend,
     *,
-    limits: ApiLimits = ApiLimits(),
+    limits: ApiLimits = _DEFAULT_LIMITS,
     admin_gid: int | None = None,
     stop_accepting: anyio.Event | None = None,
 ) -> None:

@@ -15,11 +15,31 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from pydantic import JsonValue
+from pydantic import JsonValue, ValidationError
 
-from agentd.api.client import ApiClient, FinalResult
+from agentd.api.client import ApiClient
 from agentd.errors import ApiClientError
-from protocol.api import EventView, NodeView, SpecLimits, TaskSpec, TaskView
+from protocol.api import (
+    INVALID_SPEC,
+    CancelParams,
+    CancelRequest,
+    EventsParams,
+    EventsRequest,
+    EventView,
+    GetRequest,
+    ListParams,
+    ListRequest,
+    SpecLimits,
+    SubmitParams,
+    SubmitRequest,
+    TaskRef,
+    TaskSpec,
+    TaskView,
+    TreeRequest,
+    WaitParams,
+    WaitRequest,
+)
+from protocol.jsonrpc import INVALID_PARAMS
 from protocol.spawn import OutputContract
 
 EXIT_USAGE = 2
@@ -56,8 +76,6 @@ def _configured_socket(path: Path) -> str | None:
 
 def spec_from_args(args: argparse.Namespace, *, model: str | None, mcp: list[str]) -> TaskSpec:
     """The task spec the flags describe; raises UsageError for a bad value."""
-    from pydantic import ValidationError
-
     from agentd.config.duration import DurationError, parse_duration
 
     deadline_s = None
@@ -86,9 +104,13 @@ def spec_from_args(args: argparse.Namespace, *, model: str | None, mcp: list[str
             limits=SpecLimits(max_steps=args.max_steps, max_tokens=args.max_tokens, deadline_s=deadline_s),
         )
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise UsageError(f"invalid task: {where}: {first['msg']}") from None
+        raise UsageError(_invalid("task", exc)) from None
+
+
+def _invalid(what: str, exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"])
+    return f"invalid {what}: {where}: {first['msg']}"
 
 
 def print_result(view: TaskView, out: TextIO) -> None:
@@ -152,8 +174,8 @@ def render_event(event: EventView) -> str | None:
 
 
 def follow(client: ApiClient, task_id: str, out: TextIO, *, human: bool) -> None:
-    for item in client.stream("task.events", {"task_id": task_id, "follow": True}):
-        if isinstance(item, FinalResult):
+    for item in client.stream(EventsRequest(params=EventsParams(task_id=task_id, follow=True))):
+        if isinstance(item, TaskView):
             return
         if human:
             line = render_event(item)
@@ -168,26 +190,19 @@ def follow(client: ApiClient, task_id: str, out: TextIO, *, human: bool) -> None
 # ---- commands ------------------------------------------------------------------------------
 
 
-def _view(result: JsonValue) -> TaskView:
-    return TaskView.model_validate(result)
-
-
 def cmd_submit(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
     spec = spec_from_args(args, model=args.model, mcp=list(args.mcp))
-    params: dict[str, JsonValue] = {"spec": spec.model_dump(mode="json", by_alias=True)}
-    if args.idempotency_key:
-        params["idempotency_key"] = args.idempotency_key
-    submitted = client.call("task.submit", params)
-    assert isinstance(submitted, dict)
-    task_id = str(submitted["task_id"])
+    params = SubmitParams(spec=spec, idempotency_key=args.idempotency_key or None)
+    submitted = client.call(SubmitRequest(params=params))
+    task_id = submitted.task_id
     if not (args.wait or args.follow):
-        out.write((json.dumps(submitted) if args.json else task_id) + "\n")
+        out.write((json.dumps(submitted.model_dump(mode="json")) if args.json else task_id) + "\n")
         return 0
     human = args.follow and out.isatty() and not args.json
     if args.follow:
         # A terminal gets a progress view; anything else gets one JSON line per event.
         follow(client, task_id, out, human=human)
-    view = _view(client.call("task.wait", {"task_id": task_id}, timeout_s=math.inf))
+    view = client.call(WaitRequest(params=WaitParams(task_id=task_id)), timeout_s=math.inf)
     if human:
         out.write(describe(view) + "\n")
         print_result(view, out)
@@ -199,7 +214,7 @@ def cmd_submit(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_status(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
-    view = _view(client.call("task.get", {"task_id": args.task}))
+    view = client.call(GetRequest(params=TaskRef(task_id=args.task)))
     if args.json:
         out.write(view.model_dump_json() + "\n")
     else:
@@ -209,17 +224,13 @@ def cmd_status(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_cancel(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
-    view = _view(client.call("task.cancel", {"task_id": args.task}))
+    view = client.call(CancelRequest(params=CancelParams(task_id=args.task)))
     out.write((view.model_dump_json() if args.json else describe(view)) + "\n")
     return 0
 
 
 def cmd_list(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
-    params: dict[str, JsonValue] = {"limit": args.limit}
-    if args.state:
-        params["state"] = args.state
-    result = client.call("task.list", params)
-    views = [TaskView.model_validate(v) for v in (result if isinstance(result, list) else [])]
+    views = client.call(ListRequest(params=ListParams(state=args.state or None, limit=args.limit)))
     for view in views:
         out.write((view.model_dump_json() if args.json else describe(view)) + "\n")
     return 0
@@ -230,8 +241,8 @@ def cmd_logs(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
     if args.follow:
         follow(client, args.task, out, human=human)
         return 0
-    for item in client.stream("task.events", {"task_id": args.task, "follow": False}):
-        if isinstance(item, FinalResult):
+    for item in client.stream(EventsRequest(params=EventsParams(task_id=args.task))):
+        if isinstance(item, TaskView):
             break
         line = render_event(item) if human else item.model_dump_json()
         if line is not None:
@@ -240,9 +251,7 @@ def cmd_logs(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_tree(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
-    result = client.call("task.tree", {"task_id": args.task})
-    nodes = [NodeView.model_validate(n) for n in (result if isinstance(result, list) else [])]
-    for node in nodes:
+    for node in client.call(TreeRequest(params=TaskRef(task_id=args.task))):
         if args.json:
             out.write(node.model_dump_json() + "\n")
             continue
@@ -271,8 +280,11 @@ def dispatch(command: str, args: argparse.Namespace) -> int:
     except UsageError as exc:
         sys.stderr.write(f"agentd {command}: {exc}\n")
         return EXIT_USAGE
+    except ValidationError as exc:  # a flag value the method's params refuse (`--limit 0`)
+        sys.stderr.write(f"agentd {command}: {_invalid('arguments', exc)}\n")
+        return EXIT_USAGE
     except ApiClientError as exc:
         sys.stderr.write(f"agentd {command}: {exc}\n")
-        return EXIT_USAGE if exc.code in (-32602, 1005) else EXIT_FAILURE
+        return EXIT_USAGE if exc.code in (INVALID_PARAMS, INVALID_SPEC) else EXIT_FAILURE
     except KeyboardInterrupt:
         return 130

@@ -24,7 +24,16 @@ from agentd.api.client import ApiClient
 from agentd.cli.client_commands import describe, follow, print_result
 from agentd.config.file import BUNDLED_SCRIPTS_DIR
 from agentd.errors import ApiClientError
-from protocol.api import NodeView, TaskView
+from protocol.api import (
+    StatusRequest,
+    SubmitParams,
+    SubmitRequest,
+    TaskRef,
+    TaskSpec,
+    TreeRequest,
+    WaitParams,
+    WaitRequest,
+)
 
 EXAMPLES = BUNDLED_SCRIPTS_DIR.parent
 SERVER = EXAMPLES / "mcp_demo_server.py"
@@ -96,7 +105,7 @@ def _wait_ready(socket: Path, proc: subprocess.Popen[bytes]) -> ApiClient:
         if socket.exists():
             client = ApiClient(socket, timeout_s=10)
             try:
-                client.call("daemon.status")
+                client.call(StatusRequest())
                 return client
             except ApiClientError:
                 client.close()
@@ -106,10 +115,9 @@ def _wait_ready(socket: Path, proc: subprocess.Popen[bytes]) -> ApiClient:
 
 
 def _print_tree(client: ApiClient, task_id: str, out: TextIO) -> None:
-    nodes = client.call("task.tree", {"task_id": task_id})
+    nodes = client.call(TreeRequest(params=TaskRef(task_id=task_id)))
     out.write("\ntask tree:\n")
-    for raw in nodes if isinstance(nodes, list) else []:
-        node = NodeView.model_validate(raw)
+    for node in nodes:
         status = node.status.value if node.status else node.state
         out.write(
             f"  {'  ' * node.depth}{node.handle}  {status}  pid {node.pid or '-'}  "
@@ -131,11 +139,10 @@ def cmd_demo(*, keep: bool = False, out: TextIO = sys.stdout) -> int:
         with open(log_path, "w") as log, _daemon(config, log) as proc:
             with _wait_ready(workdir / "agentd.sock", proc) as client:
                 out.write(f"daemon ready (pid {proc.pid}); submitting:\n  {INSTRUCTION}\n\n")
-                submitted = client.call("task.submit", {"spec": {"instruction": INSTRUCTION}})
-                assert isinstance(submitted, dict)
-                task_id = str(submitted["task_id"])
+                spec = TaskSpec(instruction=INSTRUCTION)
+                task_id = client.call(SubmitRequest(params=SubmitParams(spec=spec))).task_id
                 follow(client, task_id, out, human=True)
-                view = TaskView.model_validate(client.call("task.wait", {"task_id": task_id}))
+                view = client.call(WaitRequest(params=WaitParams(task_id=task_id)))
                 out.write(f"\n{describe(view)}\nresult:\n")
                 print_result(view, out)
                 _print_tree(client, task_id, out)

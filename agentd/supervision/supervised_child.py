@@ -31,7 +31,7 @@ from agentd.supervision.liveness import (
     classify_exit,
 )
 from processes.ladder import LadderPolicy, LadderTarget, RungAction, climb, plan
-from protocol import control
+from protocol import control, jsonrpc
 from protocol.framing import MAX_FRAME, FrameError, LineSplitter, Oversize, decode, encode
 from protocol.result import RunResult
 from protocol.spawn import REVEAL_SECRETS, SpawnPayload
@@ -288,7 +288,7 @@ class SupervisedChild:
         if isinstance(message, FrameError):
             self.faults += 1
             self.listener.on_stderr(self, f"[agentd] bad control frame: {message.kind}: {message.detail}")
-        elif isinstance(message, control.Response):
+        elif isinstance(message, jsonrpc.Response):
             self._on_pong(message)
         elif isinstance(message, control.Event):
             self.listener.on_event(self, message.params)
@@ -306,13 +306,13 @@ class SupervisedChild:
             self.listener.on_result(self, message.params)
         elif isinstance(message, control.Turn):
             pass  # warm sessions are not supervised here yet
-        elif isinstance(message, control.ErrorResponse):
+        elif isinstance(message, jsonrpc.ErrorResponse):
             self.faults += 1
         else:
             assert self._tg is not None
             self._tg.start_soon(self._answer, message)
 
-    def _on_pong(self, message: control.Response) -> None:
+    def _on_pong(self, message: jsonrpc.Response) -> None:
         try:
             pong = control.PingResult.model_validate(message.result)
         except ValueError:
@@ -330,10 +330,10 @@ class SupervisedChild:
         try:
             result = await self.listener.on_request(self, request)
         except LookupError as exc:
-            error = control.ErrorData(code=control.INVALID_PARAMS, message=str(exc)[:500])
-            await self.send(control.ErrorResponse(id=request.id, error=error))
+            error = jsonrpc.ErrorData(code=jsonrpc.INVALID_PARAMS, message=str(exc)[:500])
+            await self.send(jsonrpc.ErrorResponse(id=request.id, error=error))
             return
-        await self.send(control.Response(id=request.id, result=result))
+        await self.send(jsonrpc.Response(id=request.id, result=result))
 
     async def _relay_stderr(self) -> None:
         splitter = LineSplitter(self.stderr_line_cap)

@@ -18,8 +18,9 @@ from typing import Any
 import anyio
 from anyio.abc import UNIXSocketStream
 
+from agentd.api.limits import ApiLimits
 from agentd.api.listener import open_listener
-from agentd.api.server import ApiLimits, serve_api
+from agentd.api.server import serve_api
 from protocol.framing import LineSplitter, Oversize
 from tests.api.in_memory_backend import InMemoryBackend
 

@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 import anyio
 from pydantic import JsonValue
 
-from agentd.api.server import ApiError, Caller, check_owner, task_not_found
+from agentd.api.backend import check_owner, task_not_found
+from agentd.api.peercred import Caller
+from agentd.errors import ApiError
 from protocol.api import (
     UNAVAILABLE,
     CancelParams,

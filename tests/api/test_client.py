@@ -6,49 +6,69 @@ import socket
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.to_thread
 import pytest
-from pydantic import JsonValue
 
-from agentd.api.client import BAD_RESPONSE, CONNECTION_LOST, TIMED_OUT, UNREACHABLE, ApiClient, FinalResult
-from agentd.api.server import ApiLimits
+from agentd.api.client import BAD_RESPONSE, CONNECTION_LOST, TIMED_OUT, UNREACHABLE, ApiClient
+from agentd.api.limits import ApiLimits
 from agentd.errors import ApiClientError
-from protocol.api import NOT_FOUND, TOO_MANY_CONNECTIONS, UNAVAILABLE, EventView, SubmitParams, TaskSpec
-from protocol.control import INVALID_REQUEST
+from protocol.api import (
+    NOT_FOUND,
+    TOO_MANY_CONNECTIONS,
+    UNAVAILABLE,
+    EventsParams,
+    EventsRequest,
+    EventView,
+    GetRequest,
+    Request,
+    StatusRequest,
+    SubmitParams,
+    SubmitRequest,
+    SubmitResult,
+    TaskRef,
+    TaskSpec,
+    TaskView,
+)
+from protocol.jsonrpc import INVALID_REQUEST
 from tests.api.harness import RawConnection, Server, serving
 
 # ---- against a real server (the blocking client runs in a worker thread) -----------------
 
 
+def _submit(instruction: str) -> SubmitRequest:
+    return SubmitRequest(params=SubmitParams(spec=TaskSpec(instruction=instruction)))
+
+
+def _get(task_id: str) -> GetRequest:
+    return GetRequest(params=TaskRef(task_id=task_id))
+
+
 @pytest.mark.anyio
-async def test_call_returns_results_for_dict_and_model_params(server: Server) -> None:
-    def session() -> tuple[object, object]:
+async def test_call_returns_the_result_model_of_the_requests_method(server: Server) -> None:
+    def session() -> tuple[SubmitResult, TaskView]:
         with ApiClient(server.path) as client:
-            submitted = client.call("task.submit", SubmitParams(spec=TaskSpec(instruction="from a model")))
-            assert isinstance(submitted, dict)
-            return submitted, client.call("task.get", {"task_id": submitted["task_id"]})
+            submitted = client.call(_submit("from a model"))
+            return submitted, client.call(_get(submitted.task_id))
 
     submitted, got = await anyio.to_thread.run_sync(session)
-    assert submitted == {"task_id": "t1", "state": "queued", "created": True}
-    assert isinstance(got, dict)
-    assert got["instruction"] == "from a model"
+    assert submitted == SubmitResult(task_id="t1", state="queued", created=True)
+    assert got.instruction == "from a model"
 
 
 @pytest.mark.anyio
 async def test_an_error_answer_raises_with_the_daemons_code_message_and_retryable_flag(
     server: Server,
 ) -> None:
-    def attempt(method: str, params: dict[str, JsonValue]) -> ApiClientError:
+    def attempt(request: Request[Any]) -> ApiClientError:
         with ApiClient(server.path) as client, pytest.raises(ApiClientError) as failed:
-            client.call(method, params)
+            client.call(request)
         return failed.value
 
-    unavailable = await anyio.to_thread.run_sync(
-        lambda: attempt("task.submit", {"spec": {"instruction": "unavailable"}})
-    )
-    missing = await anyio.to_thread.run_sync(lambda: attempt("task.get", {"task_id": "t404"}))
+    unavailable = await anyio.to_thread.run_sync(attempt, _submit("unavailable"))
+    missing = await anyio.to_thread.run_sync(attempt, _get("t404"))
     assert (unavailable.code, unavailable.retryable) == (UNAVAILABLE, True)
     assert (missing.code, missing.message, missing.retryable) == (NOT_FOUND, "no task 't404'", False)
 
@@ -57,13 +77,12 @@ async def test_an_error_answer_raises_with_the_daemons_code_message_and_retryabl
 async def test_stream_yields_each_event_then_the_final_task(server: Server) -> None:
     async with await RawConnection.open(server.path) as owner:
         task_id = (await owner.request("task.submit", {"spec": {"instruction": "x"}}))["result"]["task_id"]
-    items: list[EventView | FinalResult] = []
+    items: list[EventView | TaskView] = []
 
     def follow() -> None:
         with ApiClient(server.path) as client:
-            items.extend(
-                client.stream("task.events", {"task_id": task_id, "follow": True}, idle_timeout_s=10)
-            )
+            request = EventsRequest(params=EventsParams(task_id=task_id, follow=True))
+            items.extend(client.stream(request, idle_timeout_s=10))
 
     with anyio.fail_after(10):
         async with anyio.create_task_group() as tg:
@@ -72,9 +91,8 @@ async def test_stream_yields_each_event_then_the_final_task(server: Server) -> N
             server.backend.finish(task_id)
     assert [i.event for i in items if isinstance(i, EventView)] == ["task.submitted", "task.terminal"]
     final = items[-1]
-    assert isinstance(final, FinalResult)
-    assert isinstance(final.result, dict)
-    assert final.result["state"] == "terminal"
+    assert isinstance(final, TaskView)
+    assert final.state == "terminal"
 
 
 @pytest.mark.anyio
@@ -84,7 +102,8 @@ async def test_leaving_a_stream_early_hangs_up_so_the_daemon_stops_streaming(ser
 
     def first_event_only() -> object:
         with ApiClient(server.path) as client:
-            for item in client.stream("task.events", {"task_id": task_id, "follow": True}, idle_timeout_s=10):
+            request = EventsRequest(params=EventsParams(task_id=task_id, follow=True))
+            for item in client.stream(request, idle_timeout_s=10):
                 return item
         return None
 
@@ -104,7 +123,7 @@ async def test_a_refusal_for_too_many_connections_is_reported_as_retryable(socke
 
         def refused() -> ApiClientError:
             with ApiClient(server.path) as client, pytest.raises(ApiClientError) as failed:
-                client.call("daemon.status")
+                client.call(StatusRequest())
             return failed.value
 
         error = await anyio.to_thread.run_sync(refused)
@@ -116,9 +135,9 @@ async def test_a_connection_the_daemon_closed_while_idle_is_reopened(socket_path
     async with serving(socket_path, limits=ApiLimits(idle_timeout_s=0.1)) as server:
         client = ApiClient(server.path)
         with client:
-            await anyio.to_thread.run_sync(client.call, "daemon.status")
+            await anyio.to_thread.run_sync(client.call, StatusRequest())
             await anyio.sleep(0.4)  # elapsed time is the point: the daemon's idle timeout passes
-            assert await anyio.to_thread.run_sync(client.call, "daemon.status")
+            assert (await anyio.to_thread.run_sync(client.call, StatusRequest())).journal_ok
 
 
 # ---- failures, without a daemon --------------------------------------------------------
@@ -126,7 +145,7 @@ async def test_a_connection_the_daemon_closed_while_idle_is_reopened(socket_path
 
 def _error(path: Path, *, timeout_s: float = 5.0) -> ApiClientError:
     with ApiClient(path, timeout_s=timeout_s) as client, pytest.raises(ApiClientError) as failed:
-        client.call("daemon.status")
+        client.call(StatusRequest())
     return failed.value
 
 
@@ -150,9 +169,11 @@ def test_a_stale_socket_says_the_daemon_is_not_running(tmp_path: Path) -> None:
 
 
 def test_a_request_over_the_frame_cap_is_refused_before_sending(tmp_path: Path) -> None:
+    # Within the spec's character cap, but two bytes a character: over the 1 MiB frame cap.
     with ApiClient(tmp_path / "unused.sock") as client, pytest.raises(ApiClientError) as failed:
-        client.call("task.submit", {"spec": {"instruction": "x" * (2 * 1024 * 1024)}})
+        client.call(_submit("é" * 600_000))
     assert failed.value.code == INVALID_REQUEST
+    assert "over the daemon's 1048576-byte cap" in failed.value.message
 
 
 @pytest.fixture
@@ -208,6 +229,24 @@ def test_a_daemon_that_hangs_up_before_answering_is_a_lost_connection(tmp_path: 
         pytest.param(b'{"jsonrpc":"2.0","id":99,"result":1}\n', "another request", id="wrong-id"),
         pytest.param(b'{"jsonrpc":"2.0","id":1}\n', "neither a result nor an error", id="empty"),
         pytest.param(b"x" * 4096 + b"\n", "over 1024 bytes", id="oversize"),
+        pytest.param(
+            b'{"jsonrpc":"2.0","id":1,"result":{"pid":"one"}}\n',
+            "a daemon.status result of the wrong shape",
+            id="wrong-result-shape",
+        ),
+        pytest.param(
+            b'{"jsonrpc":"2.0","id":1,"error":{"code":"x","message":"m"}}\n',
+            "a malformed error",
+            id="bad-error",
+        ),
+        pytest.param(
+            b'{"jsonrpc":"2.0","method":"task.event","params":{"seq":"x"}}\n',
+            "a malformed task.event",
+            id="bad-event",
+        ),
+        pytest.param(
+            b'{"jsonrpc":"2.0","method":"task.other"}\n', "neither a result nor an error", id="unknown"
+        ),
     ],
 )
 def test_a_broken_answer_is_a_bad_response(tmp_path: Path, reply: bytes, what: str) -> None:
@@ -217,7 +256,7 @@ def test_a_broken_answer_is_a_bad_response(tmp_path: Path, reply: bytes, what: s
         ApiClient(path, timeout_s=5, max_response_bytes=1024) as client,
         pytest.raises(ApiClientError) as failed,
     ):
-        client.call("daemon.status")
+        client.call(StatusRequest())
     thread.join(5)
     assert failed.value.code == BAD_RESPONSE
     assert what in failed.value.message

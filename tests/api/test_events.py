@@ -7,7 +7,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from agentd.api.server import ApiLimits
+from agentd.api.limits import ApiLimits
 from tests.api.harness import RawConnection, Server, request_line, serving
 
 pytestmark = pytest.mark.anyio

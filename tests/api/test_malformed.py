@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentd.api.server import ApiLimits
+from agentd.api.limits import ApiLimits
 from protocol.api import METHODS, NOT_FOUND
-from protocol.control import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR
+from protocol.jsonrpc import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR
 from tests.api.harness import RawConnection, serving
 
 pytestmark = pytest.mark.anyio

@@ -17,11 +17,23 @@ from typing import Any
 import anyio
 import anyio.to_thread
 import pytest
-from pydantic import JsonValue
 
 from agentd.api.client import UNREACHABLE, ApiClient
 from agentd.errors import ApiClientError
-from protocol.api import NOT_FOUND
+from protocol.api import (
+    NOT_FOUND,
+    CancelParams,
+    CancelRequest,
+    EventsParams,
+    EventsRequest,
+    GetRequest,
+    ListRequest,
+    Request,
+    SubmitParams,
+    SubmitRequest,
+    TaskRef,
+    TaskSpec,
+)
 from tests.api.harness import RawConnection, serving
 
 pytestmark = [pytest.mark.anyio, pytest.mark.processes]
@@ -33,19 +45,20 @@ ADMINS = 4242  # a gid no account uses; membership is given to the child directl
 
 def _scenario(root_task: str, path: str) -> dict[str, Any]:
     """What the other user tries, each outcome recorded (runs in the privilege-dropped child)."""
-    steps: list[tuple[str, str, dict[str, JsonValue]]] = [
-        ("get", "task.get", {"task_id": root_task}),
-        ("events", "task.events", {"task_id": root_task}),
-        ("missing", "task.get", {"task_id": "t999"}),
-        ("submit", "task.submit", {"spec": {"instruction": "mine"}}),
-        ("list", "task.list", {}),
-        ("cancel", "task.cancel", {"task_id": root_task}),
+    steps: list[tuple[str, Request[Any]]] = [
+        ("get", GetRequest(params=TaskRef(task_id=root_task))),
+        ("events", EventsRequest(params=EventsParams(task_id=root_task))),
+        ("missing", GetRequest(params=TaskRef(task_id="t999"))),
+        ("submit", SubmitRequest(params=SubmitParams(spec=TaskSpec(instruction="mine")))),
+        ("list", ListRequest()),
+        ("cancel", CancelRequest(params=CancelParams(task_id=root_task))),
     ]
     out: dict[str, Any] = {}
     with ApiClient(path, timeout_s=10) as client:
-        for name, method, params in steps:
+        for name, request in steps:
             try:
-                out[name] = {"result": client.call(method, params)}
+                # As JSON: the outcome crosses back to the test through a pipe.
+                out[name] = {"result": json.loads(request.dump_result(client.call(request)))}
             except ApiClientError as exc:
                 out[name] = {"code": exc.code, "message": exc.message}
     return out

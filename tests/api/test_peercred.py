@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from agentd.api import peercred
+from agentd.api.backend import check_owner
 from agentd.api.peercred import Caller, caller_from_socket, decide_admin, peer_groups
-from agentd.api.server import check_owner
 from agentd.errors import ApiError
 from protocol.api import NOT_FOUND
 

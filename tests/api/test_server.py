@@ -10,9 +10,9 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from agentd.api.server import ApiLimits
+from agentd.api.limits import ApiLimits
 from protocol.api import TOO_MANY_CONNECTIONS, UNAVAILABLE
-from protocol.control import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR
+from protocol.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR
 from tests.api.harness import RawConnection, Server, request_line, serving
 
 pytestmark = pytest.mark.anyio

@@ -21,7 +21,15 @@ from agentd.options import journal_options, supervisor_options
 from agentd.payloads import build_payload
 from agentd.spawning.spawner import ExecSpawner
 from agentd.supervision.supervisor import Supervisor
-from protocol.api import TaskSpec, TaskView
+from protocol.api import (
+    CancelParams,
+    CancelRequest,
+    SubmitParams,
+    SubmitRequest,
+    TaskSpec,
+    WaitParams,
+    WaitRequest,
+)
 from protocol.result import TerminalStatus as S
 from tests.support.daemon import running_daemon, scripted
 
@@ -37,25 +45,22 @@ def test_cancels_racing_submits_never_crash_the_daemon_and_each_task_ends_once(t
         task_ids: list[str] = []
         with daemon.client(timeout_s=30) as client:
             for i in range(ITERATIONS):
-                reply = client.call("task.submit", {"spec": {"instruction": f"race {i}"}})
-                assert isinstance(reply, dict)
-                task_id = str(reply["task_id"])
+                spec = TaskSpec(instruction=f"race {i}")
+                task_id = client.call(SubmitRequest(params=SubmitParams(spec=spec))).task_id
                 task_ids.append(task_id)
                 # Cancel now, after a short random pause, or a task submitted earlier (often
                 # still queued); some tasks are never cancelled and must complete.
                 roll = rng.random()
                 if roll < 0.4:
-                    client.call("task.cancel", {"task_id": task_id})
+                    client.call(CancelRequest(params=CancelParams(task_id=task_id)))
                 elif roll < 0.7:
                     wait_ms = rng.uniform(0, 6)
-                    client.call("task.wait", {"task_id": task_id, "timeout_s": wait_ms / 1000})
-                    client.call("task.cancel", {"task_id": task_id})
+                    client.call(WaitRequest(params=WaitParams(task_id=task_id, timeout_s=wait_ms / 1000)))
+                    client.call(CancelRequest(params=CancelParams(task_id=task_id)))
                 elif roll < 0.85 and len(task_ids) > 3:
-                    client.call("task.cancel", {"task_id": rng.choice(task_ids[-4:-1])})
+                    client.call(CancelRequest(params=CancelParams(task_id=rng.choice(task_ids[-4:-1]))))
             views = [
-                TaskView.model_validate(
-                    client.call("task.wait", {"task_id": t, "timeout_s": 60}, timeout_s=70)
-                )
+                client.call(WaitRequest(params=WaitParams(task_id=t, timeout_s=60)), timeout_s=70)
                 for t in task_ids
             ]
         assert daemon.proc.poll() is None, daemon.log_path.read_text()[-3000:]

@@ -14,8 +14,6 @@ from pydantic import JsonValue, SecretStr
 from protocol.control import (
     Cancel,
     CancelParams,
-    ErrorData,
-    ErrorResponse,
     Event,
     EventParams,
     HandleParams,
@@ -26,7 +24,6 @@ from protocol.control import (
     Ready,
     ReadyParams,
     RequestedLimits,
-    Response,
     Result,
     Spawn,
     SpawnRequestParams,
@@ -40,6 +37,7 @@ from protocol.control import (
     UsageParams,
 )
 from protocol.events import EventName
+from protocol.jsonrpc import ErrorData, ErrorResponse, Response
 from protocol.result import RunError, RunResult, RunUsage, TerminalStatus
 from protocol.spawn import (
     EndpointSpec,

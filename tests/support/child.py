@@ -19,7 +19,7 @@ import anyio
 import anyio.abc
 from pydantic import JsonValue
 
-from protocol import control
+from protocol import control, jsonrpc
 from protocol.framing import FrameError, LineSplitter, decode, encode
 from protocol.result import RunResult
 from protocol.spawn import REVEAL_SECRETS, SpawnPayload
@@ -73,10 +73,10 @@ class ChildHarness:
         self, request: control.SupSpawn | control.SupWait | control.SupStatus | control.SupCancel
     ) -> None:
         if self._sup_handler is None:
-            error = control.ErrorData(code=control.METHOD_NOT_FOUND, message="no supervisor in this test")
-            await self.send(control.ErrorResponse(id=request.id, error=error))
+            error = jsonrpc.ErrorData(code=jsonrpc.METHOD_NOT_FOUND, message="no supervisor in this test")
+            await self.send(jsonrpc.ErrorResponse(id=request.id, error=error))
         else:
-            await self.send(control.Response(id=request.id, result=self._sup_handler(request)))
+            await self.send(jsonrpc.Response(id=request.id, result=self._sup_handler(request)))
 
     async def _read_stderr(self) -> None:
         assert self.process.stderr is not None
@@ -139,9 +139,9 @@ class ChildHarness:
         seq = self._ping_seq
         await self.send(control.Ping(id=seq, params=control.PingParams(seq=seq)))
         frame = await self.wait_for(
-            lambda f: isinstance(f, control.Response) and f.id == seq, timeout_s=timeout_s
+            lambda f: isinstance(f, jsonrpc.Response) and f.id == seq, timeout_s=timeout_s
         )
-        assert isinstance(frame, control.Response)
+        assert isinstance(frame, jsonrpc.Response)
         return control.PingResult.model_validate(frame.result)
 
     async def cancel(self, reason: str = "test cancel") -> None:

@@ -18,14 +18,29 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import JsonValue
 
 from agentd.api.client import ApiClient
 from agentd.errors import ApiClientError
-from protocol.api import TaskView
+from protocol.api import (
+    REQUEST_ADAPTER,
+    Request,
+    StatusRequest,
+    SubmitParams,
+    SubmitRequest,
+    TaskSpec,
+    TaskView,
+    WaitParams,
+    WaitRequest,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
 START_TIMEOUT_S = 30.0
+
+ResultT = TypeVar("ResultT")
 
 FAST_SUPERVISION = """
 [supervision]
@@ -58,20 +73,23 @@ class Daemon:
     def call(
         self, method: str, params: dict[str, object] | None = None, *, timeout_s: float = 30.0
     ) -> object:
+        """Call `method` with plain-JSON `params` (validated as its request); the result as plain JSON."""
+        frame = {"jsonrpc": "2.0", "method": method, "params": params or {}}
+        request: Request[Any] = REQUEST_ADAPTER.validate_python(frame)
         with self.client(timeout_s) as client:
-            return client.call(method, params)  # type: ignore[arg-type]
+            return _as_json(request, client.call(request))
 
     def submit(self, instruction: str, **spec: object) -> str:
-        result = self.call("task.submit", {"spec": {"instruction": instruction, **spec}})
-        assert isinstance(result, dict)
-        return str(result["task_id"])
+        request = SubmitRequest(
+            params=SubmitParams(spec=TaskSpec.model_validate({"instruction": instruction, **spec}))
+        )
+        with self.client() as client:
+            return client.call(request).task_id
 
     def wait(self, task_id: str, timeout_s: float = 60.0) -> TaskView:
+        request = WaitRequest(params=WaitParams(task_id=task_id, timeout_s=timeout_s))
         with self.client(timeout_s + 5) as client:
-            view = client.call(
-                "task.wait", {"task_id": task_id, "timeout_s": timeout_s}, timeout_s=timeout_s + 5
-            )
-        return TaskView.model_validate(view)
+            return client.call(request, timeout_s=timeout_s + 5)
 
     def wait_ready(self, task_ids: list[str], timeout_s: float = 30.0) -> dict[str, int]:
         """Wait until every task's child has sent `ev/ready`; return their pids."""
@@ -120,6 +138,11 @@ class Daemon:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
         return self.proc.wait(timeout=timeout_s)
+
+
+def _as_json(request: Request[ResultT], result: ResultT) -> JsonValue:
+    value: JsonValue = json.loads(request.dump_result(result))
+    return value
 
 
 def write_config(
@@ -172,7 +195,8 @@ def start_daemon(
                 f"daemon exited ({proc.returncode}) during start:\n{log_path.read_text()[-3000:]}"
             )
         try:
-            daemon.call("daemon.status", timeout_s=2)
+            with daemon.client(timeout_s=2) as client:
+                client.call(StatusRequest())
             return daemon
         except ApiClientError:
             pass

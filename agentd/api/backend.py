@@ -1,0 +1,61 @@
+"""What the daemon implements behind the API socket: the `Backend` protocol, and the ownership
+rule every backend keeps (`check_owner`, `task_not_found`) so that another uid's task is
+indistinguishable from a missing one (DESIGN §9)."""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import AsyncIterator
+from typing import Protocol
+
+from agentd.api.peercred import Caller
+from agentd.errors import ApiError
+from protocol.api import (
+    NOT_FOUND,
+    CancelParams,
+    DaemonStatus,
+    EventsParams,
+    EventView,
+    ListParams,
+    NodeView,
+    SubmitParams,
+    SubmitResult,
+    TaskRef,
+    TaskView,
+    WaitParams,
+)
+
+
+class Backend(Protocol):
+    """What the daemon implements behind the socket. It enforces the ownership rule: `check_owner`
+    on every task it is asked about, and `list` filtered to the caller's tasks unless `is_admin`.
+
+    Raise `ApiError` to refuse a request; any other exception is answered as an internal error.
+    `events` yields a task's events after `after_seq`; with `follow` it keeps yielding until the
+    task is terminal. It is closed (`aclose`) as soon as the client goes away.
+    """
+
+    async def submit(self, caller: Caller, params: SubmitParams) -> SubmitResult: ...
+    async def get(self, caller: Caller, params: TaskRef) -> TaskView: ...
+    async def list(self, caller: Caller, params: ListParams) -> builtins.list[TaskView]: ...
+    async def cancel(self, caller: Caller, params: CancelParams) -> TaskView: ...
+    async def wait(self, caller: Caller, params: WaitParams) -> TaskView: ...
+    def events(self, caller: Caller, params: EventsParams) -> AsyncIterator[EventView]: ...
+    async def tree(self, caller: Caller, params: TaskRef) -> builtins.list[NodeView]: ...
+    async def status(self, caller: Caller) -> DaemonStatus: ...
+
+
+def task_not_found(task_id: str | None = None) -> ApiError:
+    """The one NOT_FOUND error for a task, whether it is missing or belongs to someone else."""
+    what = f"no task {task_id!r}" if task_id is not None else "no such task"
+    return ApiError(NOT_FOUND, what)
+
+
+def check_owner(caller: Caller, owner_uid: int, *, task_id: str | None = None) -> None:
+    """Refuse `caller` a task owned by another uid unless the caller is an admin.
+
+    Raises NOT_FOUND, not FORBIDDEN, with the same message as a missing task (`task_not_found`),
+    so a caller cannot probe which task ids exist.
+    """
+    if owner_uid != caller.uid and not caller.is_admin:
+        raise task_not_found(task_id)

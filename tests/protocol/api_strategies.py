@@ -1,0 +1,198 @@
+"""Hypothesis strategies for the daemon API's models (`protocol/api.py`): every method's request,
+and every method's result.
+
+Like `strategies.py`, each builds only valid instances (field constraints kept), so a property can
+assume the value is a legal message.
+"""
+
+from __future__ import annotations
+
+from typing import Any, get_args
+
+from hypothesis import strategies as st
+
+from protocol.api import (
+    CancelParams,
+    CancelRequest,
+    DaemonStatus,
+    EventsParams,
+    EventsRequest,
+    EventView,
+    GetRequest,
+    ListParams,
+    ListRequest,
+    LoopOverrides,
+    NodeView,
+    Request,
+    RetryPolicy,
+    SpecLimits,
+    StatusRequest,
+    SubmitParams,
+    SubmitRequest,
+    SubmitResult,
+    TaskRef,
+    TaskSpec,
+    TaskState,
+    TaskView,
+    TreeRequest,
+    WaitParams,
+    WaitRequest,
+)
+from protocol.result import RunError, RunUsage, TerminalStatus
+from tests.protocol.strategies import (
+    finite_floats,
+    json_objects,
+    json_values,
+    names,
+    non_negative,
+    nonempty_text,
+    output_contracts,
+    positive_floats,
+    request_ids,
+    short_text,
+)
+
+WEEK_S = 7 * 24 * 3600.0
+
+task_ids = st.text(min_size=1, max_size=64)
+task_states: st.SearchStrategy[TaskState] = st.sampled_from(get_args(TaskState))
+fractions = st.floats(min_value=0.0, max_value=1.0, exclude_min=True)
+
+
+def _maybe(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.none() | strategy
+
+
+# ---- requests ------------------------------------------------------------------------------
+
+task_specs = st.builds(
+    TaskSpec,
+    instruction=nonempty_text,
+    model=_maybe(names),
+    mcp=st.lists(names, max_size=3),
+    limits=st.builds(
+        SpecLimits,
+        max_steps=_maybe(st.integers(1, 100_000)),
+        max_tokens=_maybe(st.integers(min_value=1, max_value=2**40)),
+        deadline_s=_maybe(st.floats(min_value=0.0, max_value=WEEK_S, exclude_min=True)),
+    ),
+    output_contract=output_contracts,
+    loop=st.builds(
+        LoopOverrides,
+        repeat_cap=_maybe(st.integers(1, 100)),
+        idle_limit=_maybe(st.integers(1, 100)),
+        keep_verbatim=_maybe(st.integers(0, 1000)),
+        compaction_high_water=_maybe(fractions),
+        vacuous_reasks=_maybe(st.integers(0, 10)),
+        catalogue_bytes=_maybe(st.integers(0, 1_000_000)),
+    ),
+    retry=st.builds(RetryPolicy, max_attempts=st.integers(1, 10)),
+    labels=st.dictionaries(st.text(max_size=64), st.text(max_size=256), max_size=3),
+)
+
+task_refs = st.builds(TaskRef, task_id=task_ids)
+
+submit_requests = st.builds(
+    SubmitRequest,
+    id=request_ids,
+    params=st.builds(
+        SubmitParams, spec=task_specs, idempotency_key=_maybe(st.text(min_size=1, max_size=128))
+    ),
+)
+get_requests = st.builds(GetRequest, id=request_ids, params=task_refs)
+list_requests = st.builds(
+    ListRequest,
+    id=request_ids,
+    params=st.builds(ListParams, state=_maybe(task_states), limit=st.integers(1, 10_000)),
+)
+cancel_requests = st.builds(
+    CancelRequest,
+    id=request_ids,
+    params=st.builds(CancelParams, task_id=task_ids, reason=st.text(max_size=1000)),
+)
+wait_requests = st.builds(
+    WaitRequest,
+    id=request_ids,
+    params=st.builds(WaitParams, task_id=task_ids, timeout_s=_maybe(st.floats(0.0, WEEK_S))),
+)
+events_requests = st.builds(
+    EventsRequest,
+    id=request_ids,
+    params=st.builds(EventsParams, task_id=task_ids, after_seq=non_negative, follow=st.booleans()),
+)
+tree_requests = st.builds(TreeRequest, id=request_ids, params=task_refs)
+status_requests = st.builds(StatusRequest, id=request_ids)
+
+# ---- results -------------------------------------------------------------------------------
+
+run_usages = st.builds(
+    RunUsage,
+    tokens_in=non_negative,
+    tokens_out=non_negative,
+    steps=non_negative,
+    model_calls=non_negative,
+    tool_calls=non_negative,
+)
+statuses = _maybe(st.sampled_from(TerminalStatus))
+
+task_views = st.builds(
+    TaskView,
+    task_id=task_ids,
+    run_id=short_text,
+    owner_uid=non_negative,
+    state=task_states,
+    status=statuses,
+    exit_code=_maybe(st.integers(0, 255)),
+    result=json_values,
+    partial=st.booleans(),
+    usage=run_usages,
+    abort=st.sampled_from([None, "intelligence", "mcp"]),
+    error=_maybe(st.builds(RunError, kind=short_text, message=short_text)),
+    attempts=non_negative,
+    instruction=short_text,
+    model=_maybe(short_text),
+    mcp=st.lists(short_text, max_size=3),
+    created_at=finite_floats,
+    started_at=_maybe(finite_floats),
+    ended_at=_maybe(finite_floats),
+    pid=_maybe(st.integers(1, 2**22)),
+)
+node_views = st.builds(
+    NodeView,
+    handle=short_text,
+    parent=_maybe(short_text),
+    depth=non_negative,
+    status=statuses,
+    state=st.sampled_from(["starting", "running", "terminal"]),
+    pid=_maybe(st.integers(1, 2**22)),
+    usage=run_usages,
+    grant_steps=_maybe(non_negative),
+    grant_tokens=_maybe(non_negative),
+)
+daemon_statuses = st.builds(
+    DaemonStatus,
+    pid=st.integers(1, 2**22),
+    version=short_text,
+    uptime_s=positive_floats,
+    draining=st.booleans(),
+    queued=non_negative,
+    running=non_negative,
+    max_concurrent_tasks=non_negative,
+    journal_ok=st.booleans(),
+    degraded=st.lists(short_text, max_size=3),
+    children=non_negative,
+)
+submit_results = st.builds(SubmitResult, task_id=task_ids, state=task_states, created=st.booleans())
+event_views = st.builds(EventView, seq=non_negative, ts=finite_floats, event=short_text, fields=json_objects)
+
+# Every method: its requests, and the results that answer them.
+METHOD_STRATEGIES: dict[str, tuple[st.SearchStrategy[Request[Any]], st.SearchStrategy[Any]]] = {
+    "task.submit": (submit_requests, submit_results),
+    "task.get": (get_requests, task_views),
+    "task.list": (list_requests, st.lists(task_views, max_size=3)),
+    "task.cancel": (cancel_requests, task_views),
+    "task.wait": (wait_requests, task_views),
+    "task.events": (events_requests, task_views),
+    "task.tree": (tree_requests, st.lists(node_views, max_size=3)),
+    "daemon.status": (status_requests, daemon_statuses),
+}
