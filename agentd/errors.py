@@ -16,7 +16,7 @@ AgentdError
  ├── SecretUnavailable     also a ValueError: a secret's source cannot be read (same module)
  ├── NotConfigured         a request names an endpoint or MCP server the configuration lacks
  ├── ApiError              a daemon API request refused (JSON-RPC error code + retryable);
- │                         raised by a Backend, answered by agentd/api/server.py
+ │                         raised by a Backend, answered by agentd/api/connection.py
  ├── ListenerError         the API socket cannot be bound or adopted (agentd/api/listener.py)
  │    └── DaemonRunning        a live daemon already answers on the socket path
  ├── ApiClientError        an API call failed, as the client sees it (agentd/api/client.py)
