@@ -138,6 +138,7 @@ def test_signature_changes_with_any_observation_or_the_text() -> None:
     [
         pytest.param(Budgets(), 0.0, True, 0, S.CANCELLED, id="cancel-wins"),
         pytest.param(Budgets(), 600.0, False, 0, S.DEADLINE, id="deadline"),
+        pytest.param(Budgets(), 600.0, True, 0, S.CANCELLED, id="cancel-beats-deadline"),
         pytest.param(
             Budgets(used=RunUsage(tokens_in=199_000)), 0.0, False, 1000, S.EXHAUSTED_TOKENS, id="tokens"
         ),
@@ -164,6 +165,22 @@ def test_pre_call_stop(
 def test_post_call_stop(changes: dict[str, object], expected: S | None) -> None:
     state = replace(start(), **changes)  # type: ignore[arg-type]
     assert stop.post_call_stop(state, now=0.0, cancelled=False) == expected
+
+
+@pytest.mark.parametrize(
+    ("steps", "now", "cancelled", "expected"),
+    [
+        pytest.param(0, 600.0, False, S.DEADLINE, id="deadline"),
+        pytest.param(0, 600.0, True, S.CANCELLED, id="cancel-beats-deadline"),
+        pytest.param(40, 0.0, True, S.CANCELLED, id="cancel-beats-steps"),
+        pytest.param(40, 600.0, False, S.EXHAUSTED_STEPS, id="steps-beat-deadline"),
+    ],
+)
+def test_post_call_stop_ranks_a_cancel_first_and_the_deadline_last(
+    steps: int, now: float, cancelled: bool, expected: S
+) -> None:
+    state = replace(start(), budgets=Budgets(used=RunUsage(steps=steps)))
+    assert stop.post_call_stop(state, now=now, cancelled=cancelled) == expected
 
 
 def test_estimate_uses_chars_over_four_plus_an_eighth_of_the_last_prompt() -> None:
