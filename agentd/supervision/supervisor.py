@@ -233,7 +233,13 @@ class Supervisor:
             return RunResult(
                 status=TerminalStatus.CANCELLED, error=RunError(kind="cancelled", message=slot.cancel_reason)
             )
-        ports = RunPorts(self.journal, self.spawner, self._drain, self.options.run, self.cgroup_root)
+        ports = RunPorts(
+            journal=self.journal,
+            spawner=self.spawner,
+            drain=self._drain,
+            options=self.options.run,
+            cgroups=self.cgroup_root,
+        )
         slot.run = TaskRun(ports, slot.record, payload)
         if self.draining:
             slot.run.cancel("agentd is shutting down", cause="drain", force=self.forced)
