@@ -10,6 +10,7 @@ from agentd.config.load import Config
 from agentd.journal.store import JournalOptions
 from agentd.spawning.spawner import RLimits
 from agentd.supervision.liveness import LivenessPolicy
+from agentd.supervision.ports import RunOptions
 from agentd.supervision.supervisor import SupervisorOptions
 from processes.ladder import LadderPolicy
 
@@ -27,8 +28,7 @@ def journal_options(config: Config) -> JournalOptions:
 def supervisor_options(config: Config) -> SupervisorOptions:
     sup = config.supervision
     lim = config.limits
-    return SupervisorOptions(
-        max_concurrent_tasks=config.daemon.max_concurrent_tasks,
+    run = RunOptions(
         liveness=LivenessPolicy(
             ping_interval_s=sup.ping_interval_s,
             missed_pongs=sup.missed_pongs,
@@ -49,10 +49,14 @@ def supervisor_options(config: Config) -> SupervisorOptions:
         ),
         memory_max=_finite(lim.memory_max_bytes),
         pids_max=_finite(lim.pids_max),
-        drain_timeout_s=config.daemon.drain_timeout_s,
-        orphan_sweep_interval_s=sup.orphan_sweep_interval_s,
         child_argv=tuple(sup.child_command) if sup.child_command else None,
         child_steps=config.defaults.child_max_steps,
         child_tokens=config.defaults.child_max_tokens,
         stderr_line_cap=sup.stderr_line_cap,
+    )
+    return SupervisorOptions(
+        max_concurrent_tasks=config.daemon.max_concurrent_tasks,
+        drain_timeout_s=config.daemon.drain_timeout_s,
+        orphan_sweep_interval_s=sup.orphan_sweep_interval_s,
+        run=run,
     )

@@ -28,6 +28,7 @@ from agentd.journal.records import TaskRecord
 from agentd.journal.store import open_journal
 from agentd.spawning.spawner import ExecSpawner
 from agentd.supervision.liveness import LivenessPolicy
+from agentd.supervision.ports import RunOptions
 from agentd.supervision.supervised_child import SupervisedChild
 from agentd.supervision.supervisor import Supervisor, SupervisorOptions
 from bench.daemon_procs import BenchDaemon, ChildrenMemory
@@ -83,8 +84,9 @@ async def measure_rtt(workdir: Path, children: int, ping_interval_s: float, wind
     logs.configure("error")
     options = SupervisorOptions(
         max_concurrent_tasks=children,
-        liveness=LivenessPolicy(ping_interval_s=ping_interval_s),
-        child_argv=(sys.executable, ROGUE),
+        run=RunOptions(
+            liveness=LivenessPolicy(ping_interval_s=ping_interval_s), child_argv=(sys.executable, ROGUE)
+        ),
     )
     spec = TaskSpec(instruction="idle", labels={"bench": "rtt"})
     async with open_journal(workdir / "state") as journal:

@@ -4,8 +4,9 @@
    reply asks for `subagent_spawn`; the figure is the time from that reply to the child's first
    model request (the parent's tool call, `sup/spawn`, the supervisor's checks and spawn, the
    child's boot). Median over `--spawns` tasks.
-2. The supervisor's accounting per `ev/usage` frame with 100 live nodes: decoding the frame and
-   `Tree.record_usage` (which checks the node and its ancestors against their grants).
+2. The supervisor's accounting per `ev/usage` frame with 100 live nodes: decoding the frame, its
+   usage (`call_usage`) and `Tree.record_usage` (which checks the node and its ancestors against
+   their grants).
 
     python bench/nesting.py [--spawns 5] [--frames 20000] [--out bench/results/nesting.json]
 """
@@ -24,6 +25,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from agentd.supervision.task_run import call_usage  # noqa: E402
 from agentd.supervision.tree import LIFETIME_CAP, Budget, ChildRequest, Grant, Tree  # noqa: E402
 from protocol import control  # noqa: E402
 from protocol.framing import decode, encode  # noqa: E402
@@ -92,8 +94,8 @@ def accounting_cost(frames: int, live: int = 100) -> dict[str, float]:
         started = time.perf_counter_ns()
         message = decode(line, control.UP_ADAPTER)
         assert isinstance(message, control.Usage)
-        params = message.params
-        tree.record_usage(handle, Budget(params.steps, params.tokens_in + params.tokens_out))
+        call = call_usage(message.params)
+        tree.record_usage(handle, Budget(call.steps, call.tokens))
         costs.append((time.perf_counter_ns() - started) / 1000)
     costs.sort()
     return {

@@ -1,7 +1,9 @@
 """Terminal statuses, the run result a subagent reports, and the exit-code mapping.
 
 `TerminalStatus` is the closed set of RFC 0007; no other module may introduce a status.
-`exit_code` is DESIGN §12 (RFC 0011): the single place a status becomes a process exit code.
+`interrupted_status` is the one rule for a run stopped from outside (cancelled beats deadline),
+shared by the loop, its driver and the supervisor's exit classifier. `exit_code` is DESIGN §12
+(RFC 0011): the single place a status becomes a process exit code.
 """
 
 from __future__ import annotations
@@ -61,6 +63,13 @@ class RunUsage(_Wire):
     def tokens(self) -> int:
         return self.tokens_in + self.tokens_out
 
+    def __add__(self, other: RunUsage) -> RunUsage:
+        """Both consumptions together: every counter summed (`sum(usages, RunUsage())` works)."""
+        counters = RunUsage.model_fields
+        return RunUsage.model_validate(
+            {name: getattr(self, name) + getattr(other, name) for name in counters}
+        )
+
 
 class RunError(_Wire):
     """A machine-readable reason next to the status: `kind` is a short snake_case word."""
@@ -78,6 +87,22 @@ class RunResult(_Wire):
     usage: RunUsage = RunUsage()
     abort: AbortKind | None = None
     error: RunError | None = None
+
+
+def interrupted_status(*, cancelled: bool, past_deadline: bool) -> TerminalStatus | None:
+    """The status of a run stopped from outside, or None if nothing stopped it.
+
+    Cancelled beats deadline: when both hold, the explicit request to stop is the cause recorded.
+
+    Args:
+        cancelled: a stop was requested (`ctrl/cancel`, a task cancel, a daemon drain).
+        past_deadline: the run's deadline has passed.
+    """
+    if cancelled:
+        return TerminalStatus.CANCELLED
+    if past_deadline:
+        return TerminalStatus.DEADLINE
+    return None
 
 
 RESULT_TEXT_CAP = 8000

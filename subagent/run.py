@@ -18,7 +18,7 @@ import anyio
 from pydantic import JsonValue
 
 from protocol import control
-from protocol.result import RunError, RunResult, RunUsage, TerminalStatus, cap_text
+from protocol.result import RunError, RunResult, RunUsage, TerminalStatus, cap_text, interrupted_status
 from protocol.spawn import SpawnPayload
 from subagent.channel import ControlChannel
 from subagent.errors import ContextOverflow, IntelError, McpFatal
@@ -95,7 +95,6 @@ class Driver:
                 await self._call_tools(tools, action)
 
     async def _call_model(self, intel: Intelligence, action: CallModel) -> None:
-        before = self.state.budgets
         with self._interruptible() as scope:
             try:
                 reply = await intel.complete(action.request)
@@ -110,11 +109,12 @@ class Driver:
         self.state = on_model_reply(
             self.state, action, reply, now=anyio.current_time(), cancelled=self.cancelled
         )
-        after = self.state.budgets
+        call = self.state.budgets.last_call
+        assert call is not None  # on_model_reply records every reply's usage
         usage = control.UsageParams(
-            tokens_in=after.tokens_in - before.tokens_in,
-            tokens_out=after.tokens_out - before.tokens_out,
-            steps=after.steps_used - before.steps_used,
+            tokens_in=call.tokens_in,
+            tokens_out=call.tokens_out,
+            steps=call.steps,
             model=reply.model or self.payload.intelligence[0].model,
         )
         self.channel.send(control.Usage(params=usage))
@@ -174,14 +174,7 @@ class Driver:
         )
 
     def usage(self) -> RunUsage:
-        b = self.state.budgets
-        return RunUsage(
-            tokens_in=b.tokens_in,
-            tokens_out=b.tokens_out,
-            steps=b.steps_used,
-            model_calls=b.model_calls,
-            tool_calls=b.tool_calls,
-        )
+        return self.state.budgets.used
 
 
 class ChannelLink:
@@ -244,7 +237,11 @@ async def run_async(payload: SpawnPayload, channel: ControlChannel) -> RunResult
                 driver.current.scope = outer
                 await connect_and_drive()
             if outer.cancelled_caught and driver.sent is None:
-                status = TerminalStatus.CANCELLED if driver.cancelled else TerminalStatus.DEADLINE
+                status = interrupted_status(
+                    cancelled=driver.cancelled,
+                    past_deadline=anyio.current_time() >= driver.state.config.deadline,
+                )
+                assert status is not None  # only a cancel or its deadline cancels `outer`
                 driver.report(driver.result(terminal_for(driver.state, status)))
         except* McpFatal as group:
             driver.report(abort(driver, "mcp", group.exceptions[0]))

@@ -11,7 +11,7 @@ import signal
 from dataclasses import dataclass
 from typing import Literal
 
-from protocol.result import RunError, RunResult, TerminalStatus
+from protocol.result import RunError, RunResult, TerminalStatus, interrupted_status
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,20 +99,24 @@ def classify_exit(
     """The one terminal result for a reaped child (the EOF×exit half of DESIGN §6).
 
     A child that reported `ev/result` keeps its own verdict, however it exited afterwards.
-    Otherwise the supervisor attributes the status: a cancel it requested is `cancelled`, a
-    deadline kill is `deadline`, everything else is `crashed` with the reason recorded.
+    Otherwise the supervisor attributes the status from the first cause it stopped the child for:
+    a cancel or drain is `cancelled` and the deadline backstop is `deadline` (`interrupted_status`),
+    everything else is `crashed` with the reason recorded.
     """
+    interrupted = interrupted_status(
+        cancelled=kill_cause in ("cancel", "drain"), past_deadline=kill_cause == "deadline"
+    )
     if result is not None:
-        if result.status is TerminalStatus.CANCELLED and kill_cause == "deadline":
+        if result.status is TerminalStatus.CANCELLED and interrupted is TerminalStatus.DEADLINE:
             # It obeyed the cancel the deadline backstop sent: the reason it stopped is the deadline.
             return result.model_copy(update={"status": TerminalStatus.DEADLINE})
         return result
-    if kill_cause in ("cancel", "drain"):
+    if interrupted is TerminalStatus.CANCELLED:
         return RunResult(
             status=TerminalStatus.CANCELLED,
             error=RunError(kind="cancelled", message=f"cancelled; the child {exit_info.describe}"),
         )
-    if kill_cause == "deadline":
+    if interrupted is TerminalStatus.DEADLINE:
         return RunResult(
             status=TerminalStatus.DEADLINE,
             error=RunError(kind="deadline", message=f"deadline backstop; the child {exit_info.describe}"),

@@ -30,6 +30,7 @@ from agentd.supervision.liveness import (
     classify,
     classify_exit,
 )
+from agentd.supervision.payloads import with_deadline
 from processes.ladder import LadderPolicy, LadderTarget, RungAction, climb, plan
 from protocol import control, jsonrpc
 from protocol.framing import MAX_FRAME, FrameError, LineSplitter, Oversize, decode, encode
@@ -148,7 +149,7 @@ class SupervisedChild:
                     # Stopped before it was given its task: it is idle, so skip the cancel rung.
                     cause, start, reason = self._pending_stop
                     self.stop(cause, start="sigkill" if start == "sigkill" else "sigterm", reason=reason)
-                elif not await self.send(control.Spawn(params=payload), reveal=True):
+                elif not await self.send(control.Spawn(params=self._as_sent(payload)), reveal=True):
                     self.stop("faulty", start="sigterm")
                 await self._wait_exit()
                 with anyio.move_on_after(DRAIN_AFTER_EXIT_S):
@@ -174,6 +175,11 @@ class SupervisedChild:
             oom_killed=self.cgroup.oom_killed() if self.cgroup else False,
             stderr_tail="\n".join(self._stderr_tail) if self.result is None else "",
         )
+
+    def _as_sent(self, payload: SpawnPayload) -> SpawnPayload:
+        # The child times itself from the frame's arrival: it gets what is left of our deadline,
+        # so its deadline and this supervisor's backstop name the same instant.
+        return with_deadline(payload, self.deadline, now=anyio.current_time())
 
     def stop(self, cause: KillCause, *, start: RungAction = "cancel", reason: str = "") -> None:
         """Start the kill ladder (once); a later, harder request (`start="sigkill"`) escalates at once."""

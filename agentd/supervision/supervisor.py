@@ -2,8 +2,9 @@
 
 The `Supervisor` takes queued tasks from the journal up to `max_concurrent_tasks`, spawns each
 as a `SupervisedChild` in write-ahead order (mark `starting` → spawn → record pid and start time →
-send `ctrl/spawn`), records exactly one terminal status per task, and sweeps orphans. It never
-talks to a model and never parses MCP traffic (DESIGN §1).
+send `ctrl/spawn`), records exactly one terminal status per task, and sweeps orphans. Each task
+runs as a `TaskRun` given narrow `RunPorts`. It never talks to a model and never parses MCP
+traffic (DESIGN §1).
 """
 
 from __future__ import annotations
@@ -24,10 +25,9 @@ from agentd.journal.records import TaskRecord
 from agentd.journal.store import Journal
 from agentd.spawning import reaper
 from agentd.spawning.cgroup import CgroupRoot
-from agentd.spawning.spawner import MARKER_ENV, RLimits, Spawner
-from agentd.supervision.liveness import LivenessPolicy
+from agentd.spawning.spawner import MARKER_ENV, Spawner
+from agentd.supervision.ports import DrainState, RunOptions, RunPorts
 from agentd.supervision.task_run import TaskRun
-from processes.ladder import LadderPolicy
 from protocol.result import RunError, RunResult, TerminalStatus, exit_code
 from protocol.spawn import SpawnPayload
 
@@ -41,19 +41,11 @@ class PayloadError(AgentdError):
 @dataclass(frozen=True, slots=True)
 class SupervisorOptions:
     max_concurrent_tasks: int = 8
-    liveness: LivenessPolicy = field(default_factory=LivenessPolicy)
-    ladder: LadderPolicy = field(default_factory=LadderPolicy)
-    rlimits: RLimits = field(default_factory=RLimits)
-    memory_max: int | None = None
-    pids_max: int | None = None
     drain_timeout_s: float = 25.0
-    teardown_grace_s: float = 10.0
     orphan_sweep_interval_s: float = 10.0
-    child_argv: tuple[str, ...] | None = None
-    # A nested child's grant when its parent asks for none (always capped by what the parent has).
-    child_steps: int = 20
-    child_tokens: int = 50_000
-    stderr_line_cap: int = 8192
+    # Each task runs under the options current when it starts, to its end (a reload does not
+    # change a running task).
+    run: RunOptions = field(default_factory=RunOptions)
 
 
 @dataclass
@@ -80,23 +72,23 @@ class Supervisor:
         self.options = options or SupervisorOptions()
         self.cgroup_root = cgroup_root
         self.log = logs.get()
-        self.draining = False
         self.running: dict[str, _Slot] = {}
+        self._drain = DrainState()
         self._wake = anyio.Event()
         self._terminal: dict[str, anyio.Event] = {}
         self._drained = anyio.Event()
-        self._force = False
 
     # ---- public --------------------------------------------------------------------------------
 
     @property
+    def draining(self) -> bool:
+        """Intake has stopped and every running task is being cancelled."""
+        return self._drain.draining
+
+    @property
     def forced(self) -> bool:
         """A second signal asked for SIGKILL now."""
-        return self._force
-
-    def ladder_bound_s(self) -> float:
-        ladder = self.options.ladder
-        return ladder.cancel_grace_s + ladder.term_grace_s + ladder.kill_reap_s
+        return self._drain.forced
 
     def owned_pids(self) -> set[int]:
         children = {pid for slot in self.running.values() if slot.run is not None for pid in slot.run.pids()}
@@ -137,8 +129,8 @@ class Supervisor:
     def drain(self, *, force: bool = False) -> None:
         """Stop intake and cancel every running task; `force` SIGKILLs them now (second signal)."""
         first = not self.draining
-        self.draining = True
-        self._force = self._force or force
+        self._drain.draining = True
+        self._drain.forced = self._drain.forced or force
         if first:
             self.log.info("proc.drain", running=len(self.running))
         for slot in self.running.values():
@@ -223,7 +215,7 @@ class Supervisor:
                 )
             if result is not None:  # None: it was cancelled while queued, and recorded then
                 # A forced kill (a second signal) is not a clean drain.
-                await self._record_terminal(record, result, clean_drain=self.draining and not self._force)
+                await self._record_terminal(record, result, clean_drain=self.draining and not self.forced)
         except JournalError as exc:
             # The outcome could not be recorded; restart recovery will reconcile the task.
             self.log.error("task.terminal", task_id=record.task_id, err=f"journal: {exc}")
@@ -241,9 +233,16 @@ class Supervisor:
             return RunResult(
                 status=TerminalStatus.CANCELLED, error=RunError(kind="cancelled", message=slot.cancel_reason)
             )
-        slot.run = TaskRun(self, slot.record, payload)
+        ports = RunPorts(
+            journal=self.journal,
+            spawner=self.spawner,
+            drain=self._drain,
+            options=self.options.run,
+            cgroups=self.cgroup_root,
+        )
+        slot.run = TaskRun(ports, slot.record, payload)
         if self.draining:
-            slot.run.cancel("agentd is shutting down", cause="drain", force=self._force)
+            slot.run.cancel("agentd is shutting down", cause="drain", force=self.forced)
         return await slot.run.run()
 
     async def _record_terminal(

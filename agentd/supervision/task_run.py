@@ -4,14 +4,14 @@ Every subagent is spawned here, by the supervisor — the single spawn chokepoin
 A `sup/spawn` request becomes a refusal naming the cap (returned to the model as a tool error)
 or a grant minted by `agentd.supervision.tree`; usage is counted as each `ev/usage` arrives; a node over its
 grant has its subtree cancelled, and the root over its grant ends the task `exhausted_*`.
-Teardown goes deepest-first. A parent receives only a child's distillate.
+Teardown goes deepest-first. A parent receives only a child's distillate. What a run needs from
+outside — journal writes, the spawner, its options, the drain state — comes in as `RunPorts`.
 """
 
 from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
@@ -22,20 +22,21 @@ from agentd.errors import InvalidTransition, JournalError, SpawnError
 from agentd.journal.records import TaskRecord
 from agentd.spawning.spawner import SpawnRequest
 from agentd.supervision.liveness import KillCause, Verdict
+from agentd.supervision.payloads import child_payload, scope_of
+from agentd.supervision.ports import RunPorts
 from agentd.supervision.supervised_child import ChildIdentity, SupervisedChild, SupRequest
-from agentd.supervision.tree import Budget, ChildRequest, Defaults, Grant, Refusal, Scope, Tree
-from processes.ladder import RungAction
+from agentd.supervision.tree import Budget, ChildRequest, Defaults, Refusal, Tree
+from processes.ladder import RungAction, bound_s, plan
 from protocol import control
 from protocol.api import NodeView
 from protocol.events import EventName
 from protocol.result import RunError, RunResult, RunUsage, TerminalStatus
-from protocol.spawn import Limits, SpawnPayload
-
-if TYPE_CHECKING:
-    from agentd.supervision.supervisor import Supervisor
+from protocol.spawn import SpawnPayload
 
 FIELD_CAP = 2000
 INFO_EVENTS = frozenset({"loop.start", "loop.final", "loop.error", "mcp.connect"})
+# How long the end of a run waits for its nodes beyond the kill ladder's own bound.
+TEARDOWN_SLACK_S = 5.0
 
 
 def _comp(event: str) -> str:
@@ -46,8 +47,11 @@ def _comp(event: str) -> str:
     return "agent"
 
 
-def scope_of(payload: SpawnPayload) -> Scope:
-    return {s.name: (None if s.tools is None else frozenset(s.tools)) for s in payload.mcp_servers}
+def call_usage(params: control.UsageParams) -> RunUsage:
+    """One model call's usage, from its `ev/usage` frame."""
+    return RunUsage(
+        tokens_in=params.tokens_in, tokens_out=params.tokens_out, steps=params.steps, model_calls=1
+    )
 
 
 @dataclass
@@ -73,7 +77,7 @@ class NodeListener:
         self.log = logs.get(task_id=run.record.task_id, run_id=run.record.run_id, handle=node.handle)
 
     def _journal(self, event: EventName, fields: dict[str, JsonValue]) -> None:
-        self.run.sup.journal.append_event(
+        self.run.ports.journal.append_event(
             self.run.record.task_id, event, {"handle": self.node.handle, **fields}
         )
 
@@ -90,17 +94,9 @@ class NodeListener:
         self._journal(params.event, fields)
 
     def on_usage(self, child: SupervisedChild, params: control.UsageParams) -> None:
-        c = self.node.counted
-        self.node.counted = RunUsage(
-            tokens_in=c.tokens_in + params.tokens_in,
-            tokens_out=c.tokens_out + params.tokens_out,
-            steps=c.steps + params.steps,
-            model_calls=c.model_calls + 1,
-            tool_calls=c.tool_calls,
-        )
-        over = self.run.tree.record_usage(
-            self.node.handle, Budget(params.steps, params.tokens_in + params.tokens_out)
-        )
+        call = call_usage(params)
+        self.node.counted += call
+        over = self.run.tree.record_usage(self.node.handle, Budget(call.steps, call.tokens))
         if over is not None:
             self.run.over_grant(over)
 
@@ -135,18 +131,19 @@ class NodeListener:
 class TaskRun:
     """Runs one task's tree of subagent processes to its one terminal result."""
 
-    def __init__(self, sup: Supervisor, record: TaskRecord, root: SpawnPayload) -> None:
-        self.sup = sup
+    def __init__(self, ports: RunPorts, record: TaskRecord, root: SpawnPayload) -> None:
+        self.ports = ports
         self.record = record
         now = anyio.current_time()
+        # The task is admitted now: its one deadline is fixed here, and every node's derives from it.
         self.tree = Tree(
             Budget(root.limits.max_steps, root.limits.max_tokens),
             now + root.limits.deadline_s,
             scope_of(root),
             now=now,
             defaults=Defaults(
-                child_steps=sup.options.child_steps,
-                child_tokens=sup.options.child_tokens,
+                child_steps=ports.options.child_steps,
+                child_tokens=ports.options.child_tokens,
                 max_depth=root.limits.remaining_depth,
             ),
         )
@@ -196,7 +193,7 @@ class TaskRun:
         """
         root = self.tree.nodes["0"]
         try:
-            self.record = await self.sup.journal.mark_starting(
+            self.record = await self.ports.journal.mark_starting(
                 self.record.task_id, grant_steps=root.grant.steps, grant_tokens=root.grant.tokens
             )
         except InvalidTransition as exc:
@@ -208,7 +205,7 @@ class TaskRun:
             result = await self._run_node(self.nodes["0"])
             # Whatever the root left running is cancelled before the task's outcome is recorded.
             self.teardown("0", "cancel", "the root subagent ended")
-            with anyio.move_on_after(self.sup.ladder_bound_s() + 5):
+            with anyio.move_on_after(bound_s(plan(self.ports.options.ladder)) + TEARDOWN_SLACK_S):
                 for node in list(self.nodes.values()):
                     await node.done.wait()
             tg.cancel_scope.cancel()
@@ -216,17 +213,7 @@ class TaskRun:
 
     def total_usage(self) -> RunUsage:
         """The whole tree's usage: each node's own, summed (the rolled-up task usage)."""
-        totals = RunUsage()
-        for node in self.nodes.values():
-            u = node.result.usage if node.result is not None and node.result.error is None else node.counted
-            totals = RunUsage(
-                tokens_in=totals.tokens_in + u.tokens_in,
-                tokens_out=totals.tokens_out + u.tokens_out,
-                steps=totals.steps + u.steps,
-                model_calls=totals.model_calls + u.model_calls,
-                tool_calls=totals.tool_calls + u.tool_calls,
-            )
-        return totals
+        return sum((self._node_usage(node) for node in self.nodes.values()), RunUsage())
 
     async def _run_node(self, node: NodeRun) -> RunResult:
         try:
@@ -238,7 +225,7 @@ class TaskRun:
         node.result = result
         self.tree.end(node.handle)
         with contextlib.suppress(JournalError):
-            await self.sup.journal.end_node(
+            await self.ports.journal.end_node(
                 self.record.task_id, node.handle, result.status, self._node_usage(node)
             )
         node.done.set()
@@ -252,11 +239,11 @@ class TaskRun:
         return node.counted
 
     async def _spawn_and_supervise(self, node: NodeRun) -> RunResult:
-        sup, record, payload = self.sup, self.record, node.payload
+        journal, options, record = self.ports.journal, self.ports.options, self.record
         tree_node = self.tree.nodes[node.handle]
         log = self.log.bind(handle=node.handle)
         if node.handle != "0":  # the root's node was written with the task's `starting`
-            await sup.journal.upsert_node(
+            await journal.upsert_node(
                 record.task_id,
                 node.handle,
                 parent=tree_node.parent,
@@ -266,32 +253,32 @@ class TaskRun:
                 grant_tokens=tree_node.grant.tokens,
             )
         leaf = None
-        if sup.cgroup_root is not None:
-            leaf = sup.cgroup_root.create_leaf(
+        if self.ports.cgroups is not None:
+            leaf = self.ports.cgroups.create_leaf(
                 f"{record.task_id}-{node.handle}",
-                memory_max=sup.options.memory_max,
-                pids_max=sup.options.pids_max,
+                memory_max=options.memory_max,
+                pids_max=options.pids_max,
             )
-        proc = sup.spawner.spawn(
+        proc = self.ports.spawner.spawn(
             SpawnRequest(
                 task_id=record.task_id,
                 run_id=record.run_id,
                 handle=node.handle,
-                rlimits=sup.options.rlimits,
+                rlimits=options.rlimits,
                 cgroup=str(leaf.path) if leaf else None,
-                argv=sup.options.child_argv,
+                argv=options.child_argv,
             )
         )
         child = SupervisedChild(
             proc,
             ChildIdentity(record.task_id, record.run_id, node.handle),
             NodeListener(self, node),
-            deadline=anyio.current_time() + payload.limits.deadline_s,
-            liveness=sup.options.liveness,
-            ladder=sup.options.ladder,
+            deadline=tree_node.deadline,
+            liveness=options.liveness,
+            ladder=options.ladder,
             cgroup=leaf,
-            teardown_grace_s=sup.options.teardown_grace_s,
-            stderr_line_cap=sup.options.stderr_line_cap,
+            teardown_grace_s=options.teardown_grace_s,
+            stderr_line_cap=options.stderr_line_cap,
         )
         node.child = child
         log.info(
@@ -304,9 +291,9 @@ class TaskRun:
         )
         try:
             if node.handle == "0":
-                self.record = await sup.journal.mark_running(record.task_id, proc.pid, proc.start_time)
+                self.record = await journal.mark_running(record.task_id, proc.pid, proc.start_time)
             else:
-                await sup.journal.upsert_node(
+                await journal.upsert_node(
                     record.task_id,
                     node.handle,
                     parent=tree_node.parent,
@@ -319,26 +306,21 @@ class TaskRun:
             # It must not run unrecorded: kill and reap it before reporting the failure.
             child.stop("faulty", start="sigkill")
             with anyio.CancelScope(shield=True):
-                await child.run(payload)
+                await child.run(node.payload)
             raise
-        if tree_node.stopping or sup.draining:
+        drain = self.ports.drain
+        if tree_node.stopping or drain.draining:
             child.stop(
-                "drain" if sup.draining else "cancel",
-                start="sigkill" if sup.forced else "cancel",
+                "drain" if drain.draining else "cancel",
+                start="sigkill" if drain.forced else "cancel",
                 reason=self.cancel_reason or "agentd is shutting down",
             )
         if node.handle == "0":
-            sup.log.info(
-                "task.started",
-                task_id=record.task_id,
-                run_id=record.run_id,
-                pid=proc.pid,
-                attempt=record.attempts + 1,
-            )
-        result = await child.run(payload)
+            self.log.info("task.started", pid=proc.pid, attempt=record.attempts + 1)
+        result = await child.run(node.payload)
         exit_desc = child.exit_info.describe if child.exit_info else "unknown"
         log.info("subagent.exit", pid=proc.pid, status=result.status.value, exit=exit_desc)
-        sup.journal.append_event(
+        journal.append_event(
             record.task_id,
             "subagent.exit",
             {"handle": node.handle, "pid": proc.pid, "exit": exit_desc, "status": result.status.value},
@@ -386,7 +368,7 @@ class TaskRun:
             used_steps=used.steps,
             grant_steps=tree_node.grant.steps,
         )
-        self.sup.journal.append_event(
+        self.ports.journal.append_event(
             self.record.task_id,
             "limit.exceeded",
             {
@@ -406,7 +388,7 @@ class TaskRun:
         return handle in self.tree.nodes and handle != of and of in self.tree.ancestry(handle)
 
     async def spawn(self, parent: str, params: control.SpawnRequestParams) -> JsonValue:
-        if self.sup.draining and self.tree.closed is None:
+        if self.ports.drain.draining and self.tree.closed is None:
             self.tree.closed = "the daemon is draining"
         request = ChildRequest(
             max_steps=params.limits.max_steps,
@@ -419,7 +401,14 @@ class TaskRun:
             self.log.info("limit.exceeded", handle=parent, refused=decision.reason)
             return {"refused": decision.reason}
         self.tree.add(parent, decision)
-        node = NodeRun(decision.handle, self._child_payload(self.nodes[parent].payload, decision, params))
+        payload = child_payload(
+            self.nodes[parent].payload,
+            decision,
+            params,
+            root_notes=self.nodes["0"].payload.notes_path,
+            now=anyio.current_time(),
+        )
+        node = NodeRun(decision.handle, payload)
         self.nodes[decision.handle] = node
         assert self._tg is not None
         self._tg.start_soon(self._run_node, node)
@@ -431,37 +420,6 @@ class TaskRun:
             }
         await node.done.wait()
         return self.distillate(decision.handle)
-
-    def _child_payload(
-        self, parent: SpawnPayload, grant: Grant, params: control.SpawnRequestParams
-    ) -> SpawnPayload:
-        servers = []
-        for spec in parent.mcp_servers:
-            if spec.name in grant.scope:
-                tools = grant.scope[spec.name]
-                servers.append(spec if tools is None else spec.model_copy(update={"tools": sorted(tools)}))
-        notes = None
-        root_notes = self.nodes["0"].payload.notes_path
-        if root_notes:
-            notes = root_notes.removesuffix(".md") + f"-{grant.handle}.md"
-        return parent.model_copy(
-            update={
-                "handle": grant.handle,
-                "depth": grant.depth,
-                "instruction": params.instruction,
-                "output_contract": params.output_contract,
-                "context_seed": params.context_seed,
-                "mcp_servers": servers,
-                "limits": Limits(
-                    max_steps=grant.budget.steps,
-                    max_tokens=grant.budget.tokens,
-                    deadline_s=max(0.1, grant.deadline - anyio.current_time()),
-                    remaining_depth=max(0, parent.limits.remaining_depth - 1),
-                ),
-                "notes_path": notes,
-                "warm": False,
-            }
-        )
 
     async def wait(self, handle: str, timeout_s: float | None) -> JsonValue:
         node = self.nodes[handle]

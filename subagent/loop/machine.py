@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from pydantic import JsonValue
 
-from protocol.result import TerminalStatus
+from protocol.result import RunUsage, TerminalStatus, interrupted_status
 from protocol.spawn import SpawnPayload
 from subagent.loop import context, progress, prompt, stop, verify
 from subagent.loop.action import (
@@ -128,8 +128,8 @@ def next_action(state: LoopState, view: TurnView, *, now: float, cancelled: bool
     if state.terminal is not None:
         return Finish(state.terminal)
     if state.pending is not None:
-        if cancelled or now >= state.config.deadline:
-            status = TerminalStatus.CANCELLED if cancelled else TerminalStatus.DEADLINE
+        status = interrupted_status(cancelled=cancelled, past_deadline=now >= state.config.deadline)
+        if status is not None:
             return Finish(terminal_for(state, status))
         return CallTools(tuple(p.call for p in state.pending if p.refusal is None))
 
@@ -146,7 +146,8 @@ def next_action(state: LoopState, view: TurnView, *, now: float, cancelled: bool
         max_output_tokens=cfg.max_output_tokens,
     )
     chars = len(view.system) + state.chars + view.tools_chars
-    estimate = stop.estimate_next(chars, state.budgets.last_prompt_tokens)
+    last_call = state.budgets.last_call
+    estimate = stop.estimate_next(chars, last_call.tokens_in if last_call is not None else None)
     halt = stop.pre_call_stop(state, now=now, cancelled=cancelled, estimate=estimate)
     if halt is not None:
         return Finish(terminal_for(state, halt))
@@ -180,20 +181,13 @@ def terminal_for(state: LoopState, status: TerminalStatus, reason: str | None = 
 
 
 def _record_usage(state: LoopState, request: ModelRequest, reply: ModelReply, *, step: bool) -> Budgets:
-    b = state.budgets
     if reply.usage is not None:
         t_in, t_out = reply.usage.tokens_in, reply.usage.tokens_out
     else:
         reply_chars = len(reply.text) + sum(len(c.raw_arguments) for c in reply.tool_calls)
         t_in, t_out = request_chars(request) // 4, reply_chars // 4
-    return replace(
-        b,
-        steps_used=b.steps_used + (1 if step else 0),
-        tokens_in=b.tokens_in + t_in,
-        tokens_out=b.tokens_out + t_out,
-        model_calls=b.model_calls + 1,
-        last_prompt_tokens=t_in,
-    )
+    call = RunUsage(tokens_in=t_in, tokens_out=t_out, steps=1 if step else 0, model_calls=1)
+    return replace(state.budgets, used=state.budgets.used + call, last_call=call)
 
 
 def on_model_reply(
@@ -246,7 +240,7 @@ def _on_json_reply(
     state: LoopState, reply: ModelReply, offered: frozenset[str], *, now: float, cancelled: bool
 ) -> LoopState:
     parsed = parse_action(reply.text)
-    step = state.budgets.steps_used
+    step = state.budgets.used.steps
     if isinstance(parsed, ParseFailure):
         state = _append(state, AssistantMessage(reply.text))
         obs = f"Your reply was not a valid action object ({parsed.reason}). {ACTION_FORMAT}"
@@ -346,7 +340,7 @@ def on_tool_results(
     transcript, verbatim, delta = context.stub_oldest(
         (*state.transcript, *results), verbatim, state.config.keep_verbatim
     )
-    budgets = replace(state.budgets, tool_calls=state.budgets.tool_calls + n_executed)
+    budgets = replace(state.budgets, used=state.budgets.used + RunUsage(tool_calls=n_executed))
     signature = progress.turn_signature(state.pending_text, observed)
     state = replace(
         state,
@@ -456,15 +450,15 @@ def _note_error(state: LoopState, kind: str, detail: str) -> LoopState:
 
 
 def _step_note(state: LoopState, kind: str, tool_calls: int = 0) -> Note:
-    b = state.budgets
+    used = state.budgets.used
     return Note(
         "loop.step",
         {
-            "step": b.steps_used,
+            "step": used.steps,
             "kind": kind,
             "tool_calls": tool_calls,
-            "tokens_in": b.tokens_in,
-            "tokens_out": b.tokens_out,
+            "tokens_in": used.tokens_in,
+            "tokens_out": used.tokens_out,
             "idle_turns": state.idle_turns,
         },
     )

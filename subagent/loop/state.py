@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import JsonValue
 
-from protocol.result import TerminalStatus
+from protocol.result import RunUsage, TerminalStatus
 from subagent.messages import Message, ModelRequest, ToolCall, ToolOutcome
 
 ToolMode = Literal["native", "json"]
@@ -50,17 +50,10 @@ class LoopConfig:
 class Budgets:
     """Check-before / record-after counters (RFC 0007 §3.7)."""
 
-    steps_used: int = 0
-    tokens_in: int = 0
-    tokens_out: int = 0
-    model_calls: int = 0
-    tool_calls: int = 0
-    # Prompt tokens the provider reported for the previous call: ground truth for the estimate.
-    last_prompt_tokens: int | None = None
-
-    @property
-    def tokens_used(self) -> int:
-        return self.tokens_in + self.tokens_out
+    used: RunUsage = field(default_factory=RunUsage)
+    # The previous model call's usage: its prompt tokens are the ground truth for the next
+    # estimate, and it is what the driver reports as that call's `ev/usage`.
+    last_call: RunUsage | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ recorded.
 
 from __future__ import annotations
 
-from protocol.result import TerminalStatus
+from protocol.result import TerminalStatus, interrupted_status
 from subagent.loop.state import LoopState
 
 
@@ -18,29 +18,28 @@ def estimate_next(request_chars: int, last_prompt_tokens: int | None) -> int:
 
 def pre_call_stop(state: LoopState, *, now: float, cancelled: bool, estimate: int) -> TerminalStatus | None:
     """Before a model call: cancelled, deadline, or a token budget the next call would exceed."""
-    if cancelled:
-        return TerminalStatus.CANCELLED
-    if now >= state.config.deadline:
-        return TerminalStatus.DEADLINE
-    if state.budgets.tokens_used + estimate >= state.config.max_tokens:
+    interrupted = interrupted_status(cancelled=cancelled, past_deadline=now >= state.config.deadline)
+    if interrupted is not None:
+        return interrupted
+    if state.budgets.used.tokens + estimate >= state.config.max_tokens:
         return TerminalStatus.EXHAUSTED_TOKENS
     return None
 
 
 def post_call_stop(state: LoopState, *, now: float, cancelled: bool) -> TerminalStatus | None:
-    """After a turn: cancelled, steps, stalled, loop detected (the backstop past 2K repeats)."""
-    if cancelled:
-        return TerminalStatus.CANCELLED
-    if state.budgets.steps_used >= state.config.max_steps:
+    """After a turn: cancelled, steps, stalled, loop detected (the backstop past 2K repeats), deadline."""
+    interrupted = interrupted_status(cancelled=cancelled, past_deadline=now >= state.config.deadline)
+    if interrupted is TerminalStatus.CANCELLED:
+        return interrupted
+    if state.budgets.used.steps >= state.config.max_steps:
         return TerminalStatus.EXHAUSTED_STEPS
     if state.idle_turns >= state.config.idle_limit:
         return TerminalStatus.STALLED
     hard_cap = state.config.repeat_cap * 2
     if any(entry.count > hard_cap for entry in state.repeats.values()):
         return TerminalStatus.LOOP_DETECTED
-    if now >= state.config.deadline:
-        return TerminalStatus.DEADLINE
-    return None
+    # After a turn only a cancel outranks the budget and progress stops; the deadline comes last.
+    return interrupted
 
 
 def needs_compaction(estimate: int, context_window: int, high_water: float) -> bool:

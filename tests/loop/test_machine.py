@@ -25,7 +25,7 @@ def test_a_final_answer_without_a_contract_completes_with_the_text() -> None:
     assert run.terminal is not None
     assert run.terminal.status is S.COMPLETED
     assert run.terminal.result == "the answer is 42"
-    assert run.state.budgets.steps_used == 1
+    assert run.state.budgets.used.steps == 1
 
 
 def test_tool_results_are_fed_back_before_the_final() -> None:
@@ -38,7 +38,7 @@ def test_tool_results_are_fed_back_before_the_final() -> None:
     assert run.terminal is not None and run.terminal.status is S.COMPLETED
     second = run.requests[1].messages
     assert isinstance(second[-1], ToolResultMessage) and second[-1].text == "0"
-    assert run.state.budgets.tool_calls == 1
+    assert run.state.budgets.used.tool_calls == 1
 
 
 def test_steps_exhausted_returns_the_latest_text_as_a_partial() -> None:
@@ -55,7 +55,7 @@ def test_tokens_exhausted_fires_before_a_call_that_would_exceed_the_budget() -> 
     counter = itertools.count()
     run = drive(start(limits={"max_tokens": 1200}), replies, {"t": lambda c: ok(str(next(counter)))})
     assert run.terminal is not None and run.terminal.status is S.EXHAUSTED_TOKENS
-    assert run.state.budgets.tokens_used < 1200 + 500
+    assert run.state.budgets.used.tokens < 1200 + 500
     assert not run.terminal.partial
 
 
@@ -173,7 +173,7 @@ def test_a_json_contract_final_must_validate_and_a_failure_costs_a_step() -> Non
     run = drive(start(output_contract=contract), [reply('{"total": 3}'), reply('```json\n{"sum": 3}\n```')])
     assert run.terminal is not None and run.terminal.status is S.COMPLETED
     assert run.terminal.result == {"sum": 3}
-    assert run.state.budgets.steps_used == 2
+    assert run.state.budgets.used.steps == 2
     feedback = run.requests[1].messages[-1]
     assert isinstance(feedback, UserMessage) and "sum" in feedback.text and "required" in feedback.text
 
@@ -237,7 +237,7 @@ def test_compaction_runs_one_summarize_call_at_the_high_water_mark() -> None:
     summary = after.messages[1]
     assert isinstance(summary, UserMessage) and summary.kind == "summary" and "SUMMARY" in summary.text
     assert after.messages[0].text == "do the thing"  # the instruction survives compaction
-    assert run.state.budgets.steps_used == 7  # compaction costs tokens, not a step
+    assert run.state.budgets.used.steps == 7  # compaction costs tokens, not a step
 
 
 def test_a_context_overflow_compacts_and_retries_once_then_is_fatal() -> None:

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import JsonValue
 
+from protocol.result import RunUsage
 from protocol.result import TerminalStatus as S
 from subagent.loop import action, progress, stop, verify
 from subagent.loop.state import Budgets, Contract, RepeatEntry
@@ -137,8 +138,11 @@ def test_signature_changes_with_any_observation_or_the_text() -> None:
     [
         pytest.param(Budgets(), 0.0, True, 0, S.CANCELLED, id="cancel-wins"),
         pytest.param(Budgets(), 600.0, False, 0, S.DEADLINE, id="deadline"),
-        pytest.param(Budgets(tokens_in=199_000), 0.0, False, 1000, S.EXHAUSTED_TOKENS, id="tokens"),
-        pytest.param(Budgets(tokens_in=100), 0.0, False, 1000, None, id="fine"),
+        pytest.param(Budgets(), 600.0, True, 0, S.CANCELLED, id="cancel-beats-deadline"),
+        pytest.param(
+            Budgets(used=RunUsage(tokens_in=199_000)), 0.0, False, 1000, S.EXHAUSTED_TOKENS, id="tokens"
+        ),
+        pytest.param(Budgets(used=RunUsage(tokens_in=100)), 0.0, False, 1000, None, id="fine"),
     ],
 )
 def test_pre_call_stop(
@@ -151,7 +155,7 @@ def test_pre_call_stop(
 @pytest.mark.parametrize(
     ("changes", "expected"),
     [
-        pytest.param({"budgets": Budgets(steps_used=40)}, S.EXHAUSTED_STEPS, id="steps"),
+        pytest.param({"budgets": Budgets(used=RunUsage(steps=40))}, S.EXHAUSTED_STEPS, id="steps"),
         pytest.param({"idle_turns": 3}, S.STALLED, id="stalled"),
         pytest.param({"repeats": {"k": RepeatEntry(count=7)}}, S.LOOP_DETECTED, id="loop"),
         pytest.param({"repeats": {"k": RepeatEntry(count=6)}}, None, id="at-2k-still-fine"),
@@ -161,6 +165,22 @@ def test_pre_call_stop(
 def test_post_call_stop(changes: dict[str, object], expected: S | None) -> None:
     state = replace(start(), **changes)  # type: ignore[arg-type]
     assert stop.post_call_stop(state, now=0.0, cancelled=False) == expected
+
+
+@pytest.mark.parametrize(
+    ("steps", "now", "cancelled", "expected"),
+    [
+        pytest.param(0, 600.0, False, S.DEADLINE, id="deadline"),
+        pytest.param(0, 600.0, True, S.CANCELLED, id="cancel-beats-deadline"),
+        pytest.param(40, 0.0, True, S.CANCELLED, id="cancel-beats-steps"),
+        pytest.param(40, 600.0, False, S.EXHAUSTED_STEPS, id="steps-beat-deadline"),
+    ],
+)
+def test_post_call_stop_ranks_a_cancel_first_and_the_deadline_last(
+    steps: int, now: float, cancelled: bool, expected: S
+) -> None:
+    state = replace(start(), budgets=Budgets(used=RunUsage(steps=steps)))
+    assert stop.post_call_stop(state, now=now, cancelled=cancelled) == expected
 
 
 def test_estimate_uses_chars_over_four_plus_an_eighth_of_the_last_prompt() -> None:

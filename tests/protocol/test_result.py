@@ -1,4 +1,5 @@
-"""Terminal statuses become exit codes exactly as DESIGN §12 says; result text is capped with a marker."""
+"""Terminal statuses become exit codes exactly as DESIGN §12 says; result text is capped with a marker;
+a cancel outranks the deadline; usages add up counter by counter."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ from protocol.result import (
     AbortKind,
     ExitCode,
     RunResult,
+    RunUsage,
     TerminalStatus,
     cap_text,
     exit_code,
+    interrupted_status,
 )
 
 S = TerminalStatus
@@ -132,3 +135,42 @@ def test_cap_text_never_exceeds_the_limit_and_keeps_a_prefix(text: str, limit: i
         assert text.startswith(capped[: limit - len(TRUNCATION_MARKER)])
     else:
         assert text.startswith(capped)
+
+
+# ---- interrupted_status ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("cancelled", "past_deadline", "expected"),
+    [
+        pytest.param(False, False, None, id="running"),
+        pytest.param(True, False, S.CANCELLED, id="cancelled"),
+        pytest.param(False, True, S.DEADLINE, id="past-the-deadline"),
+        pytest.param(True, True, S.CANCELLED, id="cancelled-beats-deadline"),
+    ],
+)
+def test_a_cancel_outranks_the_deadline(cancelled: bool, past_deadline: bool, expected: S | None) -> None:
+    assert interrupted_status(cancelled=cancelled, past_deadline=past_deadline) is expected
+
+
+# ---- RunUsage ----------------------------------------------------------------------------------
+
+counts = st.integers(min_value=0, max_value=10**12)
+usages = st.builds(
+    RunUsage, tokens_in=counts, tokens_out=counts, steps=counts, model_calls=counts, tool_calls=counts
+)
+
+
+@given(a=usages, b=usages)
+def test_adding_usages_sums_every_counter(a: RunUsage, b: RunUsage) -> None:
+    total = a + b
+    for name in RunUsage.model_fields:
+        assert getattr(total, name) == getattr(a, name) + getattr(b, name)
+    assert total.tokens == a.tokens + b.tokens
+
+
+@given(parts=st.lists(usages, max_size=6))
+def test_a_sum_of_usages_starts_from_nothing_and_ignores_order(parts: list[RunUsage]) -> None:
+    assert sum(parts, RunUsage()) == sum(reversed(parts), RunUsage())
+    assert sum(parts, RunUsage()).steps == sum(u.steps for u in parts)
+    assert RunUsage() + RunUsage(steps=2) == RunUsage(steps=2)

@@ -1,0 +1,98 @@
+"""What a task run is given by its host: its options and narrow ports to the journal, the spawner
+and the daemon's drain state.
+
+`TaskRun` depends on these, never on the `Supervisor`, so a test can build one from small fakes.
+The real journal and spawners satisfy the protocols structurally.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from pydantic import JsonValue
+
+from agentd.journal.records import NodeRecord, NodeState, TaskRecord
+from agentd.spawning.cgroup import CgroupRoot
+from agentd.spawning.spawner import RLimits, SpawnedProcess, SpawnRequest
+from agentd.supervision.liveness import LivenessPolicy
+from processes.ladder import LadderPolicy
+from protocol.result import RunUsage, TerminalStatus
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """How one task's subagents are started and supervised, fixed when the task starts."""
+
+    liveness: LivenessPolicy = field(default_factory=LivenessPolicy)
+    ladder: LadderPolicy = field(default_factory=LadderPolicy)
+    rlimits: RLimits = field(default_factory=RLimits)
+    memory_max: int | None = None
+    pids_max: int | None = None
+    teardown_grace_s: float = 10.0
+    child_argv: tuple[str, ...] | None = None
+    # A nested child's grant when its parent asks for none (always capped by what the parent has).
+    child_steps: int = 20
+    child_tokens: int = 50_000
+    stderr_line_cap: int = 8192
+
+
+class RunJournal(Protocol):
+    """The journal writes of one task run; each commits before the step it records (DESIGN §8)."""
+
+    async def mark_starting(
+        self, task_id: str, *, grant_steps: int | None = None, grant_tokens: int | None = None
+    ) -> TaskRecord: ...
+
+    async def mark_running(self, task_id: str, pid: int, pid_start_time: float) -> TaskRecord: ...
+
+    async def upsert_node(
+        self,
+        task_id: str,
+        handle: str,
+        *,
+        parent: str | None,
+        depth: int,
+        state: NodeState = "starting",
+        pid: int | None = None,
+        pid_start_time: float | None = None,
+        usage: RunUsage | None = None,
+        grant_steps: int | None = None,
+        grant_tokens: int | None = None,
+    ) -> NodeRecord: ...
+
+    async def end_node(
+        self, task_id: str, handle: str, status: TerminalStatus, usage: RunUsage | None = None
+    ) -> NodeRecord: ...
+
+    def append_event(
+        self, task_id: str, event: str, fields: Mapping[str, JsonValue] | None = None
+    ) -> None: ...
+
+
+class ChildSpawner(Protocol):
+    """Starts one subagent process (or raises `SpawnError`)."""
+
+    def spawn(self, request: SpawnRequest) -> SpawnedProcess: ...
+
+
+@dataclass
+class DrainState:
+    """The daemon's shutdown state: set by the scheduler, read by every task run."""
+
+    draining: bool = False
+    # A second signal asked for SIGKILL now. Invariant: only ever set while draining.
+    forced: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RunPorts:
+    """Everything a `TaskRun` needs from outside itself."""
+
+    journal: RunJournal
+    spawner: ChildSpawner
+    drain: DrainState = field(default_factory=DrainState)
+    options: RunOptions = field(default_factory=RunOptions)
+    # The delegated cgroup that holds one leaf per subagent; None runs them without one.
+    cgroups: CgroupRoot | None = None

@@ -1,0 +1,64 @@
+"""Spawn payloads of a task's tree: the time a payload carries is what is left of its node's one
+deadline; a nested child's payload is its parent's, narrowed to its grant."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentd.supervision.payloads import MIN_DEADLINE_S, child_payload, scope_of, with_deadline
+from agentd.supervision.tree import Budget, Grant
+from protocol import control
+from protocol.spawn import EndpointSpec, Limits, McpServerSpec, SpawnPayload
+
+ROOT = SpawnPayload(
+    task_id="t_1",
+    run_id="r_1",
+    instruction="the root's task",
+    intelligence=[EndpointSpec(kind="openai", base_url="http://127.0.0.1:9/v1", model="m")],
+    mcp_servers=[
+        McpServerSpec(name="fs", transport="stdio", command=["fs-server"]),
+        McpServerSpec(name="web", transport="http", url="http://127.0.0.1:9/mcp"),
+    ],
+    limits=Limits(max_steps=40, max_tokens=200_000, deadline_s=600.0, remaining_depth=3),
+    notes_path="/var/lib/agentd/notes/t_1.md",
+    warm=True,
+)
+
+
+@pytest.mark.parametrize(
+    ("deadline", "now", "sent_s"),
+    [
+        pytest.param(700.0, 100.0, 600.0, id="all-of-it-at-admission"),
+        pytest.param(700.0, 640.0, 60.0, id="what-is-left-later"),
+        pytest.param(700.0, 699.95, MIN_DEADLINE_S, id="a-sliver-at-the-end"),
+        pytest.param(700.0, 800.0, MIN_DEADLINE_S, id="a-sliver-past-it"),
+    ],
+)
+def test_a_payload_is_sent_with_the_time_left_to_its_deadline(
+    deadline: float, now: float, sent_s: float
+) -> None:
+    sent = with_deadline(ROOT, deadline, now=now)
+    assert sent.limits.deadline_s == pytest.approx(sent_s)
+    assert sent.limits.model_copy(update={"deadline_s": 600.0}) == ROOT.limits
+    assert sent.model_copy(update={"limits": ROOT.limits}) == ROOT
+
+
+def test_a_child_payload_is_its_parents_narrowed_to_its_grant() -> None:
+    grant = Grant("0.2", 1, Budget(5, 20_000), deadline=400.0, scope={"fs": frozenset({"read_file"})})
+    params = control.SpawnRequestParams(instruction="the child's task")
+    child = child_payload(ROOT, grant, params, root_notes=ROOT.notes_path, now=250.0)
+    assert (child.handle, child.depth, child.instruction) == ("0.2", 1, "the child's task")
+    assert child.limits == Limits(max_steps=5, max_tokens=20_000, deadline_s=150.0, remaining_depth=2)
+    assert [(s.name, s.tools) for s in child.mcp_servers] == [("fs", ["read_file"])]
+    assert scope_of(child) == grant.scope
+    assert child.notes_path == "/var/lib/agentd/notes/t_1-0.2.md"
+    assert not child.warm
+    assert child.intelligence == ROOT.intelligence
+
+
+def test_a_child_without_root_notes_has_none() -> None:
+    grant = Grant("0.1", 1, Budget(5, 20_000), deadline=400.0, scope={"web": None})
+    params = control.SpawnRequestParams(instruction="look it up")
+    child = child_payload(ROOT, grant, params, root_notes=None, now=0.0)
+    assert child.notes_path is None
+    assert [(s.name, s.tools) for s in child.mcp_servers] == [("web", None)]
