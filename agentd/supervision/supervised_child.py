@@ -30,7 +30,8 @@ from agentd.supervision.liveness import (
     classify,
     classify_exit,
 )
-from processes.ladder import LadderPolicy, LadderTarget, RungAction, climb, plan
+from processes.climb import LadderTarget, climb
+from processes.ladder import LadderPolicy, RungAction, plan
 from protocol import control
 from protocol.framing import MAX_FRAME, FrameError, LineSplitter, Oversize, decode, encode
 from protocol.result import RunResult
@@ -198,7 +199,7 @@ class SupervisedChild:
 
     async def _climb(self, rungs: tuple, reason: str, cause: KillCause) -> None:  # type: ignore[type-arg]
         target = LadderTarget(
-            send_cancel=self._send_cancel,
+            request_exit=self._send_cancel,
             signal_group=self._signal_group,
             kill_cgroup=self._kill_cgroup,
             wait_exited=self._exited.wait,

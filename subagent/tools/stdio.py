@@ -1,7 +1,8 @@
 """The stdio transport: spawn an MCP server, bridge its pipes to the session, and stop it for sure.
 
 Same shape as the SDK's `stdio_client` (an async context manager yielding the `(read, write)`
-memory streams `ClientSession` takes) and the same shutdown ladder, with what agentd needs on top:
+memory streams `ClientSession` takes) and the same shutdown ladder — the supervisor's kill ladder
+(`processes.ladder`, `processes.climb`) with stdin EOF as its polite rung — and on top of it:
 the server gets `PR_SET_PDEATHSIG` (it dies with us even if we are SIGKILLed), its own process
 group, an allow-listed environment, stdout lines bounded at 16 MiB (an over-long line becomes an
 `Exception` item and is never buffered whole) and stderr forwarded to our fd 2, line-capped.
@@ -23,6 +24,8 @@ from mcp.client._transport import TransportStreams  # the alias the public `mcp.
 from mcp.shared.message import SessionMessage
 from mcp.types import jsonrpc_message_adapter
 
+from processes.climb import LadderTarget, climb
+from processes.ladder import LadderPolicy, plan
 from processes.linux import pdeathsig_preexec
 from protocol.framing import LineSplitter, Oversize
 from protocol.spawn import McpServerSpec
@@ -38,6 +41,11 @@ INHERITED_ENV = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG")
 PROCESS_TERMINATION_TIMEOUT_S = 2.0
 FORCE_KILL_TIMEOUT_S = 2.0
 KILL_REAP_TIMEOUT_S = 2.0
+LADDER = LadderPolicy(
+    cancel_grace_s=PROCESS_TERMINATION_TIMEOUT_S,
+    term_grace_s=FORCE_KILL_TIMEOUT_S,
+    kill_reap_s=KILL_REAP_TIMEOUT_S,
+)
 # Time for the writer to flush messages the session already handed over before stdin closes.
 WRITER_FLUSH_TIMEOUT_S = 0.5
 # Time for the pipes to reach EOF after the server exited; a grandchild may hold them open.
@@ -235,12 +243,11 @@ async def open_stdio_transport(spec: McpServerSpec) -> AsyncIterator[TransportSt
                 pipes.start_soon(forward_stderr)
                 pipes.start_soon(watch_exit)
 
-    async def wait_exited(timeout_s: float) -> bool:
-        with anyio.move_on_after(timeout_s):
-            await exited.wait()
-        return exited.is_set()
+    async def close_stdin(_reason: str) -> None:
+        anyio.notify_closing(stdin_fd)
+        stdin.close()  # EOF: the polite request to exit
 
-    def signal_group(sig: signal.Signals) -> None:
+    def signal_group(sig: int) -> None:
         if not exited.is_set():  # the leader is unreaped, so its pid still names our group
             with suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, sig)
@@ -253,15 +260,11 @@ async def open_stdio_transport(spec: McpServerSpec) -> AsyncIterator[TransportSt
         writer_scope.cancel()
         with anyio.move_on_after(WRITER_FLUSH_TIMEOUT_S):
             await writer_done.wait()
-        anyio.notify_closing(stdin_fd)
-        stdin.close()  # EOF: the polite request to exit
-        if not await wait_exited(PROCESS_TERMINATION_TIMEOUT_S):
-            signal_group(signal.SIGTERM)
-            if not await wait_exited(FORCE_KILL_TIMEOUT_S):
-                signal_group(signal.SIGKILL)
-                if not await wait_exited(KILL_REAP_TIMEOUT_S):
-                    logger.warning("MCP server %s (pid %d) outlived SIGKILL", spec.name, process.pid)
-        if exited.is_set():
+        target = LadderTarget(request_exit=close_stdin, signal_group=signal_group, wait_exited=exited.wait)
+        await climb(target, plan(LADDER), reason="session closed")
+        if not exited.is_set():
+            logger.warning("MCP server %s (pid %d) outlived SIGKILL", spec.name, process.pid)
+        else:
             # Forward what the server wrote last: a dying server's stderr is the useful part.
             with anyio.move_on_after(PIPES_EOF_AFTER_EXIT_S):
                 await stderr_done.wait()
