@@ -26,7 +26,8 @@ from mcp.types import jsonrpc_message_adapter
 
 from processes.climb import LadderTarget, climb
 from processes.ladder import LadderPolicy, plan
-from processes.linux import pdeathsig_preexec
+from processes.linux import open_pidfd, pdeathsig_preexec
+from processes.pipes import read_chunk
 from protocol.framing import LineSplitter, Oversize
 from protocol.spawn import McpServerSpec
 
@@ -34,7 +35,6 @@ logger = logging.getLogger(__name__)
 
 MAX_LINE_BYTES = 16 * 1024 * 1024
 STDERR_LINE_BYTES = 8 * 1024
-READ_CHUNK_BYTES = 64 * 1024
 INHERITED_ENV = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG")
 
 # The ladder, as in the SDK: stdin EOF, then SIGTERM to the group, then SIGKILL to the group.
@@ -130,18 +130,6 @@ def _write_stderr(data: bytes) -> None:
         os.write(2, data)
 
 
-async def _read_chunk(fd: int) -> bytes:
-    """The next chunk from a non-blocking pipe; `b""` at EOF or once the fd is being closed."""
-    while True:
-        try:
-            await anyio.wait_readable(fd)
-            return os.read(fd, READ_CHUNK_BYTES)
-        except BlockingIOError:
-            continue
-        except (anyio.ClosedResourceError, OSError):
-            return b""
-
-
 async def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -165,7 +153,7 @@ async def open_stdio_transport(spec: McpServerSpec) -> AsyncIterator[TransportSt
     assert stdin is not None and stdout is not None and stderr is not None
     stdin_fd, stdout_fd, stderr_fd = stdin.fileno(), stdout.fileno(), stderr.fileno()
     try:
-        pidfd = os.pidfd_open(process.pid)
+        pidfd = open_pidfd(process.pid)
     except OSError:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()  # SIGKILLed just now: the wait is immediate
@@ -185,7 +173,7 @@ async def open_stdio_transport(spec: McpServerSpec) -> AsyncIterator[TransportSt
         splitter = LineSplitter(MAX_LINE_BYTES)
         try:
             async with read_writer:
-                while chunk := await _read_chunk(stdout_fd):
+                while chunk := await read_chunk(stdout_fd):
                     for line in splitter.feed(chunk):
                         if isinstance(line, Oversize) or line.strip():
                             await read_writer.send(parse_line(line))
@@ -193,7 +181,7 @@ async def open_stdio_transport(spec: McpServerSpec) -> AsyncIterator[TransportSt
                     await read_writer.send(parse_line(line))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             # The session is gone; keep draining so a server blocked on a full pipe can exit.
-            while await _read_chunk(stdout_fd):
+            while await read_chunk(stdout_fd):
                 pass
         finally:
             stdout_done.set()
@@ -214,7 +202,7 @@ async def open_stdio_transport(spec: McpServerSpec) -> AsyncIterator[TransportSt
     async def forward_stderr() -> None:
         lines = _CappedLines(STDERR_LINE_BYTES)
         try:
-            while chunk := await _read_chunk(stderr_fd):
+            while chunk := await read_chunk(stderr_fd):
                 for line in lines.feed(chunk):
                     _write_stderr(prefix + line + b"\n")
             for line in lines.close():
