@@ -28,6 +28,7 @@ class StdioPipes:
     stderr: int  # our read end of the child's fd 2
     # Invariant: each end is closed here at most once (a closed fd number may already be reused).
     _child_ends_open: bool = True
+    _our_ends_open: bool = True
 
     @property
     def child_ends(self) -> tuple[int, int, int]:
@@ -36,15 +37,17 @@ class StdioPipes:
 
     def close_child_ends(self) -> None:
         """Close our copies of the child's ends once it holds its own (or never will): while we
-        hold the write ends of its stdout and stderr, we would never read EOF on them. Idempotent."""
+        hold the write ends of its stdout and stderr, we would never read EOF on them."""
         if self._child_ends_open:
             self._child_ends_open = False
             _close_all(self.child_ends)
 
     def close(self) -> None:
-        """Close every end still open here: the spawn failed before the child took its ends."""
+        """Close every end still open here: the spawn failed before we could hand ours on."""
         self.close_child_ends()
-        _close_all((self.stdin, self.stdout, self.stderr))
+        if self._our_ends_open:
+            self._our_ends_open = False
+            _close_all((self.stdin, self.stdout, self.stderr))
 
 
 def open_stdio_pipes() -> StdioPipes:

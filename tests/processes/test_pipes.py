@@ -30,10 +30,10 @@ def test_the_pipes_connect_each_child_end_to_ours_and_are_all_close_on_exec() ->
         pipes.close()
 
 
-def test_closing_the_child_ends_twice_never_closes_a_reused_fd_number() -> None:
+def test_closing_twice_never_closes_a_reused_fd_number() -> None:
     pipes = open_stdio_pipes()
-    pipes.close_child_ends()
-    reused_r, reused_w = os.pipe()  # likely takes the numbers just freed
+    pipes.close()
+    reused_r, reused_w = os.pipe()  # takes the lowest numbers, just freed
     try:
         pipes.close_child_ends()
         pipes.close()
