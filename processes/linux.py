@@ -1,6 +1,8 @@
-"""Thin wrappers over the Linux process primitives agentd relies on (prctl, rlimits).
+"""Thin wrappers over the Linux process primitives agentd relies on: prctl and pidfds.
 
-Shared by the supervisor and the child. Importing this module loads only `ctypes` and `os`.
+Every `prctl`, `pidfd_open`, `pidfd_send_signal` and `waitid(P_PIDFD)` in the supervisor, the
+subagent and the zygote goes through here. The child imports this module before its first
+frame, so it loads only `ctypes`, `os` and `signal`.
 """
 
 from __future__ import annotations
@@ -52,3 +54,28 @@ def pdeathsig_preexec(expected_parent: int) -> None:
     _prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
     if os.getppid() != expected_parent:
         os._exit(1)
+
+
+def open_pidfd(pid: int) -> int:
+    """A close-on-exec pidfd for `pid`: readable once it exits, usable to signal and reap it.
+
+    It names the right process only if `pid` is our unreaped child (a reaped pid can be reused),
+    so open it straight after the spawn, before anything may reap.
+    """
+    return os.pidfd_open(pid)
+
+
+def signal_pidfd(pidfd: int, sig: int) -> None:
+    """Send `sig` to the process behind `pidfd`; a process already gone is not an error."""
+    try:
+        signal.pidfd_send_signal(pidfd, sig)
+    except ProcessLookupError:
+        pass
+
+
+def reap_nowait(pidfd: int) -> os.waitid_result | None:
+    """Reap the exited process behind `pidfd` without blocking; None while it is still running.
+
+    Reaps exactly that process, never another child (unlike `waitpid(-1)`).
+    """
+    return os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOHANG)

@@ -22,6 +22,8 @@ from typing import Protocol
 import psutil
 
 from agentd.errors import SpawnError
+from processes.linux import open_pidfd
+from processes.pipes import StdioPipes, open_stdio_pipes
 
 # Environment names a child must never inherit (DESIGN §6): systemd's notify, watchdog and
 # socket-activation contracts belong to the daemon alone.
@@ -140,41 +142,37 @@ class ExecSpawner:
 
     def spawn(self, request: SpawnRequest) -> SpawnedProcess:
         argv = list(request.argv) if request.argv else self._argv
-        pipes: list[int] = []
         try:
-            in_r, in_w = os.pipe2(os.O_CLOEXEC)
-            out_r, out_w = os.pipe2(os.O_CLOEXEC)
-            err_r, err_w = os.pipe2(os.O_CLOEXEC)
-            pipes = [in_r, in_w, out_r, out_w, err_r, err_w]
+            pipes = open_stdio_pipes()
+        except OSError as exc:
+            raise SpawnError(f"could not start {argv[0]}: {exc.strerror}") from exc
+        try:
             pid = os.posix_spawn(
                 argv[0],
                 argv,
                 child_environment(request, self._base_env),
                 file_actions=[
-                    (os.POSIX_SPAWN_DUP2, in_r, 0),
-                    (os.POSIX_SPAWN_DUP2, out_w, 1),
-                    (os.POSIX_SPAWN_DUP2, err_w, 2),
+                    (os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(pipes.child_ends)
                 ],
                 setsid=True,
                 setsigdef=RESET_SIGNALS,
                 setsigmask=(),
             )
         except OSError as exc:
-            for fd in pipes:
-                os.close(fd)
+            pipes.close()
             raise SpawnError(f"could not start {argv[0]}: {exc.strerror}") from exc
-        for fd in (in_r, out_w, err_w):
-            os.close(fd)
-        return adopt(pid, request.rlimits, stdin_fd=in_w, stdout_fd=out_r, stderr_fd=err_r)
+        pipes.close_child_ends()
+        return adopt(pid, request.rlimits, pipes)
 
 
-def adopt(pid: int, rlimits: RLimits, *, stdin_fd: int, stdout_fd: int, stderr_fd: int) -> SpawnedProcess:
-    """Take ownership of a just-started child: its pidfd, its limits, its identity for recovery.
+def adopt(pid: int, rlimits: RLimits, pipes: StdioPipes) -> SpawnedProcess:
+    """Take ownership of a just-started child: its pidfd, its limits, its identity for recovery,
+    and our ends of its `pipes` (made non-blocking).
 
-    On failure the child is killed and reaped and the pipe ends are closed: nothing leaks.
+    On failure the child is killed and reaped and the pipes are closed: nothing leaks.
     """
     try:
-        pidfd = os.pidfd_open(pid)
+        pidfd = open_pidfd(pid)
         apply_rlimits(pid, rlimits)
         start_time = process_start_time(pid)
     except (OSError, psutil.Error) as exc:
@@ -182,16 +180,15 @@ def adopt(pid: int, rlimits: RLimits, *, stdin_fd: int, stdout_fd: int, stderr_f
             os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, 0)
-        for fd in (stdin_fd, stdout_fd, stderr_fd):
-            os.close(fd)
+        pipes.close()
         raise SpawnError(f"could not take ownership of child {pid}: {exc}") from exc
-    for fd in (stdin_fd, stdout_fd, stderr_fd):
+    for fd in (pipes.stdin, pipes.stdout, pipes.stderr):
         os.set_blocking(fd, False)
     return SpawnedProcess(
         pid=pid,
         pidfd=pidfd,
         start_time=start_time,
-        stdin_fd=stdin_fd,
-        stdout_fd=stdout_fd,
-        stderr_fd=stderr_fd,
+        stdin_fd=pipes.stdin,
+        stdout_fd=pipes.stdout,
+        stderr_fd=pipes.stderr,
     )

@@ -30,6 +30,8 @@ from agentd.spawning.spawner import (
     adopt,
     child_environment,
 )
+from processes.linux import open_pidfd
+from processes.pipes import open_stdio_pipes
 
 REPLY_TIMEOUT_S = 2.0
 READY_TIMEOUT_S = 60.0
@@ -111,7 +113,7 @@ class ZygoteSpawner:
             if self._sock is None or self._pid is None:
                 return
             pid, sock = self._pid, self._sock
-            pidfd = os.pidfd_open(pid)
+            pidfd = open_pidfd(pid)
             try:
                 with anyio.move_on_after(READY_TIMEOUT_S):
                     await anyio.wait_readable(sock)
@@ -158,31 +160,23 @@ class ZygoteSpawner:
 
     def _fork(self, request: SpawnRequest) -> SpawnedProcess:
         assert self._sock is not None
-        pipes: list[int] = []
+        pipes = open_stdio_pipes()
         try:
-            in_r, in_w = os.pipe2(os.O_CLOEXEC)
-            out_r, out_w = os.pipe2(os.O_CLOEXEC)
-            err_r, err_w = os.pipe2(os.O_CLOEXEC)
-            pipes = [in_r, in_w, out_r, out_w, err_r, err_w]
             self._next_id += 1
             # Only what differs per child; the zygote passes its own base environment on.
             env = child_environment(request, {})
             message = json.dumps({"id": self._next_id, "env": env}).encode()
-            fds = array.array("i", [in_r, out_w, err_w])
+            fds = array.array("i", pipes.child_ends)
             self._sock.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds.tobytes())])
-            for fd in (in_r, out_w, err_w):
-                os.close(fd)
-            pipes = [in_w, out_r, err_r]
+            pipes.close_child_ends()
             reply = self._reply()
             if "pid" not in reply:
                 raise ValueError(str(reply.get("error", "no pid in the zygote's reply")))
             pid = int(str(reply["pid"]))
         except BaseException:
-            for fd in pipes:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+            pipes.close()
             raise
-        return adopt(pid, request.rlimits, stdin_fd=in_w, stdout_fd=out_r, stderr_fd=err_r)
+        return adopt(pid, request.rlimits, pipes)
 
     def _reply(self) -> dict[str, object]:
         """The zygote's answer to our last request: a blocking wait of a few ms, bounded."""

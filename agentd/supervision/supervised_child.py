@@ -31,13 +31,15 @@ from agentd.supervision.liveness import (
     classify_exit,
 )
 from agentd.supervision.payloads import with_deadline
-from processes.ladder import LadderPolicy, LadderTarget, RungAction, climb, plan
+from processes.climb import LadderTarget, climb
+from processes.ladder import LadderPolicy, RungAction, plan
+from processes.linux import reap_nowait, signal_pidfd
+from processes.pipes import read_chunk
 from protocol import control, jsonrpc
 from protocol.framing import MAX_FRAME, FrameError, LineSplitter, Oversize, decode, encode
 from protocol.result import RunResult
 from protocol.spawn import REVEAL_SECRETS, SpawnPayload
 
-READ_CHUNK = 1 << 16
 STDERR_LINE_CAP = 8192
 STDERR_TAIL_LINES = 40
 WRITE_TIMEOUT_S = 5.0
@@ -204,7 +206,7 @@ class SupervisedChild:
 
     async def _climb(self, rungs: tuple, reason: str, cause: KillCause) -> None:  # type: ignore[type-arg]
         target = LadderTarget(
-            send_cancel=self._send_cancel,
+            request_exit=self._send_cancel,
             signal_group=self._signal_group,
             kill_cgroup=self._kill_cgroup,
             wait_exited=self._exited.wait,
@@ -224,8 +226,8 @@ class SupervisedChild:
             return  # never signal after reaping: the pid may belong to someone else now
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, sig)
-        with contextlib.suppress(ProcessLookupError, OSError):
-            signal.pidfd_send_signal(self.proc.pidfd, sig)
+        with contextlib.suppress(OSError):
+            signal_pidfd(self.proc.pidfd, sig)
 
     def _kill_cgroup(self) -> None:
         if self.cgroup is not None:
@@ -235,7 +237,7 @@ class SupervisedChild:
         while True:
             await anyio.wait_readable(self.proc.pidfd)
             # Readable pidfd = exited: this reaps exactly our child and never blocks.
-            info = os.waitid(os.P_PIDFD, self.proc.pidfd, os.WEXITED | os.WNOHANG)  # noqa: ASYNC222
+            info = reap_nowait(self.proc.pidfd)
             if info is not None:
                 break
         if info.si_code == os.CLD_EXITED:
@@ -269,13 +271,7 @@ class SupervisedChild:
         splitter = LineSplitter(MAX_FRAME)
         try:
             while True:
-                try:
-                    await anyio.wait_readable(self.proc.stdout_fd)
-                    chunk = os.read(self.proc.stdout_fd, READ_CHUNK)
-                except BlockingIOError:
-                    continue
-                except OSError:
-                    chunk = b""
+                chunk = await read_chunk(self.proc.stdout_fd)
                 for line in splitter.feed(chunk) if chunk else splitter.close():
                     await self._dispatch(line)
                 if splitter.discarding:
@@ -344,13 +340,7 @@ class SupervisedChild:
     async def _relay_stderr(self) -> None:
         splitter = LineSplitter(self.stderr_line_cap)
         while True:
-            try:
-                await anyio.wait_readable(self.proc.stderr_fd)
-                chunk = os.read(self.proc.stderr_fd, READ_CHUNK)
-            except BlockingIOError:
-                continue
-            except OSError:
-                chunk = b""
+            chunk = await read_chunk(self.proc.stderr_fd)
             for line in splitter.feed(chunk) if chunk else splitter.close():
                 text = (
                     f"[line over {self.stderr_line_cap} bytes dropped]"

@@ -16,8 +16,9 @@ from protocol.spawn import EndpointSpec
 from subagent.intel.encode_once import EncodeOnceCache, join_array, json_bytes, with_fields
 from subagent.intel.endpoint import Prepared, Sent, as_text_turn
 from subagent.intel.openai import new_call_id
-from subagent.intel.replies import arguments_object, object_arguments, strict_json, with_estimated_usage
-from subagent.intel.transport import MAX_BODY_BYTES, checked_headers, post_json
+from subagent.intel.replies import arguments_object, object_arguments, with_estimated_usage
+from subagent.intel.reply_body import reply_from_body
+from subagent.intel.transport import checked_headers, post_json
 from subagent.messages import (
     Message,
     ModelReply,
@@ -189,15 +190,7 @@ class AnthropicMessages:
         received = await post_json(
             self._client, self._url, self._headers, prepared.payload, timeout_s=self._spec.request_timeout_s
         )
-        if received.oversized:
-            return Sent(
-                ModelReply(malformed=f"the reply body exceeds {MAX_BODY_BYTES} bytes"), received.status
-            )
-        try:
-            data = strict_json(received.body)
-        except (ValueError, RecursionError):
-            return Sent(ModelReply(malformed="the reply body is not JSON"), received.status)
-        reply = parse_message(data)
+        reply = reply_from_body(received, parse_message)
         if reply.malformed is None:
             reply = with_estimated_usage(reply, prepared.size_bytes)
         return Sent(reply, received.status)

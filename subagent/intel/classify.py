@@ -12,13 +12,13 @@ content and never anything from an auth failure's body (some servers echo part o
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Literal
 
 from pydantic import JsonValue
 
 from subagent.errors import ContextOverflow, IntelError, IntelFatal, IntelTransient
+from subagent.intel.reply_body import NotJson, decode_json
 
 AUTH_STATUSES = frozenset({401, 403})
 TRANSIENT_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
@@ -89,11 +89,8 @@ def error_detail(body: bytes) -> str:
 
 
 def _load(body: bytes) -> JsonValue:
-    try:
-        parsed: JsonValue = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    return parsed
+    parsed = decode_json(body)
+    return None if isinstance(parsed, NotJson) else parsed
 
 
 def _text(body: bytes) -> str:

@@ -18,8 +18,9 @@ from subagent.intel.encode_once import EncodeOnceCache, join_array, with_fields
 from subagent.intel.endpoint import Prepared, Sent, as_text_turn
 from subagent.intel.openai_stream import ChatStream
 from subagent.intel.openai_wire import encode_message, encode_system, encode_tool, parse_completion
-from subagent.intel.replies import strict_json, with_estimated_usage
-from subagent.intel.transport import MAX_BODY_BYTES, Received, checked_headers, post_json, post_sse
+from subagent.intel.replies import with_estimated_usage
+from subagent.intel.reply_body import Received, reply_from_body
+from subagent.intel.transport import checked_headers, post_json, post_sse
 from subagent.messages import Message, ModelReply, ModelRequest, ToolSpec
 
 
@@ -86,15 +87,8 @@ class OpenAIChat:
         return self._parse_body(received, prepared)
 
     def _parse_body(self, received: Received, prepared: Prepared) -> Sent:
-        if received.oversized:
-            return Sent(
-                ModelReply(malformed=f"the reply body exceeds {MAX_BODY_BYTES} bytes"), received.status
-            )
-        try:
-            data = strict_json(received.body)
-        except (ValueError, RecursionError):
-            return Sent(ModelReply(malformed="the reply body is not JSON"), received.status)
-        return Sent(self._finish(parse_completion(data, new_call_id), prepared), received.status)
+        reply = reply_from_body(received, lambda data: parse_completion(data, new_call_id))
+        return Sent(self._finish(reply, prepared), received.status)
 
     async def _send_streaming(self, prepared: Prepared) -> Sent:
         stream = ChatStream(new_call_id)

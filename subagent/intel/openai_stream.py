@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pydantic import JsonValue
 
 from subagent.intel.openai_wire import parse_usage, refusal_of
-from subagent.intel.replies import decode_arguments, strict_json
+from subagent.intel.replies import decode_arguments
+from subagent.intel.reply_body import NotJson, decode_json
 from subagent.intel.sse import SseEvent
 from subagent.messages import ModelReply, TokenUsage
 
@@ -50,9 +51,8 @@ class ChatStream:
         if event.data.strip() == DONE:
             self.done = True
             return True
-        try:
-            chunk = strict_json(event.data)
-        except (ValueError, RecursionError):
+        chunk = decode_json(event.data)
+        if isinstance(chunk, NotJson):
             self.problem = "a stream chunk is not JSON"
             return True
         if not isinstance(chunk, dict):

@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from pydantic import JsonValue
 
+from subagent.intel.reply_body import NotJson, decode_json
 from subagent.messages import JsonObject, ModelReply, TokenUsage, ToolCall
 
 RAW_ARGUMENTS_CAP = 2000
@@ -23,25 +24,12 @@ def decode_arguments(call_id: str, name: str, raw: str) -> ToolCall:
     if not raw.strip():
         # Several servers send "" for a call without parameters; that is an empty object.
         return ToolCall(id=call_id, name=name, arguments={})
-    try:
-        value = strict_json(raw)
-    except (ValueError, RecursionError) as exc:
-        problem = f"arguments are not valid JSON ({type(exc).__name__})"
-        return _bad_arguments(call_id, name, raw, problem)
+    value = decode_json(raw)
+    if isinstance(value, NotJson):
+        return _bad_arguments(call_id, name, raw, f"arguments are not valid JSON ({value.kind})")
     if not isinstance(value, dict):
         return _bad_arguments(call_id, name, raw, f"arguments are a JSON {_json_kind(value)}, not an object")
     return ToolCall(id=call_id, name=name, arguments=value)
-
-
-def strict_json(data: str | bytes) -> JsonValue:
-    """Decode JSON, rejecting the NaN/Infinity that Python accepts: echoed back in the
-    transcript they are invalid JSON, and the provider would reject every later request."""
-    parsed: JsonValue = json.loads(data, parse_constant=_reject_constant)
-    return parsed
-
-
-def _reject_constant(name: str) -> JsonValue:
-    raise ValueError(f"{name} is not JSON")
 
 
 def object_arguments(call_id: str, name: str, value: JsonValue) -> ToolCall:

@@ -20,22 +20,18 @@ import httpx2
 
 from subagent.errors import IntelError, IntelTransient
 from subagent.intel.classify import EndpointFatal, classify_status
+from subagent.intel.reply_body import (
+    MAX_BODY_BYTES,
+    MAX_ERROR_BODY_BYTES,
+    BodyCap,
+    Received,
+    is_json_content_type,
+)
 from subagent.intel.retry import parse_retry_after, parse_retry_after_ms
 from subagent.intel.sse import SseError, SseEvent, SseParser
 
-MAX_BODY_BYTES = 32 * 1024 * 1024
-MAX_ERROR_BODY_BYTES = 64 * 1024
 DRAIN_TIMEOUT_S = 0.5
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
-
-
-@dataclass(frozen=True, slots=True)
-class Received:
-    """A 2xx reply body. `oversized` is set when it passed the cap and was cut off."""
-
-    status: int
-    body: bytes
-    oversized: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,20 +108,20 @@ async def post_sse(
             async with client.stream("POST", url, content=body, headers=dict(headers)) as response:
                 await _raise_for_status(response)
                 status = response.status_code
-                if response.headers.get("content-type", "").startswith("application/json"):
+                if is_json_content_type(response.headers.get("content-type", "")):
                     return Streamed(status, plain=await _read_body(response))
                 parser = SseParser()
-                size = 0
+                cap = BodyCap(MAX_BODY_BYTES)
                 async for chunk in response.aiter_bytes():
-                    size += len(chunk)
+                    within_cap = cap.take(chunk)
                     if done:
                         # Past the last event: read the chunked terminator (bounded) so the
                         # connection returns to the pool; a reconnect per turn costs a TCP (and
                         # in production a TLS) handshake every model call.
-                        if size > MAX_BODY_BYTES:
+                        if not within_cap:
                             break
                         continue
-                    if size > MAX_BODY_BYTES:
+                    if not within_cap:
                         return Streamed(response.status_code, f"stream exceeds {MAX_BODY_BYTES} bytes")
                     try:
                         events = parser.feed(chunk)
@@ -155,29 +151,27 @@ async def post_sse(
 
 
 async def _read_body(response: httpx2.Response) -> Received:
-    chunks: list[bytes] = []
-    size = 0
+    cap = BodyCap(MAX_BODY_BYTES, keep_bytes=MAX_BODY_BYTES)
     async for chunk in response.aiter_bytes():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
+        if not cap.take(chunk):
             return Received(response.status_code, b"", oversized=True)
-        chunks.append(chunk)
-    return Received(response.status_code, b"".join(chunks))
+    return Received(response.status_code, cap.head)
 
 
 async def _raise_for_status(response: httpx2.Response) -> None:
     status = response.status_code
     if 200 <= status < 300:
         return
-    body = bytearray()
+    # Only the head of an error body is read: enough for its code and message.
+    body = BodyCap(MAX_ERROR_BODY_BYTES, keep_bytes=MAX_ERROR_BODY_BYTES)
     async for chunk in response.aiter_bytes():
-        body += chunk[: MAX_ERROR_BODY_BYTES - len(body)]
-        if len(body) >= MAX_ERROR_BODY_BYTES:
+        body.take(chunk)
+        if body.head_full:
             break
     retry_after_s = parse_retry_after_ms(response.headers.get("retry-after-ms"))
     if retry_after_s is None:
         retry_after_s = parse_retry_after(response.headers.get("retry-after"), now_epoch_s=time.time())
-    raise classify_status(status, bytes(body), retry_after_s=retry_after_s)
+    raise classify_status(status, body.head, retry_after_s=retry_after_s)
 
 
 def translate_http_error(exc: httpx2.HTTPError) -> IntelError:

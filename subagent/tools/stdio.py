@@ -1,7 +1,8 @@
 """The stdio transport: spawn an MCP server, bridge its pipes to the session, and stop it for sure.
 
 Same shape as the SDK's `stdio_client` (an async context manager yielding the `(read, write)`
-memory streams `ClientSession` takes) and the same shutdown ladder, with what agentd needs on top:
+memory streams `ClientSession` takes) and the same shutdown ladder — the supervisor's kill ladder
+(`processes.ladder`, `processes.climb`) with stdin EOF as its polite rung — and on top of it:
 the server gets `PR_SET_PDEATHSIG` (it dies with us even if we are SIGKILLed), its own process
 group, an allow-listed environment, stdout lines bounded at 16 MiB (an over-long line becomes an
 `Exception` item and is never buffered whole) and stderr forwarded to our fd 2, line-capped.
@@ -23,7 +24,10 @@ from mcp.client._transport import TransportStreams  # the alias the public `mcp.
 from mcp.shared.message import SessionMessage
 from mcp.types import jsonrpc_message_adapter
 
-from processes.linux import pdeathsig_preexec
+from processes.climb import LadderTarget, climb
+from processes.ladder import LadderPolicy, plan
+from processes.linux import open_pidfd, pdeathsig_preexec
+from processes.pipes import read_chunk
 from protocol.framing import LineSplitter, Oversize
 from protocol.spawn import McpServerSpec
 
@@ -31,13 +35,17 @@ logger = logging.getLogger(__name__)
 
 MAX_LINE_BYTES = 16 * 1024 * 1024
 STDERR_LINE_BYTES = 8 * 1024
-READ_CHUNK_BYTES = 64 * 1024
 INHERITED_ENV = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG")
 
 # The ladder, as in the SDK: stdin EOF, then SIGTERM to the group, then SIGKILL to the group.
 PROCESS_TERMINATION_TIMEOUT_S = 2.0
 FORCE_KILL_TIMEOUT_S = 2.0
 KILL_REAP_TIMEOUT_S = 2.0
+LADDER = LadderPolicy(
+    cancel_grace_s=PROCESS_TERMINATION_TIMEOUT_S,
+    term_grace_s=FORCE_KILL_TIMEOUT_S,
+    kill_reap_s=KILL_REAP_TIMEOUT_S,
+)
 # Time for the writer to flush messages the session already handed over before stdin closes.
 WRITER_FLUSH_TIMEOUT_S = 0.5
 # Time for the pipes to reach EOF after the server exited; a grandchild may hold them open.
@@ -122,18 +130,6 @@ def _write_stderr(data: bytes) -> None:
         os.write(2, data)
 
 
-async def _read_chunk(fd: int) -> bytes:
-    """The next chunk from a non-blocking pipe; `b""` at EOF or once the fd is being closed."""
-    while True:
-        try:
-            await anyio.wait_readable(fd)
-            return os.read(fd, READ_CHUNK_BYTES)
-        except BlockingIOError:
-            continue
-        except (anyio.ClosedResourceError, OSError):
-            return b""
-
-
 async def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -157,7 +153,7 @@ async def open_stdio_transport(spec: McpServerSpec) -> AsyncIterator[TransportSt
     assert stdin is not None and stdout is not None and stderr is not None
     stdin_fd, stdout_fd, stderr_fd = stdin.fileno(), stdout.fileno(), stderr.fileno()
     try:
-        pidfd = os.pidfd_open(process.pid)
+        pidfd = open_pidfd(process.pid)
     except OSError:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()  # SIGKILLed just now: the wait is immediate
@@ -177,7 +173,7 @@ async def open_stdio_transport(spec: McpServerSpec) -> AsyncIterator[TransportSt
         splitter = LineSplitter(MAX_LINE_BYTES)
         try:
             async with read_writer:
-                while chunk := await _read_chunk(stdout_fd):
+                while chunk := await read_chunk(stdout_fd):
                     for line in splitter.feed(chunk):
                         if isinstance(line, Oversize) or line.strip():
                             await read_writer.send(parse_line(line))
@@ -185,7 +181,7 @@ async def open_stdio_transport(spec: McpServerSpec) -> AsyncIterator[TransportSt
                     await read_writer.send(parse_line(line))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             # The session is gone; keep draining so a server blocked on a full pipe can exit.
-            while await _read_chunk(stdout_fd):
+            while await read_chunk(stdout_fd):
                 pass
         finally:
             stdout_done.set()
@@ -206,7 +202,7 @@ async def open_stdio_transport(spec: McpServerSpec) -> AsyncIterator[TransportSt
     async def forward_stderr() -> None:
         lines = _CappedLines(STDERR_LINE_BYTES)
         try:
-            while chunk := await _read_chunk(stderr_fd):
+            while chunk := await read_chunk(stderr_fd):
                 for line in lines.feed(chunk):
                     _write_stderr(prefix + line + b"\n")
             for line in lines.close():
@@ -235,12 +231,11 @@ async def open_stdio_transport(spec: McpServerSpec) -> AsyncIterator[TransportSt
                 pipes.start_soon(forward_stderr)
                 pipes.start_soon(watch_exit)
 
-    async def wait_exited(timeout_s: float) -> bool:
-        with anyio.move_on_after(timeout_s):
-            await exited.wait()
-        return exited.is_set()
+    async def close_stdin(_reason: str) -> None:
+        anyio.notify_closing(stdin_fd)
+        stdin.close()  # EOF: the polite request to exit
 
-    def signal_group(sig: signal.Signals) -> None:
+    def signal_group(sig: int) -> None:
         if not exited.is_set():  # the leader is unreaped, so its pid still names our group
             with suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, sig)
@@ -253,15 +248,11 @@ async def open_stdio_transport(spec: McpServerSpec) -> AsyncIterator[TransportSt
         writer_scope.cancel()
         with anyio.move_on_after(WRITER_FLUSH_TIMEOUT_S):
             await writer_done.wait()
-        anyio.notify_closing(stdin_fd)
-        stdin.close()  # EOF: the polite request to exit
-        if not await wait_exited(PROCESS_TERMINATION_TIMEOUT_S):
-            signal_group(signal.SIGTERM)
-            if not await wait_exited(FORCE_KILL_TIMEOUT_S):
-                signal_group(signal.SIGKILL)
-                if not await wait_exited(KILL_REAP_TIMEOUT_S):
-                    logger.warning("MCP server %s (pid %d) outlived SIGKILL", spec.name, process.pid)
-        if exited.is_set():
+        target = LadderTarget(request_exit=close_stdin, signal_group=signal_group, wait_exited=exited.wait)
+        await climb(target, plan(LADDER), reason="session closed")
+        if not exited.is_set():
+            logger.warning("MCP server %s (pid %d) outlived SIGKILL", spec.name, process.pid)
+        else:
             # Forward what the server wrote last: a dying server's stderr is the useful part.
             with anyio.move_on_after(PIPES_EOF_AFTER_EXIT_S):
                 await stderr_done.wait()

@@ -90,3 +90,9 @@ def test_error_detail_is_capped_and_single_line() -> None:
     detail = error_detail(body({"error": {"message": "line\n" * 200}}))
     assert "\n" not in detail
     assert len(detail) <= 200
+
+
+def test_an_error_body_nested_too_deep_to_decode_is_classified_not_raised() -> None:
+    error = classify_status(400, b"[" * 65536)
+    assert isinstance(error, IntelFatal)
+    assert str(error) == "request rejected (HTTP 400)"

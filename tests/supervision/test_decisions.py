@@ -1,4 +1,4 @@
-"""The supervisor's pure decisions: liveness verdicts, exit classification, the ladder plan."""
+"""The supervisor's pure decisions: liveness verdicts and exit classification."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from agentd.supervision.liveness import (
     classify,
     classify_exit,
 )
-from processes.ladder import LadderPolicy, bound_s, plan
 from protocol.result import RunError, RunResult, TerminalStatus
 
 POLICY = LivenessPolicy(
@@ -168,10 +167,3 @@ def test_an_oom_kill_is_named_and_stderr_is_attached() -> None:
     assert outcome.error == RunError(kind="oom", message=outcome.error.message if outcome.error else "")
     assert outcome.error is not None
     assert "--- last stderr ---\nTraceback ..." in outcome.error.message
-
-
-def test_the_ladder_plan_and_its_bound() -> None:
-    policy = LadderPolicy(cancel_grace_s=5, term_grace_s=2, kill_reap_s=2)
-    assert [(r.action, r.wait_s) for r in plan(policy)] == [("cancel", 5), ("sigterm", 2), ("sigkill", 2)]
-    assert [r.action for r in plan(policy, start="sigterm")] == ["sigterm", "sigkill"]
-    assert bound_s(plan(policy)) == 9

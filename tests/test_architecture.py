@@ -1,0 +1,197 @@
+"""The rooms of the code base and the one-way dependencies between them (docs/architecture.md).
+
+Reads every module's imports with `ast` — top-level, function-level and `TYPE_CHECKING` ones
+alike — and checks: no import cycle between modules; each package imports only what its room
+may (protocol stays pure, processes stays below everything, the supervisor never imports the
+subagent, `mcp` or an HTTP client); and inside `agentd/` every import points down the floors.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGES = ("protocol", "processes", "subagent", "agentd")
+
+# Third-party imports each top-level package may use (the standard library is always allowed).
+ALLOWED_THIRD_PARTY = {
+    "protocol": {"pydantic"},
+    "processes": {"anyio"},
+    "subagent": {
+        "anyio",
+        "pydantic",
+        "pydantic_core",
+        "httpx2",
+        "httpx",
+        "mcp",
+        "mcp_types",
+        "jsonschema",
+        "structlog",
+        "psutil",
+    },
+    "agentd": {"anyio", "pydantic", "structlog", "psutil", "jsonschema"},
+}
+# Which first-party packages each may import.
+ALLOWED_FIRST_PARTY = {
+    "protocol": {"protocol"},
+    "processes": {"processes"},
+    "subagent": {"subagent", "protocol", "processes"},
+    "agentd": {"agentd", "protocol", "processes"},
+}
+
+# agentd's floors, top to bottom: a module may import its own room and any room on a lower floor.
+FLOORS: tuple[frozenset[str], ...] = (
+    frozenset({"__main__"}),
+    frozenset({"cli"}),
+    frozenset({"daemon"}),
+    frozenset({"api", "service"}),
+    frozenset({"admission", "payloads", "options"}),
+    frozenset({"supervision"}),
+    frozenset({"config", "journal", "spawning"}),
+    frozenset({"private_dirs", "logs"}),
+    frozenset({"errors"}),
+)
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {
+        _module_name(path): path for package in PACKAGES for path in sorted((REPO / package).rglob("*.py"))
+    }
+
+
+MODULES = _modules()
+
+
+def _imports(name: str, path: Path) -> Iterator[str]:
+    """Every module `name` imports, resolved to the most specific module that exists."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base]) if base else ".".join(anchor)
+            for alias in node.names:
+                candidate = f"{base}.{alias.name}"
+                yield candidate if candidate in MODULES else base
+
+
+GRAPH = {name: sorted(set(_imports(name, path))) for name, path in MODULES.items()}
+
+
+def _room(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _floor(room: str) -> int | None:
+    for index, rooms in enumerate(FLOORS):
+        if room in rooms:
+            return index
+    return None
+
+
+def test_every_agentd_room_is_on_a_floor() -> None:
+    rooms = {_room(m) for m in MODULES if m.startswith("agentd.")}
+    assert {r for r in rooms if _floor(r) is None} == set()
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_each_package_imports_only_what_its_room_allows(package: str) -> None:
+    stdlib = sys.stdlib_module_names
+    wrong = []
+    for module, imported in GRAPH.items():
+        if module.split(".")[0] != package:
+            continue
+        for target in imported:
+            top = target.split(".")[0]
+            if top in stdlib or top == "__future__":
+                continue
+            if top in PACKAGES:
+                if top not in ALLOWED_FIRST_PARTY[package]:
+                    wrong.append(f"{module} imports {target}")
+            elif top not in ALLOWED_THIRD_PARTY[package]:
+                wrong.append(f"{module} imports {target}")
+    assert wrong == []
+
+
+def test_agentd_imports_point_down_the_floors() -> None:
+    upward = []
+    for module, imported in GRAPH.items():
+        if not module.startswith("agentd."):
+            continue
+        here = _floor(_room(module))
+        for target in imported:
+            if not target.startswith("agentd.") or _room(target) == _room(module):
+                continue
+            there = _floor(_room(target))
+            if here is not None and there is not None and there <= here:
+                upward.append(f"{module} imports {target}")
+    assert upward == []
+
+
+def test_no_module_import_cycle_type_checking_imports_included() -> None:
+    first_party = {m: [t for t in ts if t in MODULES and t != m] for m, ts in GRAPH.items()}
+    cycles = []
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in first_party[node]:
+            if state.get(nxt) == 1:
+                cycles.append(" → ".join([*stack[stack.index(nxt) :], nxt]))
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for module in sorted(first_party):
+        if module not in state:
+            visit(module)
+    assert cycles == []
+
+
+ERROR_ROOTS = {"agentd": ("agentd.errors", "AgentdError"), "subagent": ("subagent.errors", "AgentError")}
+
+
+@pytest.mark.parametrize("package", sorted(ERROR_ROOTS))
+def test_every_exception_a_package_defines_is_in_its_drawn_error_tree(package: str) -> None:
+    root_module, root_name = ERROR_ROOTS[package]
+    errors = importlib.import_module(root_module)
+    root = getattr(errors, root_name)
+    drawn = errors.__doc__ or ""
+    outside, undrawn = [], []
+    for name in MODULES:
+        if name.split(".")[0] != package or name.endswith("__main__"):
+            continue
+        module = importlib.import_module(name)
+        for cls in vars(module).values():
+            if not (inspect.isclass(cls) and issubclass(cls, BaseException) and cls.__module__ == name):
+                continue
+            if not issubclass(cls, root):
+                outside.append(f"{name}.{cls.__name__}")
+            if not re.search(rf"\b{re.escape(cls.__name__)}\b", drawn):
+                undrawn.append(f"{name}.{cls.__name__}")
+    assert outside == [], f"not under {root_name}"
+    assert undrawn == [], f"not drawn in {root_module}'s docstring"
