@@ -20,6 +20,8 @@ import sys
 import threading
 import time
 
+from protocol.environment import SUPERVISOR_PID_ENV
+
 SOCKET_FD = 3
 MAX_REQUEST = 64 * 1024
 REPARENT_TIMEOUT_S = 2.0
@@ -77,7 +79,7 @@ def _become_subagent(env: dict[str, str], fds: list[int]) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGUSR1):
         signal.signal(sig, signal.SIG_DFL)
     os.environ.update(env)
-    expected = int(env["AGENTD_SUPERVISOR_PID"])
+    expected = int(env[SUPERVISOR_PID_ENV])
     deadline = time.monotonic() + REPARENT_TIMEOUT_S
     # The intermediate process exits right after forking us; until then our parent is it.
     while os.getppid() != expected:
@@ -119,7 +121,7 @@ def main() -> int:
 
     set_pdeathsig(signal.SIGKILL)
     set_process_name("agentd-zygote")
-    expected = os.environ.get("AGENTD_SUPERVISOR_PID")
+    expected = os.environ.get(SUPERVISOR_PID_ENV)
     if expected and os.getppid() != int(expected):
         return 1
     sock = socket.socket(fileno=SOCKET_FD)
