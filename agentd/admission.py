@@ -20,6 +20,7 @@ from agentd.supervision.liveness import LivenessPolicy
 from agentd.supervision.supervisor import PayloadError, SupervisorOptions
 from processes.ladder import LadderPolicy
 from protocol.api import TaskSpec
+from protocol.contract import schema_error
 from protocol.spawn import SpawnPayload, Telemetry
 
 
@@ -41,14 +42,9 @@ def check_spec(config: Config, spec: TaskSpec) -> None:
     if violation is not None:
         raise SpecRejected(violation)
     schema = spec.output_contract.schema_
-    if schema is not None:
-        from jsonschema.exceptions import SchemaError
-        from jsonschema.validators import validator_for
-
-        try:
-            validator_for(schema).check_schema(schema)
-        except SchemaError as exc:
-            raise SpecRejected(f"output_contract.schema is not a valid JSON Schema: {exc.message}") from None
+    problem = None if schema is None else schema_error(schema)
+    if problem is not None:
+        raise SpecRejected(f"output_contract.schema is not a valid JSON Schema: {problem}")
 
 
 def new_traceparent() -> str:

@@ -3,6 +3,7 @@
 Pure: nothing here performs I/O. `framing` turns bytes into typed messages (or typed errors),
 `control` holds the control-channel methods, `spawn` the spawn payload, `result` the terminal
 statuses, run result and exit-code mapping, `events` the closed event vocabulary, `zygote` the
-messages between the supervisor and its zygote, and `environment` the names of the environment
-variables the supervisor sets for a child.
+messages between the supervisor and its zygote, `environment` the names of the environment
+variables the supervisor sets for a child, and `contract` the output-contract check (which alone
+imports a third-party validator, `jsonschema`, and only when called).
 """

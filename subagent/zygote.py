@@ -40,6 +40,8 @@ REPARENT_TIMEOUT_S = 2.0
 
 def _warm_imports() -> None:
     """Everything a subagent imports after `ev/ready`, imported once here instead of per child."""
+    # protocol.contract imports jsonschema only when a schema is first checked (VERIFY).
+    import jsonschema.validators  # noqa: F401
     import mcp.client.streamable_http  # noqa: F401
 
     import subagent.boot

@@ -27,6 +27,7 @@ from agentd.supervision.tree import Budget, ChildRequest, Defaults, Grant, Refus
 from processes.ladder import RungAction
 from protocol import control
 from protocol.api import NodeView
+from protocol.contract import result_errors
 from protocol.events import EventName
 from protocol.result import RunError, RunResult, RunUsage, TerminalStatus
 from protocol.spawn import Limits, SpawnPayload
@@ -499,9 +500,7 @@ class TaskRun:
             out["error"] = {"kind": result.error.kind, "message": result.error.message[:500]}
         contract = node.payload.output_contract
         if contract.format == "json" and contract.schema_ is not None and result.result is not None:
-            from subagent.loop.verify import check_schema
-
-            errors = check_schema(result.result, contract.schema_)
+            errors = result_errors(result.result, contract.schema_)
             out["schema_valid"] = not errors
             if errors:
                 out["schema_errors"] = list(errors)
