@@ -10,6 +10,7 @@ from __future__ import annotations
 from agentd.config.load import Config, ConfigError, NotConfigured
 from agentd.errors import AgentdError
 from protocol.api import TaskSpec
+from protocol.contract import schema_error
 
 
 class SpecRejected(AgentdError):
@@ -30,11 +31,6 @@ def check_spec(config: Config, spec: TaskSpec) -> None:
     if violation is not None:
         raise SpecRejected(violation)
     schema = spec.output_contract.schema_
-    if schema is not None:
-        from jsonschema.exceptions import SchemaError
-        from jsonschema.validators import validator_for
-
-        try:
-            validator_for(schema).check_schema(schema)
-        except SchemaError as exc:
-            raise SpecRejected(f"output_contract.schema is not a valid JSON Schema: {exc.message}") from None
+    problem = None if schema is None else schema_error(schema)
+    if problem is not None:
+        raise SpecRejected(f"output_contract.schema is not a valid JSON Schema: {problem}")

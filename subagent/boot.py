@@ -18,12 +18,15 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
+# A constants module with no imports of its own: safe before the first frame.
+from protocol.environment import CGROUP_ENV, SPAWN_TIMEOUT_ENV, SUPERVISOR_PID_ENV
+
 if TYPE_CHECKING:
     from protocol.framing import LineSplitter, Oversize
 
 EXIT_INTERNAL = 1
 EXIT_BAD_SPAWN = 2
-SPAWN_TIMEOUT_S = float(os.environ.get("AGENTD_SPAWN_TIMEOUT_S", "30"))
+SPAWN_TIMEOUT_S = float(os.environ.get(SPAWN_TIMEOUT_ENV, "30"))
 
 
 def _die(code: int, message: str) -> int:
@@ -48,13 +51,13 @@ def _guard_parent() -> bool:
     set_pdeathsig(signal.SIGKILL)
     # Exec'd or forked from the zygote, every subagent shows up under one name in ps/top.
     set_process_name("agentd-subagent")
-    expected = os.environ.get("AGENTD_SUPERVISOR_PID")
+    expected = os.environ.get(SUPERVISOR_PID_ENV)
     return not expected or os.getppid() == int(expected)
 
 
 def _join_cgroup() -> None:
     """Step 3: best effort; the supervisor already falls back when no cgroup is writable."""
-    leaf = os.environ.get("AGENTD_CGROUP")
+    leaf = os.environ.get(CGROUP_ENV)
     if not leaf:
         return
     try:

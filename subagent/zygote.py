@@ -2,17 +2,16 @@
 
 `python -I -m subagent.zygote` imports the whole subagent stack once, freezes the garbage
 collector's view of it, reports ready, then serves fork requests from the supervisor on fd 3 (a
-SOCK_SEQPACKET socket): a JSON request with the child's environment and its three pipe ends
-(SCM_RIGHTS). Each child is double-forked so that it is reparented to the supervisor — a child
-subreaper — which then owns it exactly like an exec'd child (pidfd, waitid, PDEATHSIG). A fork
-costs milliseconds instead of the second the imports take.
+SOCK_SEQPACKET socket; the messages are `protocol.zygote`'s): a `Fork` with the child's environment,
+its three pipe ends riding along (SCM_RIGHTS). Each child is double-forked so that it is reparented
+to the supervisor — a child subreaper — which then owns it exactly like an exec'd child (pidfd,
+waitid, PDEATHSIG). A fork costs milliseconds instead of the second the imports take.
 """
 
 from __future__ import annotations
 
 import array
 import gc
-import json
 import os
 import signal
 import socket
@@ -20,13 +19,29 @@ import sys
 import threading
 import time
 
+from protocol.environment import SUPERVISOR_PID_ENV
+from protocol.framing import FrameError, decode
+from protocol.zygote import (
+    MAX_ERROR_CHARS,
+    MAX_REQUEST,
+    TO_ZYGOTE_ADAPTER,
+    Fork,
+    Forked,
+    ForkFailed,
+    FromZygote,
+    Ready,
+    StartFailed,
+    encode,
+)
+
 SOCKET_FD = 3
-MAX_REQUEST = 64 * 1024
 REPARENT_TIMEOUT_S = 2.0
 
 
 def _warm_imports() -> None:
     """Everything a subagent imports after `ev/ready`, imported once here instead of per child."""
+    # protocol.contract imports jsonschema only when a schema is first checked (VERIFY).
+    import jsonschema.validators  # noqa: F401
     import mcp.client.streamable_http  # noqa: F401
 
     import subagent.boot
@@ -52,11 +67,11 @@ async def _warm_async() -> None:
         pass
 
 
-def _send(sock: socket.socket, message: dict[str, object]) -> None:
-    sock.send(json.dumps(message).encode())
+def _send(sock: socket.socket, message: FromZygote) -> None:
+    sock.send(encode(message))
 
 
-def _receive(sock: socket.socket) -> tuple[dict[str, object] | None, list[int]]:
+def _receive(sock: socket.socket) -> tuple[Fork | FrameError | None, list[int]]:
     fds = array.array("i")
     data, ancillary, _flags, _addr = sock.recvmsg(MAX_REQUEST, socket.CMSG_SPACE(3 * fds.itemsize))
     for level, kind, payload in ancillary:
@@ -64,8 +79,7 @@ def _receive(sock: socket.socket) -> tuple[dict[str, object] | None, list[int]]:
             fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])
     if not data:
         return None, list(fds)
-    request = json.loads(data)
-    return (request if isinstance(request, dict) else None), list(fds)
+    return decode(data, TO_ZYGOTE_ADAPTER, max_line=MAX_REQUEST), list(fds)
 
 
 def _become_subagent(env: dict[str, str], fds: list[int]) -> None:
@@ -77,7 +91,7 @@ def _become_subagent(env: dict[str, str], fds: list[int]) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGUSR1):
         signal.signal(sig, signal.SIG_DFL)
     os.environ.update(env)
-    expected = int(env["AGENTD_SUPERVISOR_PID"])
+    expected = int(env[SUPERVISOR_PID_ENV])
     deadline = time.monotonic() + REPARENT_TIMEOUT_S
     # The intermediate process exits right after forking us; until then our parent is it.
     while os.getppid() != expected:
@@ -114,12 +128,24 @@ def fork_subagent(env: dict[str, str], fds: list[int]) -> int:
     return int(data)
 
 
+def _serve(request: Fork | FrameError, fds: list[int]) -> Forked | ForkFailed:
+    """Fork the subagent `request` asks for, or say why not (the caller closes `fds`)."""
+    if isinstance(request, FrameError):
+        return ForkFailed(id=None, error=f"unreadable request: {request.kind} ({request.detail})")
+    try:
+        if len(fds) != 3:
+            raise ValueError("a request needs three fds")
+        return Forked(id=request.id, pid=fork_subagent(request.env, fds))
+    except (OSError, ValueError) as exc:
+        return ForkFailed(id=request.id, error=f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS])
+
+
 def main() -> int:
     from processes.linux import set_pdeathsig, set_process_name
 
     set_pdeathsig(signal.SIGKILL)
     set_process_name("agentd-zygote")
-    expected = os.environ.get("AGENTD_SUPERVISOR_PID")
+    expected = os.environ.get(SUPERVISOR_PID_ENV)
     if expected and os.getppid() != int(expected):
         return 1
     sock = socket.socket(fileno=SOCKET_FD)
@@ -127,9 +153,9 @@ def main() -> int:
     gc.collect()
     gc.freeze()  # children share these pages instead of copying them on the first collection
     if threading.active_count() != 1:
-        _send(sock, {"error": "the zygote has threads after its imports; fork would be unsafe"})
+        _send(sock, StartFailed(error="the zygote has threads after its imports; fork would be unsafe"))
         return 1
-    _send(sock, {"ready": True, "pid": os.getpid()})
+    _send(sock, Ready(pid=os.getpid()))
     while True:
         try:
             request, fds = _receive(sock)
@@ -137,14 +163,8 @@ def main() -> int:
             return 0
         if request is None:
             return 0  # the supervisor closed its end
-        reply: dict[str, object] = {"id": request.get("id")}
         try:
-            env = request.get("env")
-            if len(fds) != 3 or not isinstance(env, dict):
-                raise ValueError("a request needs three fds and an env object")
-            reply["pid"] = fork_subagent({str(k): str(v) for k, v in env.items()}, fds)
-        except (OSError, ValueError) as exc:
-            reply["error"] = f"{type(exc).__name__}: {exc}"
+            reply = _serve(request, fds)
         finally:
             for fd in fds:
                 os.close(fd)

@@ -24,12 +24,12 @@ import psutil
 from agentd.errors import SpawnError
 from processes.linux import open_pidfd
 from processes.pipes import StdioPipes, open_stdio_pipes
+from protocol.environment import CGROUP_ENV, RUN_MARKER_ENV, SUPERVISOR_PID_ENV
 
 # Environment names a child must never inherit (DESIGN §6): systemd's notify, watchdog and
 # socket-activation contracts belong to the daemon alone.
 SCRUBBED_PREFIXES = ("NOTIFY_SOCKET", "WATCHDOG_", "LISTEN_")
 PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER", "LOGNAME", "SHELL", "TERM")
-MARKER_ENV = "AGENTD_RUN_MARKER"
 RESET_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1)
 
 
@@ -99,12 +99,12 @@ def child_environment(request: SpawnRequest, base: Mapping[str, str]) -> dict[st
             # Without it threaded Python cannot start threads under an address-space limit.
             "MALLOC_ARENA_MAX": "2",
             "PYTHONUNBUFFERED": "1",
-            "AGENTD_SUPERVISOR_PID": str(os.getpid()),
-            MARKER_ENV: request.marker,
+            SUPERVISOR_PID_ENV: str(os.getpid()),
+            RUN_MARKER_ENV: request.marker,
         }
     )
     if request.cgroup:
-        env["AGENTD_CGROUP"] = request.cgroup
+        env[CGROUP_ENV] = request.cgroup
     return {k: v for k, v in env.items() if not k.startswith(SCRUBBED_PREFIXES)}
 
 

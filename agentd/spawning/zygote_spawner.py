@@ -2,16 +2,16 @@
 
 The zygote (`python -I -m subagent.zygote`) is a helper child of the daemon: PDEATHSIG to it, never
 swept as an orphan, killed and reaped at close. A spawn sends the child's environment and its three
-pipe ends over a SOCK_SEQPACKET socket and waits (bounded, a few milliseconds in practice) for the
-pid; the zygote double-forks so the subagent is reparented to this daemon, which then owns it like
-an exec'd child. Until the zygote reports ready, or if it ever fails, spawns fall back to exec.
+pipe ends over a SOCK_SEQPACKET socket (the messages are `protocol.zygote`'s) and waits (bounded, a
+few milliseconds in practice) for the pid; the zygote double-forks so the subagent is reparented to
+this daemon, which then owns it like an exec'd child. Until the zygote reports ready, or if it ever
+fails, spawns fall back to exec.
 """
 
 from __future__ import annotations
 
 import array
 import contextlib
-import json
 import os
 import signal
 import socket
@@ -32,12 +32,24 @@ from agentd.spawning.spawner import (
 )
 from processes.linux import open_pidfd
 from processes.pipes import open_stdio_pipes
+from protocol.framing import FrameError, decode
+from protocol.zygote import (
+    FROM_ZYGOTE_ADAPTER,
+    MAX_REPLY,
+    MAX_REQUEST,
+    Fork,
+    Forked,
+    ForkFailed,
+    FromZygote,
+    Ready,
+    StartFailed,
+    encode,
+)
 
 REPLY_TIMEOUT_S = 2.0
 READY_TIMEOUT_S = 60.0
 RESTART_DELAY_S = 5.0
 MAX_STARTS = 5
-MAX_REPLY = 4096
 
 log = structlog.get_logger("agentd.spawning.zygote_spawner")
 
@@ -141,11 +153,22 @@ class ZygoteSpawner:
         except OSError as exc:
             self._broken(f"zygote socket failed: {exc.strerror}")
             return
-        message = json.loads(data) if data else {}
-        if not data or not message.get("ready"):
-            self._broken(f"zygote did not start: {message.get('error', 'it exited')}")
-            return
-        self._ready = True
+        message: FromZygote | FrameError | None = None
+        if data:
+            message = decode(data, FROM_ZYGOTE_ADAPTER, max_line=MAX_REPLY)
+        match message:
+            case Ready():
+                self._ready = True
+                return
+            case None:
+                why = "it exited"
+            case StartFailed(error=error):
+                why = error
+            case FrameError(kind=kind, detail=detail):
+                why = f"its message is unreadable: {kind} ({detail})"
+            case _:
+                why = f"it sent {message.type} before ready"
+        self._broken(f"zygote did not start: {why}")
 
     # ---- spawning --------------------------------------------------------------------------
 
@@ -160,26 +183,24 @@ class ZygoteSpawner:
 
     def _fork(self, request: SpawnRequest) -> SpawnedProcess:
         assert self._sock is not None
+        self._next_id += 1
+        # Only what differs per child; the zygote passes its own base environment on.
+        message = encode(Fork(id=self._next_id, env=child_environment(request, {})))
+        if len(message) > MAX_REQUEST:
+            raise ValueError(f"the fork request is {len(message)} bytes, over the zygote's {MAX_REQUEST}")
         pipes = open_stdio_pipes()
         try:
-            self._next_id += 1
-            # Only what differs per child; the zygote passes its own base environment on.
-            env = child_environment(request, {})
-            message = json.dumps({"id": self._next_id, "env": env}).encode()
             fds = array.array("i", pipes.child_ends)
             self._sock.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds.tobytes())])
             pipes.close_child_ends()
-            reply = self._reply()
-            if "pid" not in reply:
-                raise ValueError(str(reply.get("error", "no pid in the zygote's reply")))
-            pid = int(str(reply["pid"]))
+            pid = self._reply()
         except BaseException:
             pipes.close()
             raise
         return adopt(pid, request.rlimits, pipes)
 
-    def _reply(self) -> dict[str, object]:
-        """The zygote's answer to our last request: a blocking wait of a few ms, bounded."""
+    def _reply(self) -> int:
+        """The pid the zygote forked for our last request: a blocking wait of a few ms, bounded."""
         assert self._sock is not None
         self._sock.settimeout(REPLY_TIMEOUT_S)
         try:
@@ -188,7 +209,11 @@ class ZygoteSpawner:
             self._sock.setblocking(False)
         if not data:
             raise OSError("the zygote closed its socket")
-        reply = json.loads(data)
-        if not isinstance(reply, dict) or reply.get("id") != self._next_id:
+        reply = decode(data, FROM_ZYGOTE_ADAPTER, max_line=MAX_REPLY)
+        if isinstance(reply, FrameError):
+            raise ValueError(f"the zygote's reply is unreadable: {reply.kind} ({reply.detail})")
+        if isinstance(reply, ForkFailed) and reply.id in (None, self._next_id):
+            raise ValueError(reply.error)
+        if not isinstance(reply, Forked) or reply.id != self._next_id:
             raise ValueError("the zygote answered out of turn")
-        return reply
+        return reply.pid

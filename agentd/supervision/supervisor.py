@@ -25,9 +25,10 @@ from agentd.journal.records import TaskRecord
 from agentd.journal.store import Journal
 from agentd.spawning import reaper
 from agentd.spawning.cgroup import CgroupRoot
-from agentd.spawning.spawner import MARKER_ENV, Spawner
+from agentd.spawning.spawner import Spawner
 from agentd.supervision.ports import DrainState, RunOptions, RunPorts
 from agentd.supervision.task_run import TaskRun
+from protocol.environment import RUN_MARKER_ENV
 from protocol.result import RunError, RunResult, TerminalStatus, exit_code
 from protocol.spawn import SpawnPayload
 
@@ -329,7 +330,7 @@ def kill_survivor(record: TaskRecord, *, timeout_s: float = 5.0) -> bool:
         proc = psutil.Process(record.pid)
         if abs(proc.create_time() - record.pid_start_time) > 0.05:
             return False
-        if not proc.environ().get(MARKER_ENV, "").startswith(record.run_id + "/"):
+        if not proc.environ().get(RUN_MARKER_ENV, "").startswith(record.run_id + "/"):
             return False
     except psutil.Error:
         return False

@@ -29,6 +29,7 @@ from agentd.supervision.tree import Budget, ChildRequest, Defaults, Refusal, Tre
 from processes.ladder import RungAction, bound_s, plan
 from protocol import control
 from protocol.api import NodeView
+from protocol.contract import result_errors
 from protocol.events import EventName
 from protocol.result import RunError, RunResult, RunUsage, TerminalStatus
 from protocol.spawn import SpawnPayload
@@ -457,9 +458,7 @@ class TaskRun:
             out["error"] = {"kind": result.error.kind, "message": result.error.message[:500]}
         contract = node.payload.output_contract
         if contract.format == "json" and contract.schema_ is not None and result.result is not None:
-            from subagent.loop.verify import check_schema
-
-            errors = check_schema(result.result, contract.schema_)
+            errors = result_errors(result.result, contract.schema_)
             out["schema_valid"] = not errors
             if errors:
                 out["schema_errors"] = list(errors)

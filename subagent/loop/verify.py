@@ -1,25 +1,23 @@
 """The VERIFY gate (RFC 0007 §3.5): machine-checkable contract criteria only, never self-judgment.
 
 A final answer passes when it is not vacuous (re-asked once, then accepted) and, for a JSON
-contract, parses as JSON and validates against the schema. A failure is an observation that
-names what is missing; the loop continues and the failed turn has consumed a step.
+contract, parses as JSON and validates against the schema (`protocol.contract`, the check the
+supervisor also applies to a child's result). A failure is an observation that names what is
+missing; the loop continues and the failed turn has consumed a step.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 
-import jsonschema
-from jsonschema.exceptions import SchemaError
 from pydantic import JsonValue
 
+from protocol.contract import result_errors
 from subagent.loop.action import extract_json_object
 from subagent.loop.state import Contract
 
 _PUNCTUATION_ONLY = set(".,;:!?-_*'\"`()[]{}… \t\r\n")
-MAX_REPORTED_ERRORS = 5
 
 
 def is_vacuous(text: str) -> bool:
@@ -57,25 +55,6 @@ def parse_json_result(text: str) -> tuple[bool, JsonValue]:
     return True, obj
 
 
-def check_schema(value: JsonValue, schema: Mapping[str, JsonValue]) -> list[str]:
-    """Validation errors of `value` against `schema`, as 'path: message' lines (empty = valid)."""
-    try:
-        as_dict = dict(schema)
-        validator_cls = jsonschema.validators.validator_for(as_dict)
-        validator_cls.check_schema(as_dict)
-        validator = validator_cls(as_dict)
-    except SchemaError as exc:
-        return [f"the output schema itself is invalid: {exc.message}"]
-    errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
-    lines = []
-    for err in errors[:MAX_REPORTED_ERRORS]:
-        where = "/".join(str(p) for p in err.absolute_path) or "<root>"
-        lines.append(f"{where}: {err.message[:300]}")
-    if len(errors) > MAX_REPORTED_ERRORS:
-        lines.append(f"... and {len(errors) - MAX_REPORTED_ERRORS} more")
-    return lines
-
-
 def verify_final(result: JsonValue, contract: Contract) -> Verified | Rejected:
     """Check a final result (text, or an already-structured value from a JSON action)."""
     if contract.format == "text":
@@ -92,7 +71,7 @@ def verify_final(result: JsonValue, contract: Contract) -> Verified | Rejected:
         value = result
     if contract.schema is None:
         return Verified(value)
-    errors = check_schema(value, contract.schema)
+    errors = result_errors(value, contract.schema)
     if not errors:
         return Verified(value)
     listing = "\n".join(f"- {line}" for line in errors)

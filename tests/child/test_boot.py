@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 from pathlib import Path
 
+import anyio
 import pytest
 
 from protocol import control
+from protocol.environment import SUPERVISOR_PID_ENV
 from protocol.result import TerminalStatus as S
 from tests.child.conftest import demo_server, openai_endpoint, payload, write_script
 from tests.support.child import spawn_child
@@ -40,9 +44,19 @@ async def test_a_bad_first_frame_exits_2_without_echoing_it(frame: bytes) -> Non
         assert child.frames == []
 
 
+async def test_boot_imports_only_the_environment_names_before_the_first_frame() -> None:
+    # DESIGN §2: the child imports almost nothing before step 5; pydantic comes with the first frame.
+    code = (
+        "import json, sys, subagent.boot; print(json.dumps(sorted(m for m in sys.modules "
+        "if m.split('.')[0] in ('protocol', 'processes', 'pydantic', 'anyio', 'mcp', 'httpx2'))))"
+    )
+    done = await anyio.run_process([sys.executable, "-I", "-c", code])
+    assert json.loads(done.stdout) == ["protocol", "protocol.environment"]
+
+
 async def test_a_child_whose_supervisor_is_not_its_parent_exits_at_once(tmp_path: Path) -> None:
     endpoint = write_script(tmp_path, [{"text": "x"}])
-    async with spawn_child(payload(endpoint), env={"AGENTD_SUPERVISOR_PID": "1"}) as child:
+    async with spawn_child(payload(endpoint), env={SUPERVISOR_PID_ENV: "1"}) as child:
         assert await child.wait_exit() == 1
         assert child.frames == []
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from protocol.environment import RUN_MARKER_ENV
 from protocol.result import TerminalStatus as S
 from tests.support.daemon import Daemon, running_daemon, scripted, start_daemon, write_config
 
@@ -44,7 +45,7 @@ def test_subagents_are_forked_from_the_zygote_and_owned_by_the_daemon(tmp_path: 
         assert child.ppid() == daemon.pid  # reparented: the daemon reaps it through its pidfd
         assert os.getpgid(pid) == pid  # its own session and process group
         assert child.name() == "agentd-subagent"
-        assert child.environ()["AGENTD_RUN_MARKER"].endswith("/0")
+        assert child.environ()[RUN_MARKER_ENV].endswith("/0")
         daemon.call("task.cancel", {"task_id": task_id})
         assert daemon.wait(task_id).status is S.CANCELLED
         quick = daemon.wait(daemon.submit("quick one"))

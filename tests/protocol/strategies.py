@@ -49,6 +49,8 @@ from protocol.spawn import (
     SpawnPayload,
     Telemetry,
 )
+from protocol.zygote import MAX_ERROR_CHARS, Fork, Forked, ForkFailed, StartFailed
+from protocol.zygote import Ready as ZygoteReady
 
 SECRET_PREFIX = "sk-test-"
 
@@ -240,3 +242,16 @@ sup_spawns = st.builds(
 sup_waits = st.builds(SupWait, id=request_ids, params=handle_params)
 sup_statuses = st.builds(SupStatus, id=request_ids, params=handle_params)
 sup_cancels = st.builds(SupCancel, id=request_ids, params=handle_params)
+
+
+# ---- the zygote's messages (protocol/zygote.py) ----------------------------------------------
+
+zygote_ids = st.integers(min_value=1, max_value=2**53)
+pids = st.integers(min_value=1, max_value=2**22)
+zygote_errors = st.text(max_size=MAX_ERROR_CHARS)
+
+forks = st.builds(Fork, id=zygote_ids, env=st.dictionaries(nonempty_text, short_text, max_size=8))
+zygote_readies = st.builds(ZygoteReady, pid=pids)
+start_failures = st.builds(StartFailed, error=zygote_errors)
+forkeds = st.builds(Forked, id=zygote_ids, pid=pids)
+fork_failures = st.builds(ForkFailed, id=st.none() | zygote_ids, error=zygote_errors)

@@ -1,0 +1,143 @@
+"""The zygote process over its socket (DESIGN §10): ready once, then one reply per request.
+
+The test process stands in for the supervisor: it is a child subreaper (tests/conftest.py), so a
+subagent the zygote double-forks is reparented to it, exactly as to the daemon.
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import os
+import select
+import signal
+import socket
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from protocol.environment import SUPERVISOR_PID_ENV
+from protocol.framing import FrameError, decode
+from protocol.zygote import (
+    FROM_ZYGOTE_ADAPTER,
+    MAX_REPLY,
+    Fork,
+    Forked,
+    ForkFailed,
+    FromZygote,
+    Ready,
+    encode,
+)
+
+pytestmark = pytest.mark.processes
+
+READY_TIMEOUT_S = 60.0  # the zygote imports the whole subagent stack first
+STEP_TIMEOUT_S = 15.0
+
+
+def _wait_readable(fd: int, timeout_s: float = STEP_TIMEOUT_S) -> None:
+    ready, _, _ = select.select([fd], [], [], timeout_s)
+    assert ready, f"fd {fd} did not become readable within {timeout_s} s"
+
+
+def _wait_exit(pid: int, timeout_s: float = STEP_TIMEOUT_S) -> int:
+    pidfd = os.pidfd_open(pid)
+    try:
+        _wait_readable(pidfd, timeout_s)
+    finally:
+        os.close(pidfd)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+@contextlib.contextmanager
+def running_zygote() -> Iterator[socket.socket]:
+    """Start `python -I -m subagent.zygote` with its socket on fd 3; yield our end once it is ready."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    env = {k: os.environ[k] for k in ("PATH", "HOME") if k in os.environ}
+    env[SUPERVISOR_PID_ENV] = str(os.getpid())
+    argv = [sys.executable, "-I", "-m", "subagent.zygote"]
+    try:
+        pid = os.posix_spawn(argv[0], argv, env, file_actions=[(os.POSIX_SPAWN_DUP2, theirs.fileno(), 3)])
+    finally:
+        theirs.close()
+    try:
+        _wait_readable(ours.fileno(), READY_TIMEOUT_S)
+        assert isinstance(_receive(ours), Ready)
+        yield ours
+        ours.close()  # EOF on its socket is the zygote's signal to exit
+        assert _wait_exit(pid) == 0
+    finally:
+        ours.close()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+
+
+def _send(sock: socket.socket, datagram: bytes, fds: list[int]) -> None:
+    rights = array.array("i", fds).tobytes()
+    sock.sendmsg([datagram], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, rights)])
+
+
+def _receive(sock: socket.socket) -> FromZygote:
+    _wait_readable(sock.fileno())
+    message = decode(sock.recv(MAX_REPLY), FROM_ZYGOTE_ADAPTER, max_line=MAX_REPLY)
+    assert not isinstance(message, FrameError), f"the zygote sent an unreadable message: {message}"
+    return message
+
+
+def _assert_closed_by_the_zygote(read_end: int) -> None:
+    """Our copies of the write end are closed: EOF means the zygote closed the copies it was sent."""
+    _wait_readable(read_end)
+    assert os.read(read_end, 1) == b""
+    os.close(read_end)
+
+
+@pytest.mark.parametrize(
+    ("datagram", "error"),
+    [
+        pytest.param(b"not json", "unreadable request: json", id="not-json"),
+        pytest.param(
+            b'{"type":"fork","id":1,"env":{},"extra":1}', "unreadable request: shape", id="extra-field"
+        ),
+        pytest.param(b'{"type":"ready","pid":1}', "unreadable request: shape", id="wrong-direction"),
+    ],
+)
+def test_the_zygote_refuses_a_malformed_request_closes_its_fds_and_keeps_forking(
+    datagram: bytes, error: str
+) -> None:
+    with running_zygote() as sock:
+        read_end, write_end = os.pipe()
+        _send(sock, datagram, [write_end] * 3)
+        os.close(write_end)
+        refusal = _receive(sock)
+        assert isinstance(refusal, ForkFailed)
+        assert refusal.id is None
+        assert refusal.error.startswith(error)
+        _assert_closed_by_the_zygote(read_end)
+
+        in_r, in_w = os.pipe()
+        err_r, err_w = os.pipe()
+        _send(sock, encode(Fork(id=1, env={SUPERVISOR_PID_ENV: str(os.getpid())})), [in_r, err_w, err_w])
+        for fd in (in_r, err_w):
+            os.close(fd)
+        forked = _receive(sock)
+        assert isinstance(forked, Forked)
+        assert forked.id == 1
+        # The subagent boots and waits for its spawn frame; EOF instead makes it exit 2.
+        os.close(in_w)
+        assert _wait_exit(forked.pid) == 2  # our child: reparented to the stand-in supervisor
+        with os.fdopen(err_r, "rb") as stderr:
+            assert b"no spawn payload" in stderr.read()
+
+
+def test_a_fork_request_without_three_fds_is_refused_by_its_id() -> None:
+    with running_zygote() as sock:
+        read_end, write_end = os.pipe()
+        _send(sock, encode(Fork(id=7, env={})), [write_end])
+        os.close(write_end)
+        refusal = _receive(sock)
+        assert refusal == ForkFailed(id=7, error="ValueError: a request needs three fds")
+        _assert_closed_by_the_zygote(read_end)
