@@ -19,7 +19,14 @@ AgentdError
  │                         raised by a Backend, answered by agentd/api/connection.py
  ├── ListenerError         the API socket cannot be bound or adopted (agentd/api/listener.py)
  │    └── DaemonRunning        a live daemon already answers on the socket path
+ ├── _ConnectionLost       (private) an API client can no longer be written to
+ │                         (agentd/api/connection.py)
  ├── ApiClientError        an API call failed, as the client sees it (agentd/api/client.py)
+ ├── UsageError            a bad command-line flag value: exit 2 before anything is sent
+ │                         (agentd/cli/client_commands.py)
+ ├── SpecRejected          a submitted spec the daemon cannot run (agentd/admission.py)
+ ├── PayloadError          a queued task can no longer be built into a spawn payload
+ │                         (agentd/supervision/supervisor.py)
  └── UnsafeDirectory       a state or socket directory another user could change, or a symlink
                            planted in one (agentd/private_dirs.py)
 

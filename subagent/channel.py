@@ -24,12 +24,13 @@ from pydantic import BaseModel, JsonValue
 from protocol import control, jsonrpc
 from protocol.events import EventName
 from protocol.framing import MAX_FRAME, FrameError, LineSplitter, Oversize, decode, encode
+from subagent.errors import AgentError
 
 READ_CHUNK = 1 << 16
 MAX_FAULTS_LOGGED = 5
 
 
-class ChannelClosed(ConnectionError):
+class ChannelClosed(AgentError, ConnectionError):
     """The supervisor's end is gone; nothing more can be reported."""
 
 

@@ -1,13 +1,25 @@
-"""Exceptions that end a subagent run (a failed tool call is an observation, not one of these).
+"""Exceptions of the subagent. Those under IntelError and McpError end a run (a failed tool call
+is an observation, not one of these); the others are raised and handled inside one component.
 
 AgentError
  ├── IntelError                 the model endpoint(s)
  │    ├── IntelTransient        retryable (429, 5xx, network, stalled stream); never leaves intel/
  │    ├── IntelFatal            auth or unusable configuration: abort `intelligence` at once
+ │    │    └── EndpointFatal    one endpoint's classified failure, with its kind and HTTP status
+ │    │                         (subagent/intel/classify.py)
  │    ├── IntelUnavailable      retries and failover exhausted: abort `intelligence`
  │    └── ContextOverflow       the request did not fit: compact and retry once
- └── McpError
-      └── McpFatal              a required MCP server is unreachable or died: abort `mcp`
+ │         └── EndpointOverflow  one endpoint said so, with its HTTP status (same module)
+ ├── McpError
+ │    └── McpFatal              a required MCP server is unreachable or died: abort `mcp`
+ ├── ChannelClosed              also a ConnectionError: the control channel to the supervisor is
+ │                              gone (subagent/channel.py)
+ ├── SseError                   also a ValueError: an event stream broke a size cap
+ │                              (subagent/intel/sse.py)
+ └── OversizedLine              also a ValueError: a stdio MCP server wrote a line over the cap,
+                                handed to the SDK as a parse error (subagent/tools/stdio.py)
+
+Every exception class defined anywhere in `subagent/` is drawn here (tests/test_architecture.py).
 """
 
 from __future__ import annotations

@@ -23,7 +23,8 @@ PACKAGES = ("protocol", "processes", "subagent", "agentd")
 
 # Third-party imports each top-level package may use (the standard library is always allowed).
 ALLOWED_THIRD_PARTY = {
-    "protocol": {"pydantic"},
+    # jsonschema only inside protocol/contract.py's functions (docs/decisions.md).
+    "protocol": {"pydantic", "jsonschema", "referencing"},
     "processes": {"anyio"},
     "subagent": {
         "anyio",

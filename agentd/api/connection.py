@@ -29,7 +29,7 @@ from agentd.api.frames import (
 )
 from agentd.api.limits import ApiLimits
 from agentd.api.peercred import Caller
-from agentd.errors import ApiError
+from agentd.errors import AgentdError, ApiError
 from protocol.api import (
     ApiRequest,
     CancelRequest,
@@ -59,7 +59,7 @@ ITERATOR_CLOSE_S = 5.0  # bound on a backend event iterator's cleanup
 _Frame = bytes | Oversize  # a line read from a client, or the marker of one over the cap
 
 
-class _ConnectionLost(Exception):
+class _ConnectionLost(AgentdError):
     """The client can no longer be written to (it hung up, or stopped reading)."""
 
     def __init__(self, reason: str) -> None:

@@ -18,7 +18,7 @@ from typing import TextIO
 from pydantic import JsonValue, ValidationError
 
 from agentd.api.client import ApiClient
-from agentd.errors import ApiClientError
+from agentd.errors import AgentdError, ApiClientError
 from protocol.api import (
     INVALID_SPEC,
     CancelParams,
@@ -46,7 +46,7 @@ EXIT_USAGE = 2
 EXIT_FAILURE = 1
 
 
-class UsageError(Exception):
+class UsageError(AgentdError):
     """A bad flag value: reported with exit code 2 before anything is sent."""
 
 

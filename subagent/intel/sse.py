@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from subagent.errors import AgentError
+
 MAX_LINE_BYTES = 4 * 1024 * 1024
 MAX_EVENT_BYTES = 8 * 1024 * 1024
 
 
-class SseError(ValueError):
+class SseError(AgentError, ValueError):
     """The byte stream broke a bound (line or event too long); the stream cannot be trusted."""
 
 

@@ -30,6 +30,7 @@ from processes.linux import open_pidfd, pdeathsig_preexec
 from processes.pipes import read_chunk
 from protocol.framing import LineSplitter, Oversize
 from protocol.spawn import McpServerSpec
+from subagent.errors import AgentError
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ WRITER_FLUSH_TIMEOUT_S = 0.5
 PIPES_EOF_AFTER_EXIT_S = 0.5
 
 
-class OversizedLine(ValueError):
+class OversizedLine(AgentError, ValueError):
     """The server wrote a stdout line over the cap; it was dropped unread."""
 
 

@@ -1,13 +1,11 @@
-"""`processes/` stays importable by both processes: standard library and anyio only, a pure plan,
-and a `linux` module light enough for the child to import before its first frame."""
+"""`processes/` stays importable by both processes: a pure plan, and a `linux` module light enough
+for the child to import before its first frame (what the package as a whole may import is checked
+in tests/test_architecture.py)."""
 
 from __future__ import annotations
 
 import ast
-import sys
 from pathlib import Path
-
-import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "processes"
 
@@ -21,11 +19,6 @@ def _imports(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             names.add(node.module.split(".")[0])
     return names - {"__future__"}
-
-
-@pytest.mark.parametrize("path", sorted(PACKAGE.glob("*.py")), ids=lambda p: p.name)
-def test_a_processes_module_imports_only_the_standard_library_anyio_and_its_package(path: Path) -> None:
-    assert _imports(path) <= set(sys.stdlib_module_names) | {"anyio", "processes"}
 
 
 def test_the_ladder_plan_is_pure() -> None:

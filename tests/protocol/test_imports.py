@@ -1,4 +1,4 @@
-"""What `protocol` may import, and that the supervisor reaches the child only through it.
+"""What `protocol` may import (the rooms as a whole are checked in tests/test_architecture.py).
 
 `protocol` is shared by both processes and pure: pydantic and the standard library only, with one
 recorded exception (docs/decisions.md): `jsonschema`, imported inside `protocol.contract`'s
@@ -42,12 +42,5 @@ def test_protocol_imports_only_pydantic_and_the_standard_library_and_jsonschema_
         for path, tree in _modules("protocol")
         for name, lazy in _imports(tree)
         if name not in ALLOWED and not (lazy and name in LAZY_ONLY)
-    }
-    assert found == set()
-
-
-def test_the_supervisor_never_imports_the_child() -> None:
-    found = {
-        str(path) for path, tree in _modules("agentd") for name, _ in _imports(tree) if name == "subagent"
     }
     assert found == set()
