@@ -34,7 +34,7 @@ from agentd.config.load import Config, ConfigError, load_config
 from agentd.errors import JournalError, ListenerError, UnsafeDirectory
 from agentd.journal.store import open_journal
 from agentd.options import journal_options, supervisor_options
-from agentd.payloads import build_payload
+from agentd.root_payload import build_payload
 from agentd.service.reporting import ServiceStatus, run_watchdog, wedge_event_loop, wedge_seconds
 from agentd.service.sdnotify import Notifier
 from agentd.spawning import cgroup
@@ -42,6 +42,7 @@ from agentd.spawning.spawner import ExecSpawner
 from agentd.spawning.zygote_spawner import ZygoteSpawner
 from agentd.supervision.supervisor import Supervisor
 from processes.linux import set_child_subreaper
+from protocol.exit_codes import ExitCode
 
 SD_LISTEN_FDS_START = 3
 HANDLED_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
@@ -251,7 +252,7 @@ async def serve(
                 tg.cancel_scope.cancel()
     notifier.close()
     log.info("proc.exit", pid=os.getpid(), code=0)
-    return 0
+    return ExitCode.OK
 
 
 def run_serve(
@@ -268,7 +269,7 @@ def run_serve(
     except ConfigError as exc:
         logs.configure("info")
         logs.get().error("config.invalid", source=exc.source, err=str(exc))
-        return 2
+        return ExitCode.USAGE
     logs.configure(config.daemon.log_level)
     # systemd's watchdog ends a wedged daemon with SIGABRT: the stacks then show where it hung.
     faulthandler.enable()
@@ -279,4 +280,4 @@ def run_serve(
     except (JournalError, ListenerError, UnsafeDirectory, OSError) as exc:
         # Start-up failures an operator must act on: one clear log line, no traceback.
         logs.get().error("proc.exit", code=1, err=f"{type(exc).__name__}: {exc}")
-        return 1
+        return ExitCode.FAILURE

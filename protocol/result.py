@@ -8,10 +8,12 @@ shared by the loop, its driver and the supervisor's exit classifier. `exit_code`
 
 from __future__ import annotations
 
-from enum import IntEnum, StrEnum
+from enum import StrEnum
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from protocol.exit_codes import ExitCode
 
 
 class TerminalStatus(StrEnum):
@@ -30,20 +32,6 @@ class TerminalStatus(StrEnum):
 
 AbortKind = Literal["intelligence", "mcp"]
 """The two fatal-infrastructure aborts (RFC 0007 §3.6). They ride on a `crashed` status."""
-
-
-class ExitCode(IntEnum):
-    """Process exit codes of `agentd run` and `agentd submit --wait` (DESIGN §12)."""
-
-    OK = 0
-    FAILURE = 1
-    USAGE = 2
-    PARTIAL = 3
-    INTELLIGENCE = 4
-    REFUSED = 5
-    MCP = 6
-    BUDGET = 7
-    DEADLINE = 124
 
 
 class _Wire(BaseModel):

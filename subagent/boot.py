@@ -18,14 +18,14 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-# A constants module with no imports of its own: safe before the first frame.
 from protocol.environment import CGROUP_ENV, SPAWN_TIMEOUT_ENV, SUPERVISOR_PID_ENV
+
+# A constants module with no imports of its own: safe before the first frame.
+from protocol.exit_codes import ExitCode
 
 if TYPE_CHECKING:
     from protocol.framing import LineSplitter, Oversize
 
-EXIT_INTERNAL = 1
-EXIT_BAD_SPAWN = 2
 SPAWN_TIMEOUT_S = float(os.environ.get(SPAWN_TIMEOUT_ENV, "30"))
 
 
@@ -92,7 +92,7 @@ def main() -> int:
     faulthandler.enable()
     ctrl_in, ctrl_out = _private_channel()
     if not _guard_parent():
-        return _die(EXIT_INTERNAL, "supervisor exited before we started")
+        return _die(ExitCode.FAILURE, "supervisor exited before we started")
     _join_cgroup()
 
     from protocol.framing import MAX_FRAME, LineSplitter
@@ -100,23 +100,23 @@ def main() -> int:
     splitter = LineSplitter(MAX_FRAME)
     first, rest = _read_first_line(ctrl_in, splitter)
     if first is None:
-        return _die(EXIT_BAD_SPAWN, "no spawn payload (EOF, timeout or oversized frame)")
+        return _die(ExitCode.USAGE, "no spawn payload (EOF, timeout or oversized frame)")
 
     from protocol import control
     from protocol.framing import FrameError, decode
 
     message = decode(first, control.DOWN_ADAPTER)
     if isinstance(message, FrameError):
-        return _die(EXIT_BAD_SPAWN, f"invalid spawn payload: {message.kind} ({message.detail})")
+        return _die(ExitCode.USAGE, f"invalid spawn payload: {message.kind} ({message.detail})")
     if not isinstance(message, control.Spawn):
-        return _die(EXIT_BAD_SPAWN, "the first frame must be ctrl/spawn")
+        return _die(ExitCode.USAGE, "the first frame must be ctrl/spawn")
 
     from subagent.channel import ControlChannel
 
     channel = ControlChannel(ctrl_in, ctrl_out, splitter=splitter, early_lines=rest)
     channel.start()
     if not channel.send(control.Ready(params=control.ReadyParams(pid=os.getpid()))):
-        return _die(EXIT_INTERNAL, "control channel closed before ev/ready")
+        return _die(ExitCode.FAILURE, "control channel closed before ev/ready")
 
     from subagent.run import run_task  # heavy: the loop, httpx2, mcp
 

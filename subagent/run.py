@@ -18,6 +18,7 @@ import anyio
 from pydantic import JsonValue
 
 from protocol import control
+from protocol.exit_codes import ExitCode
 from protocol.result import RunError, RunResult, RunUsage, TerminalStatus, cap_text, interrupted_status
 from protocol.spawn import SpawnPayload
 from subagent.channel import ControlChannel
@@ -37,8 +38,6 @@ from subagent.messages import ToolOutcome
 from subagent.telemetry import describe
 from subagent.tools import ToolRouter, open_tools
 
-EXIT_OK = 0
-EXIT_INTERNAL = 1
 MIN_CALL_TIMEOUT_S = 0.05
 
 
@@ -278,7 +277,7 @@ def run_task(payload: SpawnPayload, channel: ControlChannel) -> int:
             message=f"{type(exc).__name__} in the subagent after {time.monotonic() - started:.1f}s",
         )
         channel.send(control.Result(params=RunResult(status=TerminalStatus.CRASHED, error=error)))
-        return EXIT_INTERNAL
+        return ExitCode.FAILURE
     finally:
         channel.close()
-    return EXIT_OK
+    return ExitCode.OK

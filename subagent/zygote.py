@@ -20,6 +20,7 @@ import threading
 import time
 
 from protocol.environment import SUPERVISOR_PID_ENV
+from protocol.exit_codes import ExitCode
 from protocol.framing import FrameError, decode
 from protocol.zygote import (
     MAX_ERROR_CHARS,
@@ -96,7 +97,7 @@ def _become_subagent(env: dict[str, str], fds: list[int]) -> None:
     # The intermediate process exits right after forking us; until then our parent is it.
     while os.getppid() != expected:
         if time.monotonic() > deadline:
-            os._exit(1)
+            os._exit(ExitCode.FAILURE)
         time.sleep(0.0005)
     # The imported modules stay in the permanent generation: collecting them would cost tens of
     # milliseconds and copy the pages this child shares with the zygote.
@@ -118,7 +119,7 @@ def fork_subagent(env: dict[str, str], fds: list[int]) -> int:
                 _become_subagent(env, fds)
             os.write(write_end, str(child).encode())
         finally:
-            os._exit(0)
+            os._exit(ExitCode.OK)
     os.close(write_end)
     with os.fdopen(read_end, "rb") as reader:
         data = reader.read(32)
@@ -147,20 +148,20 @@ def main() -> int:
     set_process_name("agentd-zygote")
     expected = os.environ.get(SUPERVISOR_PID_ENV)
     if expected and os.getppid() != int(expected):
-        return 1
+        return ExitCode.FAILURE
     sock = socket.socket(fileno=SOCKET_FD)
     _warm_imports()
     gc.collect()
     gc.freeze()  # children share these pages instead of copying them on the first collection
     if threading.active_count() != 1:
         _send(sock, StartFailed(error="the zygote has threads after its imports; fork would be unsafe"))
-        return 1
+        return ExitCode.FAILURE
     _send(sock, Ready(pid=os.getpid()))
     while True:
         try:
             request, fds = _receive(sock)
         except OSError:
-            return 0
+            return ExitCode.OK
         if request is None:
             return 0  # the supervisor closed its end
         try:
@@ -171,7 +172,7 @@ def main() -> int:
         try:
             _send(sock, reply)
         except OSError:
-            return 0
+            return ExitCode.OK
 
 
 if __name__ == "__main__":

@@ -54,7 +54,7 @@ FLOORS: tuple[frozenset[str], ...] = (
     frozenset({"cli"}),
     frozenset({"daemon"}),
     frozenset({"api", "service"}),
-    frozenset({"admission", "payloads", "options"}),
+    frozenset({"admission", "root_payload", "options"}),
     frozenset({"supervision"}),
     frozenset({"config", "journal", "spawning"}),
     frozenset({"private_dirs", "logs"}),

@@ -27,7 +27,7 @@ from agentd.api.frames import (
     parse_request,
     result_frame,
 )
-from agentd.api.limits import ApiLimits
+from agentd.api.limits import FAREWELL_WRITE_S, ApiLimits
 from agentd.api.peercred import Caller
 from agentd.errors import AgentdError, ApiError
 from protocol.api import (
@@ -53,7 +53,6 @@ EV_DISCONNECT = "api.disconnect"
 EV_ERROR = "api.error"
 
 READ_CHUNK = 64 * 1024
-FAREWELL_WRITE_S = 1.0  # bound on the courtesy error frame sent before closing a connection
 ITERATOR_CLOSE_S = 5.0  # bound on a backend event iterator's cleanup
 
 _Frame = bytes | Oversize  # a line read from a client, or the marker of one over the cap

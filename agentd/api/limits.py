@@ -7,6 +7,9 @@ from dataclasses import dataclass
 
 from protocol.api import MAX_API_FRAME
 
+# Bound on the courtesy error frame sent before the daemon closes a connection it refuses or ends.
+FAREWELL_WRITE_S = 1.0
+
 
 @dataclass(frozen=True, slots=True)
 class ApiLimits:

@@ -21,7 +21,7 @@ import structlog
 from agentd.api.backend import Backend
 from agentd.api.connection import Connection, send_all
 from agentd.api.frames import error_frame
-from agentd.api.limits import ApiLimits
+from agentd.api.limits import FAREWELL_WRITE_S, ApiLimits
 from agentd.api.peercred import Caller, caller_from_socket
 from protocol.api import TOO_MANY_CONNECTIONS
 
@@ -32,7 +32,6 @@ EV_REJECT = "api.reject"
 EV_ACCEPT = "api.accept"
 
 ACCEPT_BACKOFF_S = 0.1  # after EMFILE & co: give open connections a moment to close
-FAREWELL_WRITE_S = 1.0  # bound on the courtesy error frame sent before closing a connection
 _ACCEPT_TRANSIENT = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 _DEFAULT_LIMITS = ApiLimits()
 

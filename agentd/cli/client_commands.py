@@ -39,11 +39,9 @@ from protocol.api import (
     WaitParams,
     WaitRequest,
 )
+from protocol.exit_codes import ExitCode
 from protocol.jsonrpc import INVALID_PARAMS
 from protocol.spawn import OutputContract
-
-EXIT_USAGE = 2
-EXIT_FAILURE = 1
 
 
 class UsageError(AgentdError):
@@ -197,7 +195,7 @@ def cmd_submit(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
     task_id = submitted.task_id
     if not (args.wait or args.follow):
         out.write((json.dumps(submitted.model_dump(mode="json")) if args.json else task_id) + "\n")
-        return 0
+        return ExitCode.OK
     human = args.follow and out.isatty() and not args.json
     if args.follow:
         # A terminal gets a progress view; anything else gets one JSON line per event.
@@ -210,7 +208,7 @@ def cmd_submit(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
         out.write(view.model_dump_json() + "\n")
     else:
         print_result(view, out)
-    return view.exit_code if view.exit_code is not None else EXIT_FAILURE
+    return view.exit_code if view.exit_code is not None else ExitCode.FAILURE
 
 
 def cmd_status(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
@@ -220,34 +218,34 @@ def cmd_status(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
     else:
         out.write(describe(view) + "\n")
         print_result(view, out)
-    return 0
+    return ExitCode.OK
 
 
 def cmd_cancel(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
     view = client.call(CancelRequest(params=CancelParams(task_id=args.task)))
     out.write((view.model_dump_json() if args.json else describe(view)) + "\n")
-    return 0
+    return ExitCode.OK
 
 
 def cmd_list(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
     views = client.call(ListRequest(params=ListParams(state=args.state or None, limit=args.limit)))
     for view in views:
         out.write((view.model_dump_json() if args.json else describe(view)) + "\n")
-    return 0
+    return ExitCode.OK
 
 
 def cmd_logs(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
     human = not args.json
     if args.follow:
         follow(client, args.task, out, human=human)
-        return 0
+        return ExitCode.OK
     for item in client.stream(EventsRequest(params=EventsParams(task_id=args.task))):
         if isinstance(item, TaskView):
             break
         line = render_event(item) if human else item.model_dump_json()
         if line is not None:
             out.write(line + "\n")
-    return 0
+    return ExitCode.OK
 
 
 def cmd_tree(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
@@ -259,7 +257,7 @@ def cmd_tree(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
         steps = f"{node.usage.steps}/{node.grant_steps or '-'} steps"
         grant = f"{steps}, {node.usage.tokens}/{node.grant_tokens or '-'} tokens"
         out.write(f"{'  ' * node.depth}{node.handle}  {status}  pid {node.pid or '-'}  {grant}\n")
-    return 0
+    return ExitCode.OK
 
 
 COMMANDS: dict[str, Callable[[ApiClient, argparse.Namespace, TextIO], int]] = {
@@ -279,12 +277,12 @@ def dispatch(command: str, args: argparse.Namespace) -> int:
             return COMMANDS[command](client, args, sys.stdout)
     except UsageError as exc:
         sys.stderr.write(f"agentd {command}: {exc}\n")
-        return EXIT_USAGE
+        return ExitCode.USAGE
     except ValidationError as exc:  # a flag value the method's params refuse (`--limit 0`)
         sys.stderr.write(f"agentd {command}: {_invalid('arguments', exc)}\n")
-        return EXIT_USAGE
+        return ExitCode.USAGE
     except ApiClientError as exc:
         sys.stderr.write(f"agentd {command}: {exc}\n")
-        return EXIT_USAGE if exc.code in (INVALID_PARAMS, INVALID_SPEC) else EXIT_FAILURE
+        return ExitCode.USAGE if exc.code in (INVALID_PARAMS, INVALID_SPEC) else ExitCode.FAILURE
     except KeyboardInterrupt:
-        return 130
+        return ExitCode.INTERRUPTED

@@ -19,16 +19,14 @@ from agentd.config.redact import redact_argv, redact_url
 from agentd.config.secrets import MASK, SecretSource
 from agentd.config.servers import McpServer
 from agentd.errors import ConfigError
-
-EXIT_OK = 0
-EXIT_INVALID = 2
+from protocol.exit_codes import ExitCode
 
 
 def _report(exc: ConfigError, err: TextIO) -> int:
     err.write(f"agentd: invalid configuration ({exc.source}):\n")
     for problem in exc.problems:
         err.write(f"  {problem}\n")
-    return EXIT_INVALID
+    return ExitCode.USAGE
 
 
 def _notices(config: Config, err: TextIO) -> None:
@@ -47,7 +45,7 @@ def cmd_validate(path: str | None, out: TextIO, err: TextIO) -> int:
         f"ok: {config.source} ({len(config.intelligence)} endpoint(s), {len(config.mcp)} MCP server(s), "
         f"{len(config.triggers)} trigger(s))\n"
     )
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def cmd_schema(out: TextIO) -> int:
@@ -55,7 +53,7 @@ def cmd_schema(out: TextIO) -> int:
     schema = AgentdFile.model_json_schema(by_alias=True)
     schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema, "title": "agentd.toml"}
     out.write(json.dumps(schema, indent=2) + "\n")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _masked(source: SecretSource) -> str:
@@ -113,4 +111,4 @@ def cmd_show(path: str | None, out: TextIO, err: TextIO) -> int:
         return _report(exc, err)
     _notices(config, err)
     out.write(json.dumps(effective(config), indent=2) + "\n")
-    return EXIT_OK
+    return ExitCode.OK

@@ -34,6 +34,7 @@ from protocol.api import (
     WaitParams,
     WaitRequest,
 )
+from protocol.exit_codes import ExitCode
 
 EXAMPLES = BUNDLED_SCRIPTS_DIR.parent
 SERVER = EXAMPLES / "mcp_demo_server.py"
@@ -129,7 +130,7 @@ def cmd_demo(*, keep: bool = False, out: TextIO = sys.stdout) -> int:
     for needed in (SERVER, SCRIPT):
         if not needed.exists():
             out.write(f"agentd demo: {needed} is missing (run from a source checkout)\n")
-            return 1
+            return ExitCode.FAILURE
     workdir = Path(tempfile.mkdtemp(prefix="agentd-demo-"))
     log_path = workdir / "daemon.log"
     code = 1
@@ -156,7 +157,7 @@ def cmd_demo(*, keep: bool = False, out: TextIO = sys.stdout) -> int:
         out.write(f"agentd demo: {exc}\n--- daemon log ---\n")
         if log_path.exists():
             out.write(log_path.read_text()[-4000:])
-        return 1
+        return ExitCode.FAILURE
     finally:
         if keep:
             out.write(f"kept {workdir}\n")

@@ -21,15 +21,16 @@ import anyio
 
 from agentd import logs
 from agentd.admission import SpecRejected, check_spec
-from agentd.cli.client_commands import EXIT_USAGE, UsageError, print_result, spec_from_args
+from agentd.cli.client_commands import UsageError, print_result, spec_from_args
 from agentd.config.load import Config, ConfigError, load_config
 from agentd.journal.store import open_journal
 from agentd.options import journal_options, supervisor_options
-from agentd.payloads import build_payload
+from agentd.root_payload import build_payload
 from agentd.spawning.spawner import ExecSpawner
 from agentd.supervision.supervisor import Supervisor
 from processes.linux import set_child_subreaper
 from protocol.api import TaskSpec, TaskView
+from protocol.exit_codes import ExitCode
 
 CLI_ENDPOINT = "cli"
 
@@ -135,10 +136,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             check_spec(config, spec)
         except (UsageError, SpecRejected) as exc:
             sys.stderr.write(f"agentd run: {exc}\n")
-            return EXIT_USAGE
+            return ExitCode.USAGE
         except ConfigError as exc:
             sys.stderr.write(f"agentd run: {exc}\n")
-            return EXIT_USAGE
+            return ExitCode.USAGE
         view = anyio.run(run_embedded, config, spec)
     finally:
         shutil.rmtree(state_dir, ignore_errors=True)

@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-MASK = "***"
+from agentd.config.secrets import MASK
 
 # A flag or variable name that names a credential: `--token`, `--api-key`, `PASSWORD=`, `-auth`.
 _CREDENTIAL_NAME = re.compile(

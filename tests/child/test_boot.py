@@ -44,14 +44,14 @@ async def test_a_bad_first_frame_exits_2_without_echoing_it(frame: bytes) -> Non
         assert child.frames == []
 
 
-async def test_boot_imports_only_the_environment_names_before_the_first_frame() -> None:
+async def test_boot_imports_only_the_environment_names_and_exit_codes_before_the_first_frame() -> None:
     # DESIGN §2: the child imports almost nothing before step 5; pydantic comes with the first frame.
     code = (
         "import json, sys, subagent.boot; print(json.dumps(sorted(m for m in sys.modules "
         "if m.split('.')[0] in ('protocol', 'processes', 'pydantic', 'anyio', 'mcp', 'httpx2'))))"
     )
     done = await anyio.run_process([sys.executable, "-I", "-c", code])
-    assert json.loads(done.stdout) == ["protocol", "protocol.environment"]
+    assert json.loads(done.stdout) == ["protocol", "protocol.environment", "protocol.exit_codes"]
 
 
 async def test_a_child_whose_supervisor_is_not_its_parent_exits_at_once(tmp_path: Path) -> None:

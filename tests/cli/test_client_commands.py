@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agentd.cli.client_commands import EXIT_USAGE, dispatch
+from agentd.cli.client_commands import dispatch
+from protocol.exit_codes import ExitCode
 
 
 def test_a_flag_the_params_refuse_is_a_usage_error_without_connecting(
@@ -15,7 +16,7 @@ def test_a_flag_the_params_refuse_is_a_usage_error_without_connecting(
 ) -> None:
     # No daemon listens at this socket: an attempt to connect would be exit 1, not 2.
     args = argparse.Namespace(socket=str(tmp_path / "agentd.sock"), state=None, limit=0, json=False)
-    assert dispatch("list", args) == EXIT_USAGE
+    assert dispatch("list", args) == ExitCode.USAGE
     assert capsys.readouterr().err == (
         "agentd list: invalid arguments: limit: Input should be greater than or equal to 1\n"
     )

@@ -18,7 +18,7 @@ from pydantic import JsonValue
 from agentd.config.load import load_config
 from agentd.journal.store import open_journal
 from agentd.options import journal_options, supervisor_options
-from agentd.payloads import build_payload
+from agentd.root_payload import build_payload
 from agentd.spawning.spawner import ExecSpawner
 from agentd.supervision.supervisor import Supervisor
 from protocol.api import (

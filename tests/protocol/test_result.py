@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from protocol.exit_codes import ExitCode
 from protocol.result import (
     RESULT_TEXT_CAP,
     TRUNCATION_MARKER,
     AbortKind,
-    ExitCode,
     RunResult,
     RunUsage,
     TerminalStatus,
@@ -39,7 +39,7 @@ def test_terminal_statuses_are_the_closed_set_of_nine() -> None:
     }
 
 
-def test_exit_code_numbers_match_design_section_12() -> None:
+def test_exit_code_numbers_match_design_section_12_and_docs_exit_codes() -> None:
     assert {c.name: c.value for c in ExitCode} == {
         "OK": 0,
         "FAILURE": 1,
@@ -50,6 +50,7 @@ def test_exit_code_numbers_match_design_section_12() -> None:
         "MCP": 6,
         "BUDGET": 7,
         "DEADLINE": 124,
+        "INTERRUPTED": 130,  # Ctrl-C in a client command (docs/exit-codes.md)
     }
 
 
