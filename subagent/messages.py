@@ -103,3 +103,12 @@ class ToolOutcome:
 
     text: str
     is_error: bool = False
+
+
+CHARS_PER_TOKEN = 4
+
+
+def estimate_tokens(chars: int) -> int:
+    """The one chars/4 token estimate (RFC 0007 §3.7), used wherever a provider reports no usage
+    and to size a request before it is sent; at least 1 (a call always costs something)."""
+    return max(1, chars // CHARS_PER_TOKEN)

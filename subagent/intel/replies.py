@@ -13,10 +13,9 @@ from dataclasses import replace
 from pydantic import JsonValue
 
 from subagent.intel.reply_body import NotJson, decode_json
-from subagent.messages import JsonObject, ModelReply, TokenUsage, ToolCall
+from subagent.messages import JsonObject, ModelReply, TokenUsage, ToolCall, estimate_tokens
 
 RAW_ARGUMENTS_CAP = 2000
-CHARS_PER_TOKEN = 4
 
 
 def decode_arguments(call_id: str, name: str, raw: str) -> ToolCall:
@@ -78,11 +77,6 @@ def reply_chars(reply: ModelReply) -> int:
     """Characters the model produced: text, refusal, and each tool call's name and arguments."""
     calls = sum(len(c.name) + len(arguments_wire(c)) for c in reply.tool_calls)
     return len(reply.text) + len(reply.refusal or "") + calls
-
-
-def estimate_tokens(chars: int) -> int:
-    """The chars/4 estimate, at least 1 (a call always costs something)."""
-    return max(1, chars // CHARS_PER_TOKEN)
 
 
 def with_estimated_usage(reply: ModelReply, request_chars: int) -> ModelReply:

@@ -20,8 +20,16 @@ from protocol.spawn import EndpointSpec
 from subagent.errors import ContextOverflow, IntelUnavailable
 from subagent.intel.classify import EndpointFatal
 from subagent.intel.endpoint import Prepared, Sent, request_chars
-from subagent.intel.replies import decode_arguments, estimate_tokens, reply_chars
-from subagent.messages import ModelReply, ModelRequest, TokenUsage, ToolCall, ToolResultMessage, UserMessage
+from subagent.intel.replies import decode_arguments, reply_chars
+from subagent.messages import (
+    ModelReply,
+    ModelRequest,
+    TokenUsage,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+    estimate_tokens,
+)
 
 MAX_SCRIPT_BYTES = 16 * 1024 * 1024
 DEFAULT_SUMMARY = (

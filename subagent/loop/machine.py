@@ -49,6 +49,7 @@ from subagent.messages import (
     ToolResultMessage,
     ToolSpec,
     UserMessage,
+    estimate_tokens,
 )
 
 
@@ -185,7 +186,7 @@ def _record_usage(state: LoopState, request: ModelRequest, reply: ModelReply, *,
         t_in, t_out = reply.usage.tokens_in, reply.usage.tokens_out
     else:
         reply_chars = len(reply.text) + sum(len(c.raw_arguments) for c in reply.tool_calls)
-        t_in, t_out = request_chars(request) // 4, reply_chars // 4
+        t_in, t_out = estimate_tokens(request_chars(request)), estimate_tokens(reply_chars)
     call = RunUsage(tokens_in=t_in, tokens_out=t_out, steps=1 if step else 0, model_calls=1)
     return replace(state.budgets, used=state.budgets.used + call, last_call=call)
 

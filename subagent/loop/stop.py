@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from protocol.result import TerminalStatus, interrupted_status
 from subagent.loop.state import LoopState
+from subagent.messages import estimate_tokens
 
 
 def estimate_next(request_chars: int, last_prompt_tokens: int | None) -> int:
     """Tokens the next request will cost: chars/4 forward, plus a margin from the last ground truth."""
-    return request_chars // 4 + (last_prompt_tokens or 0) // 8
+    return estimate_tokens(request_chars) + (last_prompt_tokens or 0) // 8
 
 
 def pre_call_stop(state: LoopState, *, now: float, cancelled: bool, estimate: int) -> TerminalStatus | None:
