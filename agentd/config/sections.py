@@ -21,11 +21,13 @@ from agentd.config.types import (
     SizeOrInfinity,
     WholeSecondsOrInfinity,
 )
+from processes.ladder import LadderPolicy
 from protocol.spawn import Limits, LoopKnobs
 
 # The protocol's own defaults are the single source of truth for the task and loop numbers.
 _LIMITS = Limits()
 _KNOBS = LoopKnobs()
+_LADDER = LadderPolicy()
 
 
 class Section(BaseModel):
@@ -179,9 +181,15 @@ class SupervisionSection(Section):
     max_protocol_faults: int = Field(
         default=3, ge=1, description="Malformed frames a child may send before it is killed."
     )
-    cancel_grace_s: Seconds = Field(default=5.0, gt=0, description="Kill ladder: `ctrl/cancel` → SIGTERM.")
-    term_grace_s: Seconds = Field(default=2.0, gt=0, description="Kill ladder: SIGTERM → SIGKILL.")
-    kill_reap_s: Seconds = Field(default=2.0, gt=0, description="Kill ladder: SIGKILL → reaped, at most.")
+    cancel_grace_s: Seconds = Field(
+        default=_LADDER.cancel_grace_s, gt=0, description="Kill ladder: `ctrl/cancel` → SIGTERM."
+    )
+    term_grace_s: Seconds = Field(
+        default=_LADDER.term_grace_s, gt=0, description="Kill ladder: SIGTERM → SIGKILL."
+    )
+    kill_reap_s: Seconds = Field(
+        default=_LADDER.kill_reap_s, gt=0, description="Kill ladder: SIGKILL → reaped, at most."
+    )
     orphan_sweep_interval_s: Seconds = Field(
         default=10.0, gt=0, description="How often reparented orphans (leaked tool servers) are killed."
     )

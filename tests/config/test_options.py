@@ -1,0 +1,34 @@
+"""The configuration's defaults and the option objects' defaults are the same numbers: the embedded
+defaults map onto exactly what each component assumes when built without a configuration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agentd.config.load import load_config
+from agentd.journal.store import JournalOptions
+from agentd.options import journal_options, supervisor_options
+from agentd.supervision.liveness import LivenessPolicy
+from agentd.supervision.ports import RunOptions
+from agentd.supervision.supervisor import SupervisorOptions
+from processes.ladder import LadderPolicy
+
+
+def test_the_embedded_defaults_are_the_components_defaults(tmp_path: Path) -> None:
+    config = load_config(environ={"HOME": str(tmp_path)})
+    options = supervisor_options(config)
+    assert options.run.liveness == LivenessPolicy()
+    assert options.run.ladder == LadderPolicy()
+    defaults = SupervisorOptions()
+    assert (options.max_concurrent_tasks, options.drain_timeout_s, options.orphan_sweep_interval_s) == (
+        defaults.max_concurrent_tasks,
+        defaults.drain_timeout_s,
+        defaults.orphan_sweep_interval_s,
+    )
+    run = RunOptions()
+    assert (options.run.child_steps, options.run.child_tokens, options.run.stderr_line_cap) == (
+        run.child_steps,
+        run.child_tokens,
+        run.stderr_line_cap,
+    )
+    assert journal_options(config) == JournalOptions()
