@@ -161,20 +161,7 @@ def mark_starting(
         assignments="started_at = ?, pid = NULL, pid_start_time = NULL",
         params=(now,),
     )
-    upsert_node(
-        conn,
-        task_id=task_id,
-        handle=ROOT_HANDLE,
-        parent=None,
-        depth=0,
-        state="starting",
-        pid=None,
-        pid_start_time=None,
-        usage=None,
-        grant_steps=grant_steps,
-        grant_tokens=grant_tokens,
-        now=now,
-    )
+    _upsert_root(conn, task_id, "starting", now=now, grant_steps=grant_steps, grant_tokens=grant_tokens)
     return record
 
 
@@ -190,21 +177,35 @@ def mark_running(
         assignments="pid = ?, pid_start_time = ?",
         params=(pid, pid_start_time),
     )
+    _upsert_root(conn, task_id, "running", now=now, pid=pid, pid_start_time=pid_start_time)
+    return record
+
+
+def _upsert_root(
+    conn: sqlite3.Connection,
+    task_id: str,
+    state: NodeState,
+    *,
+    now: float,
+    pid: int | None = None,
+    pid_start_time: float | None = None,
+    grant_steps: int | None = None,
+    grant_tokens: int | None = None,
+) -> None:
     upsert_node(
         conn,
         task_id=task_id,
         handle=ROOT_HANDLE,
         parent=None,
         depth=0,
-        state="running",
+        state=state,
         pid=pid,
         pid_start_time=pid_start_time,
         usage=None,
-        grant_steps=None,
-        grant_tokens=None,
+        grant_steps=grant_steps,
+        grant_tokens=grant_tokens,
         now=now,
     )
-    return record
 
 
 def mark_terminal(
