@@ -10,7 +10,7 @@ from __future__ import annotations
 from agentd.config.load import Config, ConfigError, NotConfigured
 from agentd.errors import AgentdError
 from protocol.api import TaskSpec
-from protocol.contract import schema_error
+from protocol.contract import contract_problem
 
 
 class SpecRejected(AgentdError):
@@ -30,7 +30,6 @@ def check_spec(config: Config, spec: TaskSpec) -> None:
     violation = config.rule_of_two_violation(names)
     if violation is not None:
         raise SpecRejected(violation)
-    schema = spec.output_contract.schema_
-    problem = None if schema is None else schema_error(schema)
+    problem = contract_problem(spec.output_contract)
     if problem is not None:
-        raise SpecRejected(f"output_contract.schema is not a valid JSON Schema: {problem}")
+        raise SpecRejected(problem)

@@ -9,9 +9,11 @@ distillate. Validation is `jsonschema`'s, imported inside the functions: the one
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from pydantic import JsonValue
+
+from protocol.spawn import OutputContract
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
@@ -20,28 +22,83 @@ MAX_REPORTED_ERRORS = 5
 MAX_ERROR_CHARS = 300
 
 
+REF_KEYWORDS = ("$ref", "$dynamicRef", "$recursiveRef")
+
+
+def remote_ref(schema: Mapping[str, JsonValue]) -> str | None:
+    """Where `schema` refers outside itself, as a dotted path (`properties.a.$ref`), or None.
+
+    A client's schema may only refer inside itself (`#…`): anything else names a URL or a file
+    that validation would have to fetch or read as the daemon's user (DESIGN §14).
+    """
+    pending: list[tuple[tuple[str, ...], JsonValue]] = [((), dict(schema))]
+    while pending:
+        path, node = pending.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in REF_KEYWORDS and isinstance(value, str) and not value.startswith("#"):
+                    return ".".join((*path, key))
+                pending.append(((*path, key), value))
+        elif isinstance(node, list):
+            pending.extend(((*path, str(i)), item) for i, item in enumerate(node))
+    return None
+
+
 def _validator(schema: Mapping[str, JsonValue]) -> Validator | str:
     """A validator for `schema`, or why `schema` is not a valid JSON Schema.
 
     The one place a validator is built: the draft the schema's `$schema` names, else the latest.
-    How `$ref` is resolved is decided here too.
+    References resolve inside the schema only: its registry never retrieves anything, so a `$ref`
+    to a URL or a file (refused at submit, see `remote_ref`) can never make anything fetch or read.
     """
     from jsonschema.exceptions import SchemaError
     from jsonschema.validators import validator_for
+    from referencing import Registry
 
     as_dict = dict(schema)
+    if not isinstance(as_dict.get("$schema", ""), str):
+        return "$schema must be a string (the URI of a JSON Schema draft)"
+    where = remote_ref(as_dict)
+    if where is not None:
+        return f"{where}: {REMOTE_REF}"
     validator_cls = validator_for(as_dict)
     try:
         validator_cls.check_schema(as_dict)
     except SchemaError as exc:
         return exc.message
-    return validator_cls(as_dict)
+    # mypy's attrs plugin does not see `referencing`'s field aliases (`retrieve`, `ref`).
+    registry: Registry[bool | Mapping[str, Any]] = Registry(retrieve=_never_retrieve)  # type: ignore[call-arg]
+    return validator_cls(as_dict, registry=registry)
+
+
+REMOTE_REF = "only references inside the schema (starting with '#') are allowed, never a URL or a file"
+
+
+def _never_retrieve(uri: str) -> NoReturn:
+    from referencing.exceptions import NoSuchResource
+
+    raise NoSuchResource(ref=uri)  # type: ignore[call-arg]
 
 
 def schema_error(schema: Mapping[str, JsonValue]) -> str | None:
     """Why `schema` is not a valid JSON Schema, or None when it is."""
     validator = _validator(schema)
     return validator if isinstance(validator, str) else None
+
+
+def contract_problem(contract: OutputContract) -> str | None:
+    """Why an output contract cannot be accepted, naming the field (`output_contract.schema…`):
+    used at submit and at the spawn chokepoint for a schema a model wrote."""
+    schema = contract.schema_
+    if schema is None:
+        return None
+    where = remote_ref(schema)
+    if where is not None:
+        return f"output_contract.schema.{where}: {REMOTE_REF}"
+    problem = schema_error(schema)
+    if problem is not None:
+        return f"output_contract.schema is not a valid JSON Schema: {problem}"
+    return None
 
 
 def result_errors(value: JsonValue, schema: Mapping[str, JsonValue]) -> list[str]:
@@ -53,7 +110,14 @@ def result_errors(value: JsonValue, schema: Mapping[str, JsonValue]) -> list[str
     validator = _validator(schema)
     if isinstance(validator, str):
         return [f"the output schema itself is invalid: {validator}"]
-    errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
+    from referencing.exceptions import Unresolvable
+
+    try:
+        errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
+    except Unresolvable as exc:
+        # Never fetched or read: the one answer for every unresolvable reference, so a failure
+        # says nothing about what exists outside the schema.
+        return [f"the output schema has a reference that does not resolve inside it: {exc.ref[:200]}"]
     lines = []
     for err in errors[:MAX_REPORTED_ERRORS]:
         where = "/".join(str(p) for p in err.absolute_path) or "<root>"

@@ -29,7 +29,7 @@ from agentd.supervision.tree import Budget, ChildRequest, Defaults, Refusal, Tre
 from processes.ladder import RungAction, bound_s, plan
 from protocol import control
 from protocol.api import NodeView
-from protocol.contract import result_errors
+from protocol.contract import contract_problem, result_errors
 from protocol.events import EventName
 from protocol.result import RunError, RunResult, RunUsage, TerminalStatus
 from protocol.spawn import SpawnPayload
@@ -391,6 +391,11 @@ class TaskRun:
     async def spawn(self, parent: str, params: control.SpawnRequestParams) -> JsonValue:
         if self.ports.drain.draining and self.tree.closed is None:
             self.tree.closed = "the daemon is draining"
+        # A model wrote this schema: the same check as a client's at submit (no remote `$ref`).
+        problem = contract_problem(params.output_contract)
+        if problem is not None:
+            self.log.info("subagent.spawn", handle=parent, refused=problem)
+            return {"refused": problem}
         request = ChildRequest(
             max_steps=params.limits.max_steps,
             max_tokens=params.limits.max_tokens,
