@@ -96,7 +96,13 @@ def _listener(config: Config) -> Iterator[socket.socket]:
             sock.close()
         return
     group = config.daemon.socket_group or config.daemon.admin_group
-    with open_listener(config.socket, group=int(group) if group and group.isdigit() else group) as sock:
+    # With a group, its members reach the socket through a 0750 directory; without one, the
+    # directory is the daemon's user's alone (0700), e.g. a per-user daemon's /tmp/agentd-<uid>.
+    with open_listener(
+        config.socket,
+        group=int(group) if group and group.isdigit() else group,
+        dir_mode=0o750 if group else 0o700,
+    ) as sock:
         yield sock
 
 

@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 import math
 import os
+import pwd
 import select
 import socket
 import stat
+import struct
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -42,6 +44,9 @@ UNREACHABLE = 2001  # no daemon at the path, stale socket, or permission denied
 TIMED_OUT = 2002  # the daemon did not answer in time
 BAD_RESPONSE = 2003  # the answer broke the protocol (too large, not JSON, wrong id, wrong shape)
 CONNECTION_LOST = 2004  # the daemon closed the connection before answering
+UNTRUSTED_DAEMON = 2005  # the socket is served by a uid that is not root, ours or the service user's
+
+DAEMON_USER = "agentd"  # the system service's user (systemd/agentd.sysusers.conf)
 
 DEFAULT_TIMEOUT_S = 30.0
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024  # a list of many tasks; anything larger is a broken daemon
@@ -54,7 +59,9 @@ class ApiClient:
     """A connection to an agentd socket. Use as a context manager, or call `close()`.
 
     `timeout_s` bounds connecting and each call's answer (`math.inf` for no bound); a call may
-    override it, e.g. `task.wait` with a long server-side timeout.
+    override it, e.g. `task.wait` with a long server-side timeout. Nothing is sent until the
+    kernel says (`SO_PEERCRED`) the listener runs as one of `trusted_uids` (default: root, this
+    user, and the `agentd` service user): a socket another user squatted never sees a spec.
     """
 
     def __init__(
@@ -63,8 +70,10 @@ class ApiClient:
         *,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
+        trusted_uids: frozenset[int] | None = None,
     ) -> None:
         self._path = os.fspath(path)
+        self._trusted_uids = trusted_uids if trusted_uids is not None else trusted_daemon_uids()
         self._timeout_s = timeout_s
         self._max_response = max_response_bytes
         self._sock: socket.socket | None = None
@@ -196,11 +205,20 @@ class ApiClient:
         try:
             sock.settimeout(_remaining(deadline))
             sock.connect(self._path)
+            daemon_uid = peer_uid(sock)
         except BaseException as exc:
             sock.close()
             if isinstance(exc, OSError):
                 raise self._connect_error(exc) from exc
             raise
+        if daemon_uid not in self._trusted_uids:
+            sock.close()
+            raise ApiClientError(
+                UNTRUSTED_DAEMON,
+                f"the socket at {self._path} is served by uid {daemon_uid}, not by root, you or the "
+                f"{DAEMON_USER!r} service user; refusing to send anything to it (another user may be "
+                "impersonating agentd)",
+            )
         return sock
 
     def _connect_error(self, exc: OSError) -> ApiClientError:
@@ -315,6 +333,23 @@ def _readable_now(sock: socket.socket) -> bool:
     poller = select.poll()
     poller.register(sock.fileno(), select.POLLIN)
     return bool(poller.poll(0))
+
+
+def trusted_daemon_uids() -> frozenset[int]:
+    """Who may serve the API socket: root, this user (a per-user daemon), the service user."""
+    uids = {0, os.getuid()}
+    try:
+        uids.add(pwd.getpwnam(DAEMON_USER).pw_uid)
+    except KeyError:
+        pass
+    return frozenset(uids)
+
+
+def peer_uid(sock: socket.socket) -> int:
+    """The uid of the process on the other end of a connected unix socket, from the kernel."""
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return int(uid)
 
 
 def _access_hint(path: str) -> str:

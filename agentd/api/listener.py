@@ -1,9 +1,11 @@
 """The API's listening socket: bound safely at a filesystem path, or adopted from socket activation.
 
-`open_listener` keeps DESIGN §9's contract: a 0750 directory, a socket bound under a restrictive
-umask and only then opened up to its mode (no window in which it is world-accessible), never an
-abstract socket, never displacing a live daemon or a file that is not a socket. An flock on a
-sibling `.lock` file makes "is another daemon starting here?" race-free.
+`open_listener` keeps DESIGN §9's and §14's contract: a directory owned by the daemon's uid (or
+root) that nobody else can write — so nobody else can swap the socket or plant a link beside it —
+a socket bound under a restrictive umask and only then opened up to its mode (no window in which
+it is world-accessible), never an abstract socket, never displacing a live daemon or a file that
+is not a socket. An flock on a sibling `.lock` file (opened without following a symlink) makes
+"is another daemon starting here?" race-free.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from agentd.errors import DaemonRunning, ListenerError
+from agentd.errors import DaemonRunning, ListenerError, UnsafeDirectory
+from agentd.private_dirs import open_private_dir, open_private_file
 
 MAX_UNIX_PATH = 107  # sun_path is 108 bytes including the terminating NUL
 PROBE_TIMEOUT_S = 1.0  # connect() to a live local socket is instant; a full backlog is "live" too
@@ -36,13 +39,15 @@ def open_listener(
 ) -> Iterator[socket.socket]:
     """Bind and listen on the unix socket at `path`; on exit close it and remove the path.
 
-    The parent directory is created with `dir_mode` if missing (grandparents must exist). An
+    The parent directory is created with `dir_mode` if missing (grandparents must exist), and must
+    be owned by this uid or root and writable by nobody else. An
     existing stale socket (nothing listening) is replaced; a live one raises `DaemonRunning`.
     `group` (a gid or a group name) becomes the group of the socket, and of the directory when
     this call creates it, so that group's members can connect.
 
     Raises:
-        ListenerError: the path is abstract, too long, not a socket, or its directory is unsafe.
+        ListenerError: the path is abstract, too long, not a socket, or its directory is another
+            user's, writable by others or a symlink.
         DaemonRunning: another daemon holds the path.
     """
     raw = os.fspath(path)
@@ -52,8 +57,11 @@ def open_listener(
     if len(os.fsencode(target)) > MAX_UNIX_PATH:
         raise ListenerError(f"socket path {target} is longer than {MAX_UNIX_PATH} bytes")
     gid = _resolve_group(group)
-    _ensure_directory(target.parent, dir_mode, gid)
-    lock_fd = _lock(target)
+    dir_fd = _private_directory(target.parent, dir_mode, gid)
+    try:
+        lock_fd = _lock(dir_fd, target)
+    finally:
+        os.close(dir_fd)
     try:
         _clear_stale(target)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -108,28 +116,33 @@ def _resolve_group(group: int | str | None) -> int | None:
         raise ListenerError(f"no group named {group!r}") from None
 
 
-def _ensure_directory(directory: Path, dir_mode: int, gid: int | None) -> None:
+def _private_directory(directory: Path, dir_mode: int, gid: int | None) -> int:
+    """An fd of `directory`, created with `dir_mode` (and `gid`) if missing; refused unless it is
+    owned by this uid or root and writable by nobody else (anyone who can write here could swap
+    our socket for theirs and read every client's spec)."""
     try:
         os.mkdir(directory, dir_mode)
+        created = True
     except FileExistsError:
-        st = os.stat(directory)
-        if not stat.S_ISDIR(st.st_mode):
-            raise ListenerError(f"{directory} exists and is not a directory") from None
-        # Anyone who can write here could swap our socket for theirs.
-        if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
-            raise ListenerError(
-                f"{directory} is world-writable; refusing to put the API socket there"
-            ) from None
-        return
+        created = False
     except FileNotFoundError:
         raise ListenerError(f"cannot create {directory}: its parent does not exist") from None
-    if gid is not None:
-        os.chown(directory, -1, gid)
-    os.chmod(directory, dir_mode)  # mkdir's mode was filtered by the umask
+    try:
+        dir_fd = open_private_dir(directory, owners={os.geteuid(), 0})
+    except UnsafeDirectory as exc:
+        raise ListenerError(f"refusing to put the API socket in {exc}") from None
+    if created:
+        if gid is not None:
+            os.fchown(dir_fd, -1, gid)
+        os.fchmod(dir_fd, dir_mode)  # mkdir's mode was filtered by the umask
+    return dir_fd
 
 
-def _lock(target: Path) -> int:
-    fd = os.open(f"{target}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+def _lock(dir_fd: int, target: Path) -> int:
+    try:
+        fd = open_private_file(dir_fd, f"{target.name}.lock", os.O_RDWR | os.O_CREAT)
+    except UnsafeDirectory as exc:
+        raise ListenerError(f"{target.parent}: {exc}") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -179,11 +192,16 @@ def _bind_restricted(sock: socket.socket, target: Path, mode: int, gid: int | No
         raise
     finally:
         os.umask(previous)
-    # Group first, then mode: the socket is never open to the wrong group.
+    # Group first, then mode: the socket is never open to the wrong group. The directory is ours
+    # alone (checked above), so nobody can have swapped the path for a link since the bind; the
+    # checks after each step say so rather than assume it.
+    bound = os.lstat(target)
     if gid is not None:
-        os.chown(target, -1, gid)
+        os.chown(target, -1, gid, follow_symlinks=False)
     os.chmod(target, mode)
     st = os.lstat(target)
+    if not stat.S_ISSOCK(st.st_mode) or (st.st_dev, st.st_ino) != (bound.st_dev, bound.st_ino):
+        raise ListenerError(f"{target} changed while it was being bound; refusing it")
     return st.st_dev, st.st_ino
 
 
