@@ -8,7 +8,9 @@ AgentdError
  │    ├── JournalLocked        another agentd holds the state dir's lock
  │    ├── TaskNotFound         no task has that id
  │    ├── NodeNotFound         no node of that task has that handle
- │    └── InvalidTransition    the task's state does not allow the requested transition
+ │    ├── InvalidTransition    the task's state does not allow the requested transition
+ │    └── QuotaExceeded        retryable: the submitting uid is at a per-uid cap
+ │                             (agentd/journal/quota.py)
  ├── _BatchLost            (private) the writer's transaction is gone (agentd/journal/writer.py)
  ├── ConfigError           the configuration is invalid: a list of problems, each naming its key
  ├── DurationError         also a ValueError: not a duration or size (agentd/config/duration.py)
@@ -84,6 +86,10 @@ class InvalidTransition(JournalError):
         self.task_id = task_id
         self.state = state
         self.wanted = wanted
+
+
+class QuotaExceeded(JournalError):
+    """Retryable: the submitting uid is at a per-uid cap; the message names the cap and the value."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ so neither of them reads the configuration itself.
 from __future__ import annotations
 
 from agentd.config.load import Config
+from agentd.journal.quota import Quota
 from agentd.journal.store import JournalOptions
 from agentd.spawning.spawner import RLimits
 from agentd.supervision.liveness import LivenessPolicy
@@ -19,6 +20,13 @@ def _finite(value: int | float | None) -> int | None:
     if value is None or value == float("inf"):
         return None
     return int(value)
+
+
+def submit_quota(config: Config) -> Quota:
+    return Quota(
+        max_queued=_finite(config.daemon.max_queued_per_uid),
+        max_pending_bytes=_finite(config.daemon.max_pending_bytes_per_uid),
+    )
 
 
 def journal_options(config: Config) -> JournalOptions:

@@ -28,6 +28,7 @@ UNAVAILABLE = 1003  # retryable: the journal could not commit (disk full, I/O er
 DRAINING = 1004  # retryable elsewhere/later: the daemon is shutting down
 INVALID_SPEC = 1005  # the spec names something the config does not have, or breaks a limit
 TOO_MANY_CONNECTIONS = 1006
+QUOTA_EXCEEDED = 1007  # retryable: the caller is at a per-uid cap (the message names it)
 
 TaskState = Literal["queued", "starting", "running", "terminal"]
 
@@ -151,8 +152,13 @@ class WaitParams(_Model):
 
 
 class ListParams(_Model):
+    """A page of the caller's tasks, newest first: `limit` of them, submitted before the task
+    `before` (the last task id of the previous page). Each is a summary: the instruction cut to
+    200 characters and no result (`task.get` has the whole task)."""
+
     state: TaskState | None = None
-    limit: int = Field(default=100, ge=1, le=10_000)
+    limit: int = Field(default=50, ge=1, le=1000)
+    before: str | None = Field(default=None, min_length=1, max_length=64)
 
 
 class EventsParams(_Model):
@@ -176,6 +182,9 @@ class DaemonStatus(_Model):
     journal_ok: bool
     degraded: list[str] = Field(default_factory=list)
     children: int = 0
+    # "daemon": queued/running/children count everyone's (the caller is an admin); "caller": only
+    # the caller's own tasks, and `children` is 0 — other users' load is not a non-admin's business.
+    scope: Literal["daemon", "caller"] = "daemon"
 
 
 # ---- requests: one model per method, typed by its result ----------------------------------

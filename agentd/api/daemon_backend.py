@@ -18,13 +18,15 @@ from agentd.admission import SpecRejected, check_spec
 from agentd.api.backend import check_owner, task_not_found
 from agentd.api.peercred import Caller
 from agentd.config.load import Config
-from agentd.errors import ApiError, JournalUnavailable
+from agentd.errors import ApiError, JournalUnavailable, QuotaExceeded
 from agentd.journal.records import TaskRecord
 from agentd.journal.store import Journal
+from agentd.options import submit_quota
 from agentd.supervision.supervisor import Supervisor
 from protocol.api import (
     DRAINING,
     INVALID_SPEC,
+    QUOTA_EXCEEDED,
     UNAVAILABLE,
     CancelParams,
     DaemonStatus,
@@ -66,7 +68,11 @@ class DaemonBackend:
         except SpecRejected as exc:
             raise ApiError(INVALID_SPEC, str(exc)) from None
         try:
-            record, created = await self.journal.submit(params.spec, caller.uid, params.idempotency_key)
+            record, created = await self.journal.submit(
+                params.spec, caller.uid, params.idempotency_key, quota=submit_quota(self._config())
+            )
+        except QuotaExceeded as exc:
+            raise ApiError(QUOTA_EXCEEDED, f"the task was not accepted: {exc}", retryable=True) from None
         except JournalUnavailable as exc:
             raise ApiError(UNAVAILABLE, f"the task was not accepted: {exc}", retryable=True) from None
         if created:
@@ -85,7 +91,7 @@ class DaemonBackend:
 
     async def list(self, caller: Caller, params: ListParams) -> builtins.list[TaskView]:
         owner = None if caller.is_admin else caller.uid
-        records = await self.journal.list(owner, params.state, params.limit)
+        records = await self.journal.list(owner, params.state, params.limit, params.before)
         return [self._view(r) for r in records]
 
     async def cancel(self, caller: Caller, params: CancelParams) -> TaskView:
@@ -141,20 +147,29 @@ class DaemonBackend:
         return [NodeView(handle="0", parent=None, depth=0, state="starting")]
 
     async def status(self, caller: Caller) -> DaemonStatus:
-        counts = await self.journal.counts()
+        """The daemon's health for everyone; its load (counts) only for admins: a non-admin gets
+        the counts of its own tasks (`scope: caller`)."""
+        owner = None if caller.is_admin else caller.uid
+        counts = await self.journal.counts(owner)
         health = self.journal.health
         degraded = [] if health.healthy else [f"journal: {health.last_error}"]
+        if owner is None:
+            running, children = len(self.supervisor.running), len(self.supervisor.owned_pids())
+        else:
+            running = sum(1 for slot in self.supervisor.running.values() if slot.record.owner_uid == owner)
+            children = 0
         return DaemonStatus(
             pid=os.getpid(),
             version=VERSION,
             uptime_s=time.monotonic() - self.started,
             draining=self.supervisor.draining,
             queued=counts.get("queued", 0),
-            running=len(self.supervisor.running),
+            running=running,
             max_concurrent_tasks=self.supervisor.options.max_concurrent_tasks,
             journal_ok=health.healthy,
             degraded=degraded,
-            children=len(self.supervisor.owned_pids()),
+            children=children,
+            scope="daemon" if owner is None else "caller",
         )
 
     def _view(self, record: TaskRecord) -> TaskView:

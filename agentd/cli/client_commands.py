@@ -228,9 +228,12 @@ def cmd_cancel(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_list(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
-    views = client.call(ListRequest(params=ListParams(state=args.state or None, limit=args.limit)))
+    params = ListParams(state=args.state or None, limit=args.limit, before=args.before)
+    views = client.call(ListRequest(params=params))
     for view in views:
         out.write((view.model_dump_json() if args.json else describe(view)) + "\n")
+    if len(views) == args.limit and not args.json:
+        out.write(f"(more: agentd list --before {views[-1].task_id})\n")
     return ExitCode.OK
 
 

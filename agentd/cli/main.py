@@ -95,9 +95,15 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("task", metavar="TASK", help="task id")
         _socket_arg(p)
         _json_arg(p)
-    p = sub.add_parser("list", help="list your tasks (all tasks for admins)")
+    p = sub.add_parser(
+        "list",
+        help="list your tasks (all tasks for admins), newest first, a page at a time",
+        description="Each task is a summary (the instruction cut to 200 characters, no result: "
+        "`agentd status TASK` shows it whole). Pages: pass the last task id as --before.",
+    )
     p.add_argument("--state", choices=["queued", "starting", "running", "terminal"])
-    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--limit", type=int, default=50, help="tasks per page (1 to 1000; default 50)")
+    p.add_argument("--before", metavar="TASK", help="only tasks submitted before TASK (the next page)")
     _socket_arg(p)
     _json_arg(p)
     p = sub.add_parser("logs", help="show a task's events")

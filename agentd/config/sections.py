@@ -89,6 +89,16 @@ class DaemonSection(Section):
     max_events_per_task: int = Field(
         default=5000, ge=100, le=1_000_000, description="Journaled events kept per task; the oldest go first."
     )
+    max_queued_per_uid: CountOrInfinity = Field(
+        default=100,
+        description="Queued tasks one user may have; a submit past it is refused (retryable). "
+        "`infinity` for none.",
+    )
+    max_pending_bytes_per_uid: SizeOrInfinity = Field(
+        default=64 << 20,
+        description="Bytes of specs one user's queued and running tasks may hold in the journal; a submit "
+        "past it is refused (retryable). `infinity` for none.",
+    )
 
 
 class DefaultsSection(Section):

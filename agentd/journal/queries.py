@@ -14,7 +14,8 @@ from collections.abc import Iterable, Sequence
 
 from pydantic import JsonValue
 
-from agentd.errors import InvalidTransition, NodeNotFound, TaskNotFound
+from agentd.errors import InvalidTransition, NodeNotFound, QuotaExceeded, TaskNotFound
+from agentd.journal.quota import Quota, quota_problem
 from agentd.journal.records import (
     TASK_STATES,
     EventRecord,
@@ -93,9 +94,15 @@ def insert_task(
     spec_json: str,
     owner_uid: int,
     idempotency_key: str | None,
+    quota: Quota,
     now: float,
 ) -> tuple[TaskRecord, bool]:
-    """Insert a queued task, or return the task this owner already submitted under the same key."""
+    """Insert a queued task, or return the task this owner already submitted under the same key.
+
+    Raises:
+        QuotaExceeded: the owner is at a cap of `quota` (checked in the writer's transaction, so
+            concurrent submits cannot overshoot it); a resubmit under an existing key is not.
+    """
     if idempotency_key is not None:
         # The single writer makes check-then-insert atomic, even for duplicates in one batch.
         rows = conn.execute(
@@ -104,6 +111,7 @@ def insert_task(
         ).fetchall()
         if rows:
             return task_from_row(rows[0]), False
+    _check_quota(conn, owner_uid, len(spec_json), quota)
     conn.execute(
         "INSERT INTO tasks (task_id, run_id, owner_uid, idempotency_key, spec, created_at)"
         " VALUES (?, ?, ?, ?, ?, ?)",
@@ -119,6 +127,19 @@ def insert_task(
         created_at=now,
     )
     return record, True
+
+
+def _check_quota(conn: sqlite3.Connection, owner_uid: int, spec_bytes: int, quota: Quota) -> None:
+    # Only unfinished tasks count (the state index keeps this to them), so a cap clears as the
+    # owner's work completes and a refusal is worth retrying.
+    queued, pending_bytes = conn.execute(
+        "SELECT coalesce(sum(state = 'queued'), 0), coalesce(sum(length(spec)), 0) FROM tasks"
+        " WHERE state IN ('queued', 'starting', 'running') AND owner_uid = ?",
+        (owner_uid,),
+    ).fetchone()
+    problem = quota_problem(quota, queued=queued, pending_bytes=pending_bytes, spec_bytes=spec_bytes)
+    if problem is not None:
+        raise QuotaExceeded(problem)
 
 
 def _transition(
@@ -353,27 +374,52 @@ def get_task(conn: sqlite3.Connection, task_id: str) -> TaskRecord | None:
     return task_from_row(rows[0]) if rows else None
 
 
+# A listing carries a summary of each spec (the instruction cut, no result), so one page costs
+# memory in proportion to its length, never to what clients stored (DESIGN §14).
+LIST_INSTRUCTION_CHARS = 200
+_INSTRUCTION = "json_extract(spec, '$.instruction')"
+_SUMMARY_COLUMNS = _TASK_COLUMNS.replace(
+    "spec,",
+    "json_object('instruction', CASE WHEN length(" + _INSTRUCTION + ") > :cap"
+    " THEN substr(" + _INSTRUCTION + ", 1, :cap) || '…' ELSE " + _INSTRUCTION + " END,"
+    " 'model', json_extract(spec, '$.model'), 'mcp', json(json_extract(spec, '$.mcp'))) AS spec,",
+).replace("result,", "NULL AS result,")
+
+
 def list_tasks(
-    conn: sqlite3.Connection, *, owner_uid: int | None, state: TaskState | None, limit: int
+    conn: sqlite3.Connection,
+    *,
+    owner_uid: int | None,
+    state: TaskState | None,
+    limit: int,
+    before: str | None = None,
 ) -> tuple[TaskRecord, ...]:
+    """Summaries (see `LIST_INSTRUCTION_CHARS`) of tasks newest first, after the cursor `before`
+    (a task id: only tasks submitted before it)."""
     clauses: list[str] = []
-    params: list[object] = []
+    params: dict[str, object] = {"cap": LIST_INSTRUCTION_CHARS, "limit": limit}
     if owner_uid is not None:
-        clauses.append("owner_uid = ?")
-        params.append(owner_uid)
+        clauses.append("owner_uid = :owner")
+        params["owner"] = owner_uid
     if state is not None:
-        clauses.append("state = ?")
-        params.append(state)
+        clauses.append("state = :state")
+        params["state"] = state
+    if before is not None:
+        clauses.append("seq < coalesce((SELECT seq FROM tasks WHERE task_id = :before), -1)")
+        params["before"] = before
     where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
     rows = conn.execute(
-        f"SELECT {_TASK_COLUMNS} FROM tasks{where} ORDER BY seq DESC LIMIT ?", (*params, limit)
+        f"SELECT {_SUMMARY_COLUMNS} FROM tasks{where} ORDER BY seq DESC LIMIT :limit", params
     ).fetchall()
     return tuple(task_from_row(row) for row in rows)
 
 
-def next_queued(conn: sqlite3.Connection, limit: int) -> tuple[TaskRecord, ...]:
+def next_queued(conn: sqlite3.Connection, per_owner: int) -> tuple[TaskRecord, ...]:
+    """Each owner's oldest `per_owner` queued tasks, in submission order (the scheduler's pick)."""
     rows = conn.execute(
-        f"SELECT {_TASK_COLUMNS} FROM tasks WHERE state = 'queued' ORDER BY seq LIMIT ?", (limit,)
+        f"SELECT {_TASK_COLUMNS} FROM (SELECT *, row_number() OVER (PARTITION BY owner_uid ORDER BY seq)"
+        " AS owner_rank FROM tasks WHERE state = 'queued') WHERE owner_rank <= ? ORDER BY seq",
+        (per_owner,),
     ).fetchall()
     return tuple(task_from_row(row) for row in rows)
 
@@ -385,9 +431,10 @@ def unfinished(conn: sqlite3.Connection) -> tuple[TaskRecord, ...]:
     return tuple(task_from_row(row) for row in rows)
 
 
-def count_states(conn: sqlite3.Connection) -> dict[TaskState, int]:
+def count_states(conn: sqlite3.Connection, owner_uid: int | None = None) -> dict[TaskState, int]:
     counts: dict[TaskState, int] = dict.fromkeys(TASK_STATES, 0)
-    for row in conn.execute("SELECT state, count(*) FROM tasks GROUP BY state").fetchall():
+    where, params = ("WHERE owner_uid = ?", (owner_uid,)) if owner_uid is not None else ("", ())
+    for row in conn.execute(f"SELECT state, count(*) FROM tasks {where} GROUP BY state", params).fetchall():
         counts[row[0]] = int(row[1])
     return counts
 

@@ -28,6 +28,7 @@ from pydantic import JsonValue
 from agentd.errors import JournalError, JournalUnavailable
 from agentd.journal import queries as q
 from agentd.journal.files import DB_NAME, open_state_dir
+from agentd.journal.quota import Quota
 from agentd.journal.records import (
     EventRecord,
     JournalHealth,
@@ -136,12 +137,17 @@ class Journal:
     # ---- durable writes --------------------------------------------------------------------------
 
     async def submit(
-        self, spec: TaskSpec, owner_uid: int, idempotency_key: str | None = None
+        self,
+        spec: TaskSpec,
+        owner_uid: int,
+        idempotency_key: str | None = None,
+        quota: Quota | None = None,
     ) -> tuple[TaskRecord, bool]:
         """Journal a new queued task; returns `(record, created)`.
 
         The same `idempotency_key` from the same uid returns the existing task with
-        `created=False`; keys are scoped per uid. Raises `JournalUnavailable` if not committed.
+        `created=False`; keys are scoped per uid. Raises `JournalUnavailable` if not committed,
+        `QuotaExceeded` (nothing written) if the uid is at one of `quota`'s caps.
         """
         op = functools.partial(
             q.insert_task,
@@ -151,6 +157,7 @@ class Journal:
             spec_json=spec.model_dump_json(),
             owner_uid=owner_uid,
             idempotency_key=idempotency_key,
+            quota=quota or Quota(),
             now=time.time(),
         )
         return await self._write(op)
@@ -335,20 +342,27 @@ class Journal:
         return await self._read(functools.partial(q.get_task, task_id=task_id))
 
     async def list(
-        self, owner_uid: int | None = None, state: TaskState | None = None, limit: int = 100
+        self,
+        owner_uid: int | None = None,
+        state: TaskState | None = None,
+        limit: int = 100,
+        before: str | None = None,
     ) -> tuple[TaskRecord, ...]:
-        """Tasks newest first, optionally only one owner's and/or one state's."""
+        """Summaries of tasks newest first (the instruction cut, no result: `queries.list_tasks`),
+        optionally only one owner's and/or one state's, and only those submitted before the task
+        `before`."""
         return await self._read(
-            functools.partial(q.list_tasks, owner_uid=owner_uid, state=state, limit=limit)
+            functools.partial(q.list_tasks, owner_uid=owner_uid, state=state, limit=limit, before=before)
         )
 
-    async def counts(self) -> dict[TaskState, int]:
-        """The number of tasks in each state (every state present, zero if none)."""
-        return await self._read(q.count_states)
+    async def counts(self, owner_uid: int | None = None) -> dict[TaskState, int]:
+        """The number of tasks in each state (every state present, zero if none), optionally
+        only one owner's."""
+        return await self._read(functools.partial(q.count_states, owner_uid=owner_uid))
 
-    async def next_queued(self, limit: int) -> tuple[TaskRecord, ...]:
-        """The oldest queued tasks in submission (FIFO) order."""
-        return await self._read(functools.partial(q.next_queued, limit=limit))
+    async def next_queued(self, per_owner: int) -> tuple[TaskRecord, ...]:
+        """Each owner's oldest `per_owner` queued tasks, in submission order."""
+        return await self._read(functools.partial(q.next_queued, per_owner=per_owner))
 
     async def unfinished(self) -> tuple[TaskRecord, ...]:
         """Tasks left `starting` or `running` (restart recovery), oldest first."""

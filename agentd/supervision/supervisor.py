@@ -13,6 +13,7 @@ import contextlib
 import os
 import signal
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -26,6 +27,7 @@ from agentd.journal.store import Journal
 from agentd.spawning import reaper
 from agentd.spawning.cgroup import CgroupRoot
 from agentd.spawning.spawner import Spawner
+from agentd.supervision.fairness import fair_order
 from agentd.supervision.ports import DrainState, RunOptions, RunPorts
 from agentd.supervision.task_run import TaskRun
 from protocol.environment import RUN_MARKER_ENV
@@ -78,6 +80,9 @@ class Supervisor:
         self._wake = anyio.Event()
         self._terminal: dict[str, anyio.Event] = {}
         self._drained = anyio.Event()
+        # Fair scheduling (supervision/fairness.py): when each owner last had a task started.
+        self._starts = 0
+        self._last_started: dict[int, int] = {}
 
     # ---- public --------------------------------------------------------------------------------
 
@@ -160,12 +165,12 @@ class Supervisor:
                     except JournalError as exc:
                         self.log.error("proc.start", err=f"journal read failed: {exc}")
                         queued = ()
-                    for record in queued:
-                        if (
-                            record.task_id in self.running
-                            or len(self.running) >= self.options.max_concurrent_tasks
-                        ):
-                            continue
+                    waiting = [r for r in queued if r.task_id not in self.running]
+                    for record in fair_order(waiting, self._running_by_owner(), self._last_started):
+                        if len(self.running) >= self.options.max_concurrent_tasks:
+                            break
+                        self._starts += 1
+                        self._last_started[record.owner_uid] = self._starts
                         slot = _Slot(record)
                         self.running[record.task_id] = slot
                         tg.start_soon(self._run_task, slot)
@@ -175,6 +180,9 @@ class Supervisor:
             await self._finish_drain()
             tg.cancel_scope.cancel()
         self._drained.set()
+
+    def _running_by_owner(self) -> Counter[int]:
+        return Counter(slot.record.owner_uid for slot in self.running.values())
 
     async def _finish_drain(self) -> None:
         deadline = anyio.current_time() + self.options.drain_timeout_s

@@ -15,7 +15,9 @@ def test_a_flag_the_params_refuse_is_a_usage_error_without_connecting(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # No daemon listens at this socket: an attempt to connect would be exit 1, not 2.
-    args = argparse.Namespace(socket=str(tmp_path / "agentd.sock"), state=None, limit=0, json=False)
+    args = argparse.Namespace(
+        socket=str(tmp_path / "agentd.sock"), state=None, limit=0, before=None, json=False
+    )
     assert dispatch("list", args) == ExitCode.USAGE
     assert capsys.readouterr().err == (
         "agentd list: invalid arguments: limit: Input should be greater than or equal to 1\n"

@@ -103,7 +103,9 @@ get_requests = st.builds(GetRequest, id=request_ids, params=task_refs)
 list_requests = st.builds(
     ListRequest,
     id=request_ids,
-    params=st.builds(ListParams, state=_maybe(task_states), limit=st.integers(1, 10_000)),
+    params=st.builds(
+        ListParams, state=_maybe(task_states), limit=st.integers(1, 1000), before=_maybe(task_ids)
+    ),
 )
 cancel_requests = st.builds(
     CancelRequest,

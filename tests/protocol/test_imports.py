@@ -14,7 +14,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 ALLOWED = frozenset(sys.stdlib_module_names) | {"pydantic", "protocol"}
-LAZY_ONLY = {"jsonschema"}
+LAZY_ONLY = {"jsonschema", "referencing"}  # referencing: the registry jsonschema resolves with
 
 
 def _imports(tree: ast.AST, *, lazy: bool = False) -> Iterator[tuple[str, bool]]:
