@@ -147,3 +147,13 @@ def test_a_client_sends_nothing_to_a_socket_another_user_serves(impostor: tuple[
     assert caught.value.code == UNTRUSTED_DAEMON
     assert f"served by uid {NOBODY}" in caught.value.message
     assert os.read(report, 32) == b"0"
+
+
+def test_a_symlinked_socket_directory_is_refused(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    link = tmp_path / "run"
+    link.symlink_to(real)
+    with pytest.raises(ListenerError, match="is a symlink"), open_listener(link / "agentd.sock"):
+        pass
+    assert list(real.iterdir()) == []
