@@ -112,7 +112,12 @@ def _drained(daemon: BenchDaemon) -> Drain:
 
 def measure_intake(settings: Settings, base: Path, out: Results, daemons: list[int]) -> None:
     workdir = base / "intake"
-    lines = "max_concurrent_tasks = 1\nmax_connections_per_uid = 128\n"
+    # One client uid submits thousands of tasks back to back: lift the per-uid caps (a policy;
+    # with them on, their check reads at most the capped number of a uid's unfinished tasks).
+    lines = (
+        "max_concurrent_tasks = 1\nmax_connections_per_uid = 128\n"
+        'max_queued_per_uid = "infinity"\nmax_pending_bytes_per_uid = "infinity"\n'
+    )
     with open_daemon(workdir, _stand_in_body(workdir), daemon_lines=lines) as daemon:
         daemons.append(daemon.pid)
         time.sleep(1.0)  # idle means settled after start, not mid-start

@@ -130,6 +130,8 @@ def insert_task(
 
 
 def _check_quota(conn: sqlite3.Connection, owner_uid: int, spec_bytes: int, quota: Quota) -> None:
+    if quota.max_queued is None and quota.max_pending_bytes is None:
+        return
     # Only unfinished tasks count (the state index keeps this to them), so a cap clears as the
     # owner's work completes and a refusal is worth retrying.
     queued, pending_bytes = conn.execute(
