@@ -111,11 +111,11 @@ def insert_task(
         ).fetchall()
         if rows:
             return task_from_row(rows[0]), False
-    _check_quota(conn, owner_uid, len(spec_json), quota)
+    _check_quota(conn, owner_uid, len(spec_json.encode()), quota)
     conn.execute(
-        "INSERT INTO tasks (task_id, run_id, owner_uid, idempotency_key, spec, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?)",
-        (task_id, run_id, owner_uid, idempotency_key, spec_json, now),
+        "INSERT INTO tasks (task_id, run_id, owner_uid, idempotency_key, spec, spec_bytes, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (task_id, run_id, owner_uid, idempotency_key, spec_json, len(spec_json.encode()), now),
     )
     record = TaskRecord(
         task_id=task_id,
@@ -135,7 +135,7 @@ def _check_quota(conn: sqlite3.Connection, owner_uid: int, spec_bytes: int, quot
     # Only unfinished tasks count (the state index keeps this to them), so a cap clears as the
     # owner's work completes and a refusal is worth retrying.
     queued, pending_bytes = conn.execute(
-        "SELECT coalesce(sum(state = 'queued'), 0), coalesce(sum(length(spec)), 0) FROM tasks"
+        "SELECT coalesce(sum(state = 'queued'), 0), coalesce(sum(spec_bytes), 0) FROM tasks"
         " WHERE state IN ('queued', 'starting', 'running') AND owner_uid = ?",
         (owner_uid,),
     ).fetchone()

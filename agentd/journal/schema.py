@@ -13,7 +13,7 @@ from pathlib import Path
 
 from agentd.errors import JournalError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 BUSY_TIMEOUT_MS = 5000
 
 # Invariant: `seq` is the rowid alias, so it is the submission order and survives VACUUM (an
@@ -77,8 +77,17 @@ CREATE TABLE events (
 ) WITHOUT ROWID;
 """
 
+# v2: the per-uid caps (agentd/journal/quota.py) sum the spec bytes of a uid's unfinished tasks on
+# every submit; a stored size keeps that from reading every spec, and the (state, owner) index
+# keeps it to that uid's unfinished rows.
+_V2 = """
+ALTER TABLE tasks ADD COLUMN spec_bytes INTEGER NOT NULL DEFAULT 0;
+UPDATE tasks SET spec_bytes = length(CAST(spec AS BLOB));
+CREATE INDEX tasks_by_state_owner ON tasks (state, owner_uid);
+"""
+
 # Index i holds the script that takes a database from version i to i + 1.
-_MIGRATIONS: tuple[str, ...] = (_V1,)
+_MIGRATIONS: tuple[str, ...] = (_V1, _V2)
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 
 # SQLite primary result codes (the low byte of an extended code) that describe the environment

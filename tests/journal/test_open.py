@@ -12,6 +12,7 @@ import anyio
 import pytest
 
 from agentd.errors import JournalError, JournalLocked, JournalUnavailable
+from agentd.journal.schema import SCHEMA_VERSION
 from agentd.journal.store import Journal, open_journal
 from protocol.api import TaskSpec
 from tests.journal.conftest import CHILD, FAST
@@ -50,7 +51,7 @@ async def test_the_state_dir_and_database_are_private(journal: Journal, state_di
         assert stat.S_IMODE((await anyio.Path(state_dir / name).stat()).st_mode) == 0o600, name
 
 
-async def test_the_database_is_wal_with_full_sync_and_schema_version_one(journal: Journal) -> None:
+async def test_the_database_is_wal_with_full_sync_and_the_current_schema_version(journal: Journal) -> None:
     def settings(conn: sqlite3.Connection) -> tuple[str, int, int, int]:
         return (
             conn.execute("PRAGMA journal_mode").fetchone()[0],
@@ -59,7 +60,7 @@ async def test_the_database_is_wal_with_full_sync_and_schema_version_one(journal
             conn.execute("PRAGMA user_version").fetchone()[0],
         )
 
-    assert await journal.run_on_writer(settings) == ("wal", 2, 1, 1)  # synchronous 2 = FULL
+    assert await journal.run_on_writer(settings) == ("wal", 2, 1, SCHEMA_VERSION)  # synchronous 2 = FULL
 
 
 def write_schema_version(state_dir: Path, version: int) -> None:
@@ -74,7 +75,7 @@ def write_schema_version(state_dir: Path, version: int) -> None:
 async def test_a_database_from_a_newer_agentd_is_refused(state_dir: Path) -> None:
     write_schema_version(state_dir, 99)
 
-    with pytest.raises(JournalError, match="schema v99, newer than this agentd's v1"):
+    with pytest.raises(JournalError, match="schema v99, newer than this agentd's v2"):
         async with open_journal(state_dir, FAST):
             pass
     # The failed open released the lock.

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agentd.journal.schema import SCHEMA_VERSION, connect_writer, unavailable_reason
+from agentd.journal.schema import _MIGRATIONS, SCHEMA_VERSION, _statements, connect_writer, unavailable_reason
 
 SQLITE_IOERR_WRITE = sqlite3.SQLITE_IOERR | (3 << 8)  # an extended code keeps its primary low byte
 
@@ -69,3 +69,23 @@ def test_migrating_a_current_database_changes_nothing(tmp_path: Path) -> None:
         assert tables == {"tasks", "nodes", "events"}
     finally:
         conn.close()
+
+
+def test_a_v1_journal_migrates_to_v2_with_the_spec_sizes_filled_in(tmp_path: Path) -> None:
+    db = tmp_path / "agentd.db"
+    conn = sqlite3.connect(db, isolation_level=None)
+    for statement in _statements(_MIGRATIONS[0]):
+        conn.execute(statement)
+    conn.execute("PRAGMA user_version = 1")
+    conn.execute(
+        "INSERT INTO tasks (task_id, run_id, owner_uid, spec, created_at) VALUES ('t1', 'r1', 7, ?, 0)",
+        ('{"instruction":"héllo"}',),
+    )
+    conn.close()
+    migrated = connect_writer(db)
+    try:
+        assert migrated.execute("PRAGMA user_version").fetchone()[0] == 2
+        (size,) = migrated.execute("SELECT spec_bytes FROM tasks WHERE task_id = 't1'").fetchone()
+        assert size == len('{"instruction":"héllo"}'.encode())
+    finally:
+        migrated.close()
