@@ -15,7 +15,6 @@ import pwd
 import select
 import socket
 import stat
-import struct
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ from typing import TypeVar
 
 from pydantic import ValidationError
 
+from agentd.api.peercred import peer_credentials
 from agentd.errors import ApiClientError
 from protocol.api import (
     MAX_API_FRAME,
@@ -205,7 +205,7 @@ class ApiClient:
         try:
             sock.settimeout(_remaining(deadline))
             sock.connect(self._path)
-            daemon_uid = peer_uid(sock)
+            _pid, daemon_uid, _gid = peer_credentials(sock)
         except BaseException as exc:
             sock.close()
             if isinstance(exc, OSError):
@@ -343,13 +343,6 @@ def trusted_daemon_uids() -> frozenset[int]:
     except KeyError:
         pass
     return frozenset(uids)
-
-
-def peer_uid(sock: socket.socket) -> int:
-    """The uid of the process on the other end of a connected unix socket, from the kernel."""
-    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    _pid, uid, _gid = struct.unpack("3i", creds)
-    return int(uid)
 
 
 def _access_hint(path: str) -> str:

@@ -4,12 +4,9 @@ sends nothing to a socket served by a uid it does not trust."""
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import stat
-import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +17,7 @@ from agentd.api.client import UNTRUSTED_DAEMON, ApiClient
 from agentd.api.listener import open_listener
 from agentd.errors import ApiClientError, ListenerError
 from protocol.api import StatusRequest
-from tests.support.daemon import write_config
+from tests.support.daemon import refused_start, write_config
 
 NOBODY = 65534
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another user")
@@ -73,16 +70,8 @@ def test_the_daemon_refuses_a_squatted_socket_directory_with_one_line_saying_why
     os.chown(squatted, NOBODY, NOBODY)
     squatted.chmod(0o1777)
     config = write_config(tmp_path, "", socket=squatted / "agentd.sock")
-    done = subprocess.run(
-        [sys.executable, "-m", "agentd", "serve", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 1
-    lines = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
-    (exit_line,) = [line for line in lines if line["event"] == "proc.exit"]
-    assert f"owned by uid {NOBODY}" in exit_line["err"]
+    why = refused_start(config)
+    assert f"owned by uid {NOBODY}" in why
     assert list(squatted.iterdir()) == []
 
 

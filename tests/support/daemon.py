@@ -145,6 +145,21 @@ def _as_json(request: Request[ResultT], result: ResultT) -> JsonValue:
     return value
 
 
+def refused_start(config: Path) -> str:
+    """Run `agentd serve` with `config`, require it to refuse to start (exit 1) with one
+    `proc.exit` log line, and return that line's reason."""
+    done = subprocess.run(
+        [sys.executable, "-m", "agentd", "serve", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1, done.stderr[-3000:]
+    lines = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    (exit_line,) = [line for line in lines if line["event"] == "proc.exit"]
+    return str(exit_line["err"])
+
+
 def write_config(
     workdir: Path, body: str, *, fast: bool = True, daemon: str = "", socket: Path | None = None
 ) -> Path:
