@@ -75,6 +75,8 @@ class EndpointSpec(_Wire):
     context_window: int = Field(default=128_000, ge=1024)
     max_output_tokens: int | None = Field(default=None, ge=1)
     request_timeout_s: float = Field(default=120.0, gt=0)
+    # Non-streaming: once the response has begun, the longest silence between body chunks.
+    read_idle_timeout_s: float = Field(default=30.0, gt=0)
     first_token_timeout_s: float = Field(default=60.0, gt=0)
     stream_idle_timeout_s: float = Field(default=30.0, gt=0)
 

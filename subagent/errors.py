@@ -4,6 +4,8 @@ is an observation, not one of these); the others are raised and handled inside o
 AgentError
  ├── IntelError                 the model endpoint(s)
  │    ├── IntelTransient        retryable (429, 5xx, network, stalled stream); never leaves intel/
+ │    │    └── IntelStalled     the endpoint went silent (no reply within request_timeout_s, a body or
+ │    │                         stream idle past its bound, no first token): retried only once
  │    ├── IntelFatal            auth or unusable configuration: abort `intelligence` at once
  │    │    └── EndpointFatal    one endpoint's classified failure, with its kind and HTTP status
  │    │                         (subagent/intel/classify.py)
@@ -46,6 +48,13 @@ class IntelTransient(IntelError):
         super().__init__(message)
         self.retry_after_s = retry_after_s
         self.status = status
+
+
+class IntelStalled(IntelTransient):
+    """The endpoint went silent past a named timeout. Retried once, not `transport_retries` times:
+    each attempt already waited the whole timeout, and a server that went silent twice is wedged."""
+
+    kind = "stalled"
 
 
 class IntelFatal(IntelError):

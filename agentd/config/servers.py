@@ -79,6 +79,11 @@ class IntelligenceSection(Section):
     request_timeout_s: Seconds = Field(
         default=_endpoint_default("request_timeout_s"), gt=0, description="One model request, at most."
     )
+    read_idle_timeout_s: Seconds = Field(
+        default=_endpoint_default("read_idle_timeout_s"),
+        gt=0,
+        description="Non-streaming: longest silence within a reply once it has begun.",
+    )
     first_token_timeout_s: Seconds = Field(
         default=_endpoint_default("first_token_timeout_s"), gt=0, description="Streaming: first token."
     )

@@ -188,7 +188,12 @@ class AnthropicMessages:
 
     async def send(self, prepared: Prepared) -> Sent:
         received = await post_json(
-            self._client, self._url, self._headers, prepared.payload, timeout_s=self._spec.request_timeout_s
+            self._client,
+            self._url,
+            self._headers,
+            prepared.payload,
+            timeout_s=self._spec.request_timeout_s,
+            idle_timeout_s=self._spec.read_idle_timeout_s,
         )
         reply = reply_from_body(received, parse_message)
         if reply.malformed is None:

@@ -22,7 +22,14 @@ from typing import Literal
 import anyio
 from pydantic import JsonValue
 
-from subagent.errors import ContextOverflow, IntelError, IntelFatal, IntelTransient, IntelUnavailable
+from subagent.errors import (
+    ContextOverflow,
+    IntelError,
+    IntelFatal,
+    IntelStalled,
+    IntelTransient,
+    IntelUnavailable,
+)
 from subagent.intel.breaker import (
     Breaker,
     breaker_after_failure,
@@ -113,6 +120,7 @@ class FailoverIntelligence:
         """Try one endpoint until it answers, fails fatally, or its retries are spent."""
         prepared = endpoint.prepare(request)
         retry_index = 0
+        stalls = 0
         while True:
             attempt = retry_index + 1
             self._emit_call(endpoint, prepared, attempt)
@@ -120,13 +128,23 @@ class FailoverIntelligence:
             try:
                 sent = await endpoint.send(prepared)
             except IntelTransient as exc:
+                stalls += isinstance(exc, IntelStalled)
+                # The caller's cancel scope carries the run's deadline: a retry must end before it.
+                remaining_s = anyio.current_effective_deadline() - anyio.current_time()
                 delay_s = retry_delay_s(
-                    self._policy, retry_index, rng=self._rng, retry_after_s=exc.retry_after_s
+                    self._policy,
+                    retry_index,
+                    rng=self._rng,
+                    retry_after_s=exc.retry_after_s,
+                    stalls=stalls,
+                    remaining_s=remaining_s,
                 )
                 if delay_s is None:
                     self._emit_failure(endpoint, attempt, started, exc, "failover", status=exc.status)
+                    spent = retry_index >= self._policy.retries or stalls > self._policy.stall_retries
+                    why = "" if spent else "; no time left before the deadline to retry"
                     raise IntelTransient(
-                        f"{exc} (after {attempt} attempts)",
+                        f"{exc} (after {attempt} attempts{why})",
                         retry_after_s=exc.retry_after_s,
                         status=exc.status,
                     ) from exc

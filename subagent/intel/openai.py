@@ -82,7 +82,12 @@ class OpenAIChat:
         if self._spec.stream:
             return await self._send_streaming(prepared)
         received = await post_json(
-            self._client, self._url, self._headers, prepared.payload, timeout_s=self._spec.request_timeout_s
+            self._client,
+            self._url,
+            self._headers,
+            prepared.payload,
+            timeout_s=self._spec.request_timeout_s,
+            idle_timeout_s=self._spec.read_idle_timeout_s,
         )
         return self._parse_body(received, prepared)
 

@@ -105,6 +105,7 @@ def endpoints(draw: st.DrawFn) -> EndpointSpec:
         context_window=draw(st.integers(min_value=1024, max_value=2**31)),
         max_output_tokens=draw(st.none() | st.integers(min_value=1, max_value=2**31)),
         request_timeout_s=draw(positive_floats),
+        read_idle_timeout_s=draw(positive_floats),
         first_token_timeout_s=draw(positive_floats),
         stream_idle_timeout_s=draw(positive_floats),
     )

@@ -56,7 +56,21 @@ class Hang:
     """Accept the request and never answer; the connection stays open until the client leaves."""
 
 
-Behaviour = Reply | Stream | Hang
+@dataclass(frozen=True)
+class Stall:
+    """Send the status line, the headers and the first `sent_bytes` of `reply`'s body, then nothing
+    until the client goes away (a server that wedged mid-reply)."""
+
+    reply: Reply
+    sent_bytes: int
+
+
+def stall_midway(reply: Reply) -> Stall:
+    """`reply`, stalled after half of its body."""
+    return Stall(reply, len(reply.body) // 2)
+
+
+Behaviour = Reply | Stream | Hang | Stall
 
 
 @dataclass(frozen=True)
@@ -325,6 +339,11 @@ class FakeLLM:
 
     async def _play(self, stream: SocketStream, behaviour: Behaviour) -> None:
         if isinstance(behaviour, Hang):
+            await anyio.sleep_forever()
+        if isinstance(behaviour, Stall):
+            reply = behaviour.reply
+            headers = {"content-length": str(len(reply.body)), **reply.headers}
+            await stream.send(_head(reply.status, headers) + reply.body[: behaviour.sent_bytes])
             await anyio.sleep_forever()
         if isinstance(behaviour, Reply):
             headers = {"content-length": str(len(behaviour.body)), **behaviour.headers}
