@@ -8,7 +8,11 @@ AgentError
  │    │                         stream idle past its bound, no first token): retried only once
  │    ├── IntelFatal            auth or unusable configuration: abort `intelligence` at once
  │    │    └── EndpointFatal    one endpoint's classified failure, with its kind and HTTP status
- │    │                         (subagent/intel/classify.py)
+ │    │         │               (subagent/intel/classify.py)
+ │    │         └── ToolsRejected  the endpoint refused the request's `tools`: an `auto` run
+ │    │                            switches to JSON actions (same module)
+ │    ├── ToolCallUnparsed      the server could not parse its model's tool call: returned as a
+ │    │                         malformed reply by the failover driver (subagent/intel/classify.py)
  │    ├── IntelUnavailable      retries and failover exhausted: abort `intelligence`
  │    └── ContextOverflow       the request did not fit: compact and retry once
  │         └── EndpointOverflow  one endpoint said so, with its HTTP status (same module)

@@ -67,10 +67,11 @@ class IntelligenceSection(Section):
         default_factory=dict, description="Extra HTTP headers (no credentials: use api_key_env)."
     )
     stream: bool = Field(default=False, description="Use server-sent-event streaming.")
-    tool_mode: Literal["native", "json"] = Field(
-        default="native",
-        description="`native`: the endpoint's tool calling; `json`: JSON actions in text, for models "
-        "without tool calling.",
+    tool_mode: Literal["auto", "native", "json"] = Field(
+        default="auto",
+        description="`auto`: native tool calls, switching the run to JSON actions when the endpoint "
+        "rejects tools, cannot parse its model's tool call, or the model writes its calls as text; "
+        "`native`: the endpoint's tool calling only; `json`: JSON actions in text from the start.",
     )
     context_window: int = Field(
         default=128_000, ge=1024, description="Model context window in tokens (drives compaction)."

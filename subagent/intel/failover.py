@@ -8,7 +8,8 @@ failure auth/config → `IntelFatal`, else `IntelUnavailable`, naming each endpo
 
 `intel.result` outcomes: `ok`; `malformed` (the reply could not be parsed, returned as a value);
 `retry` (this endpoint will be tried again after `retry_in_ms`); `failover` (this endpoint gave
-up); `fatal` (auth, a rejected request, or context overflow).
+up); `fatal` (auth, a rejected request — its tools included —, or context overflow). A server that
+could not parse its own model's tool call answers `malformed` too (`err: ToolCallUnparsed`).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from subagent.intel.breaker import (
     breaker_allows,
     reopens_in_s,
 )
-from subagent.intel.classify import EndpointFatal
+from subagent.intel.classify import EndpointFatal, ToolCallUnparsed, ToolsRejected
 from subagent.intel.endpoint import Endpoint, Prepared
 from subagent.intel.retry import RetryPolicy, retry_delay_s
 from subagent.messages import ModelReply, ModelRequest
@@ -94,7 +95,9 @@ class FailoverIntelligence:
                 continue
             try:
                 reply = await self._attempts(endpoint, request)
-            except ContextOverflow:
+            except (ContextOverflow, ToolsRejected):
+                # About this request, not the endpoint's health: the loop compacts, or switches
+                # to JSON actions, and asks again.
                 raise
             except (IntelTransient, IntelFatal, IntelUnavailable) as exc:
                 fatal_kind = exc.kind if isinstance(exc, IntelFatal) else None
@@ -154,6 +157,11 @@ class FailoverIntelligence:
                 await anyio.sleep(delay_s)
                 retry_index += 1
                 continue
+            except ToolCallUnparsed as exc:
+                # The model's malformed output, reported by its server: a reply for the loop to
+                # re-ask, never retried as if the endpoint were down.
+                self._emit_failure(endpoint, attempt, started, exc, "malformed", status=exc.status)
+                return ModelReply(malformed=str(exc), unparsed_tool_call=True)
             except IntelUnavailable as exc:
                 self._emit_failure(endpoint, attempt, started, exc, "failover", status=_status_of(exc))
                 raise
@@ -228,7 +236,14 @@ def _status_of(exc: IntelError) -> int | None:
 
 def _error_name(exc: IntelError) -> str:
     """The public class an error belongs to (adapters raise private subclasses)."""
-    for public in (ContextOverflow, IntelUnavailable, IntelFatal, IntelTransient):
+    for public in (
+        ToolsRejected,
+        ToolCallUnparsed,
+        ContextOverflow,
+        IntelUnavailable,
+        IntelFatal,
+        IntelTransient,
+    ):
         if isinstance(exc, public):
             return public.__name__
     return type(exc).__name__

@@ -302,6 +302,7 @@ async def test_json_action_mode_sends_tool_turns_as_plain_text(fake_llm: FakeLLM
             AssistantMessage('{"action": "tool", "tool": "demo__add", "arguments": {"a": 1}}', (call,)),
             ToolResultMessage("act_1", "demo__add", "2"),
         ),
+        json_actions=True,
     )
     fake_llm.enqueue(chat('{"action": "final", "result": "2"}'))
     endpoint = openai_spec(fake_llm, tool_mode="json")
