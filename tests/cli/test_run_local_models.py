@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import JsonValue
 
 from tests.support.fake_llm import FakeLLM, chat, error, stall_midway
 
@@ -57,14 +58,16 @@ def test_a_reply_that_stalls_midway_ends_with_the_intelligence_abort_within_the_
     assert final["abort"] == "intelligence"
 
 
-LLAMACPP_UNPARSED = {
+LLAMACPP_UNPARSED: JsonValue = {
     "error": {
         "code": 500,
         "message": "The model produced output that does not match the expected Hermes 2 Pro format",
         "type": "server_error",
     }
 }
-OLLAMA_NO_TOOLS = {"error": {"message": "registry.ollama.ai/library/gemma3:4b does not support tools"}}
+OLLAMA_NO_TOOLS: JsonValue = {
+    "error": {"message": "registry.ollama.ai/library/gemma3:4b does not support tools"}
+}
 WRITE_NOTE = json.dumps({"action": "tool", "tool": "note_write", "arguments": {"text": "seen"}})
 FINAL = json.dumps({"action": "final", "result": "noted"})
 

@@ -13,7 +13,14 @@ from pydantic import JsonValue
 from subagent.errors import IntelTransient
 from subagent.intel import open_intelligence
 from subagent.intel.classify import ToolCallUnparsed, ToolsRejected, classify_status
-from subagent.messages import ModelRequest, ToolSpec, UserMessage
+from subagent.messages import (
+    AssistantMessage,
+    ModelRequest,
+    ToolCall,
+    ToolResultMessage,
+    ToolSpec,
+    UserMessage,
+)
 from tests.intel.conftest import FAST_KNOBS, RecordingSink, openai_spec
 from tests.support.fake_llm import FakeLLM, chat, error, sse
 
@@ -86,7 +93,9 @@ def test_local_server_wordings_are_classified(status: int, payload: JsonValue, e
 
 
 def test_a_context_overflow_that_mentions_tools_is_still_an_overflow() -> None:
-    payload = {"error": {"message": "maximum context length is 4096 tokens; messages and tools use 5000"}}
+    payload: JsonValue = {
+        "error": {"message": "maximum context length is 4096 tokens; messages and tools use 5000"}
+    }
     assert type(classify_status(400, body(payload))).__name__ == "EndpointOverflow"
 
 
@@ -129,8 +138,6 @@ async def test_a_rejected_tools_field_is_raised_at_once_without_opening_the_brea
 
 
 async def test_a_switched_run_sends_its_native_history_as_text(fake_llm: FakeLLM) -> None:
-    from subagent.messages import AssistantMessage, ToolCall, ToolResultMessage
-
     history = (
         UserMessage("read it"),
         AssistantMessage("", (ToolCall("call_1", "fs__read_file", {"path": "a"}),)),
@@ -141,6 +148,11 @@ async def test_a_switched_run_sends_its_native_history_as_text(fake_llm: FakeLLM
         await intel.complete(ModelRequest(system="s", messages=history, json_actions=True))
     native, text = (r.json for r in fake_llm.requests)
     assert isinstance(native, dict) and isinstance(text, dict)
-    assert [m["role"] for m in native["messages"]] == ["system", "user", "assistant", "tool"]  # type: ignore[index, union-attr]
-    assert [m["role"] for m in text["messages"]] == ["system", "user", "assistant", "user"]  # type: ignore[index, union-attr]
+    assert roles(native["messages"]) == ["system", "user", "assistant", "tool"]
+    assert roles(text["messages"]) == ["system", "user", "assistant", "user"]
     assert "tools" not in text
+
+
+def roles(messages: JsonValue) -> list[JsonValue]:
+    assert isinstance(messages, list)
+    return [m.get("role") for m in messages if isinstance(m, dict)]
