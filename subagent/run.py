@@ -12,7 +12,7 @@ import json
 import math
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import anyio
 from pydantic import JsonValue
@@ -89,6 +89,8 @@ class Driver:
     def emit_notes(self) -> None:
         for note in self.state.notes:
             self.channel.emit(note.event, dict(note.fields))
+        # Emitted once: the next transition may keep adding to the same state's notes.
+        self.state = replace(self.state, notes=())
 
     async def drive(self, intel: Intelligence, tools: ToolRouter) -> Terminal:
         """Run the loop to a terminal status."""

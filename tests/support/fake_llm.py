@@ -74,6 +74,13 @@ Behaviour = Reply | Stream | Hang | Stall
 
 
 @dataclass(frozen=True)
+class Respond:
+    """Choose the behaviour from the request itself (concurrent clients, no queue order)."""
+
+    choose: Callable[[Recorded], Behaviour]
+
+
+@dataclass(frozen=True)
 class Recorded:
     method: str
     path: str
@@ -190,8 +197,8 @@ def chat_chunks(
 class FakeLLM:
     """The server. Use as a context manager; `base_url` is `http://127.0.0.1:<port>/v1`."""
 
-    def __init__(self, default: Behaviour | None = None) -> None:
-        self.default: Behaviour = default or chat("done")
+    def __init__(self, default: Behaviour | Respond | None = None) -> None:
+        self.default: Behaviour | Respond = default or chat("done")
         self._queue: deque[Behaviour] = deque()
         self._requests: list[Recorded] = []
         self._aborted = 0
@@ -305,7 +312,7 @@ class FakeLLM:
             self._requests.append(request)
             behaviour = self._queue.popleft() if self._queue else self.default
             self._changed.notify_all()
-            return behaviour
+        return behaviour.choose(request) if isinstance(behaviour, Respond) else behaviour
 
     async def _respond(
         self, stream: SocketStream, reader: BufferedByteReceiveStream, behaviour: Behaviour
