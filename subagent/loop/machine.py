@@ -103,7 +103,8 @@ def initial_state(payload: SpawnPayload, *, now: float) -> LoopState:
         context_window=primary.context_window,
         vacuous_reasks=payload.loop.vacuous_reasks,
         tool_mode="json" if primary.tool_mode == "json" else "native",
-        auto_tool_mode=primary.tool_mode == "auto",
+        # The scripted model plays its script's tool calls natively; there is nothing to detect.
+        auto_tool_mode=primary.tool_mode == "auto" and primary.kind != "scripted",
         contract=Contract(
             format=oc.format,
             schema=oc.schema_,
