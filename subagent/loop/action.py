@@ -25,7 +25,7 @@ MAX_DECODE_WORK = 64 * MAX_SCAN
 WINDOW = 4096
 # What is left after the decoder's error position when a reply stops mid-token: a literal, a
 # number's sign/fraction/exponent, or a \\u escape cut short.
-_CUT_TAIL = re.compile(r"t(r(ue?)?)?|f(a(l(se?)?)?)?|n(u(ll?)?)?|[-.eE][0-9]*|u[0-9a-fA-F]{0,3}")
+_CUT_TAIL = re.compile(r"t(r(ue?)?)?|f(a(l(se?)?)?)?|n(u(ll?)?)?|[-.eE][0-9]*|u[0-9a-fA-F]{0,4}")
 # What a candidate that ended in a RecursionError is charged (the depth Python allows).
 RECURSION_WORK = 1000
 ARGUMENT_KEYS = ("arguments", "args", "parameters", "action_input")

@@ -160,6 +160,8 @@ def test_parse_action_finds(text: str, expected: object) -> None:
     [
         pytest.param("plain words", "no JSON object in the reply", id="prose"),
         pytest.param('{"action": "final"', "is cut off", id="cut-off"),
+        pytest.param('{"action": "refuse", "reason": "\\u0007', "is cut off", id="cut-after-an-escape"),
+        pytest.param('{"action": "refuse", "reason": nu', "is cut off", id="cut-in-a-literal"),
         pytest.param(
             '{"action": "final", "result": tru}', "not valid JSON: expecting value", id="bad-literal"
         ),
