@@ -149,3 +149,22 @@ def test_on_model_reply_without_switching_keeps_native_calls_seen() -> None:
     assert isinstance(action, CallModel)
     after = on_model_reply(state, action, reply("", call(READ, path="a")), now=0, cancelled=False)
     assert after.native_calls_seen
+
+
+def test_an_endpoint_switched_once_is_remembered_for_the_process() -> None:
+    from subagent.intel import tool_memory
+    from subagent.loop.machine import with_json_actions
+
+    endpoint = EndpointSpec(kind="openai", base_url="http://127.0.0.1:9/v1", model="m")
+    other = EndpointSpec(kind="openai", base_url="http://127.0.0.1:9/v1", model="another")
+    tool_memory.forget_all()
+    try:
+        assert not tool_memory.needs_json_actions(endpoint)
+        tool_memory.remember_json_actions(endpoint)
+        assert tool_memory.needs_json_actions(endpoint)
+        assert not tool_memory.needs_json_actions(other)
+    finally:
+        tool_memory.forget_all()
+    state = with_json_actions(start_auto())
+    action = next_action(state, TurnView(tools=(spec(READ),)), now=0, cancelled=False)
+    assert isinstance(action, CallModel) and action.request.json_actions and not action.request.tools
