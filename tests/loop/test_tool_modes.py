@@ -7,7 +7,15 @@ import json
 
 from protocol.result import TerminalStatus as S
 from protocol.spawn import EndpointSpec
-from subagent.loop.machine import TurnView, initial_state, next_action, on_model_reply, on_tools_rejected
+from subagent.intel import tool_memory
+from subagent.loop.machine import (
+    TurnView,
+    initial_state,
+    next_action,
+    on_model_reply,
+    on_tools_rejected,
+    with_json_actions,
+)
 from subagent.loop.prompt import REFUSE_TOOL
 from subagent.loop.state import CallModel, LoopState
 from subagent.loop.tool_mode import written_tool_call
@@ -152,9 +160,6 @@ def test_on_model_reply_without_switching_keeps_native_calls_seen() -> None:
 
 
 def test_an_endpoint_switched_once_is_remembered_for_the_process() -> None:
-    from subagent.intel import tool_memory
-    from subagent.loop.machine import with_json_actions
-
     endpoint = EndpointSpec(kind="openai", base_url="http://127.0.0.1:9/v1", model="m")
     other = EndpointSpec(kind="openai", base_url="http://127.0.0.1:9/v1", model="another")
     tool_memory.forget_all()
