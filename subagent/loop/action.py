@@ -126,10 +126,10 @@ class _Scan:
                 value, end = _DECODER.raw_decode(chunk)
             except json.JSONDecodeError as exc:
                 self.work += exc.pos
-                cut_by_window = size < rest and (exc.pos >= size - 5 or exc.msg.startswith("Unterminated"))
-                if cut_by_window:
-                    continue
-                return _Broken(start, start + exc.pos, exc.msg, at_end=_ends_inside(chunk, exc))
+                ended = _ends_inside(chunk, exc)
+                if ended and size < rest:
+                    continue  # cut by the window, not by the reply: decode the whole rest
+                return _Broken(start, start + exc.pos, exc.msg, at_end=ended)
             except RecursionError:
                 self.work += RECURSION_WORK
                 return _Broken(start, start, "nested too deeply")

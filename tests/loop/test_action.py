@@ -202,3 +202,10 @@ def test_hostile_replies_are_parsed_within_the_work_budget(text: str) -> None:
 
 def test_extract_json_object_keeps_returning_the_first_object() -> None:
     assert action.extract_json_object('I think { is odd. {"a": 1} {"b": 2}') == {"a": 1}
+
+
+@pytest.mark.parametrize("length", [4070, 4085, 4090, 4095, 20_000])
+def test_an_action_longer_than_the_decode_window_is_found_whatever_token_the_window_cuts(length: int) -> None:
+    result = "a" * length + "\u0007 true -1.5e3 null"
+    text = "Here: {\n" + json.dumps({"action": "final", "result": result})[1:]
+    assert parse_action(text) == FinalAction(result)
