@@ -71,10 +71,14 @@ class EndpointSpec(_Wire):
     headers: dict[str, str] = Field(default_factory=dict)
     script_path: str | None = Field(default=None, max_length=4096)
     stream: bool = False
-    tool_mode: Literal["native", "json"] = "native"
+    # auto: native tool calls, switching the run to JSON actions when the endpoint or model
+    # shows it has none (docs/loop.md "Native tools and JSON actions").
+    tool_mode: Literal["native", "json", "auto"] = "auto"
     context_window: int = Field(default=128_000, ge=1024)
     max_output_tokens: int | None = Field(default=None, ge=1)
     request_timeout_s: float = Field(default=120.0, gt=0)
+    # Non-streaming: once the response has begun, the longest silence between body chunks.
+    read_idle_timeout_s: float = Field(default=30.0, gt=0)
     first_token_timeout_s: float = Field(default=60.0, gt=0)
     stream_idle_timeout_s: float = Field(default=30.0, gt=0)
 

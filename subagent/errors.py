@@ -4,9 +4,15 @@ is an observation, not one of these); the others are raised and handled inside o
 AgentError
  ├── IntelError                 the model endpoint(s)
  │    ├── IntelTransient        retryable (429, 5xx, network, stalled stream); never leaves intel/
+ │    │    └── IntelStalled     the endpoint went silent (no reply within request_timeout_s, a body or
+ │    │                         stream idle past its bound, no first token): retried only once
  │    ├── IntelFatal            auth or unusable configuration: abort `intelligence` at once
  │    │    └── EndpointFatal    one endpoint's classified failure, with its kind and HTTP status
- │    │                         (subagent/intel/classify.py)
+ │    │         │               (subagent/intel/classify.py)
+ │    │         └── ToolsRejected  the endpoint refused the request's `tools`: an `auto` run
+ │    │                            switches to JSON actions (same module)
+ │    ├── ToolCallUnparsed      the server could not parse its model's tool call: returned as a
+ │    │                         malformed reply by the failover driver (subagent/intel/classify.py)
  │    ├── IntelUnavailable      retries and failover exhausted: abort `intelligence`
  │    └── ContextOverflow       the request did not fit: compact and retry once
  │         └── EndpointOverflow  one endpoint said so, with its HTTP status (same module)
@@ -46,6 +52,13 @@ class IntelTransient(IntelError):
         super().__init__(message)
         self.retry_after_s = retry_after_s
         self.status = status
+
+
+class IntelStalled(IntelTransient):
+    """The endpoint went silent past a named timeout. Retried once, not `transport_retries` times:
+    each attempt already waited the whole timeout, and a server that went silent twice is wedged."""
+
+    kind = "stalled"
 
 
 class IntelFatal(IntelError):

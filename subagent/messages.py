@@ -64,13 +64,15 @@ class ToolSpec:
 
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
-    """One model call. `tools` is empty in JSON-action mode (the catalogue is in `system`)."""
+    """One model call. `tools` is empty in JSON-action mode (the catalogue is in `system`), and
+    `json_actions` tells the adapter to send earlier tool turns as plain text."""
 
     system: str
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...] = ()
     purpose: Literal["turn", "compact"] = "turn"
     max_output_tokens: int | None = None
+    json_actions: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +88,8 @@ class ModelReply:
     `refusal` is the provider's structured refusal (OpenAI `message.refusal`, Anthropic
     `stop_reason == "refusal"`, a content filter); `malformed` describes a reply the adapter
     could not parse at all — the loop turns it into an observation, never a crash.
+    `unparsed_tool_call` marks a malformed reply the *server* reported: it could not parse its
+    own model's output as a tool call (an `auto` tool mode then switches to JSON actions).
     """
 
     text: str = ""
@@ -95,6 +99,7 @@ class ModelReply:
     finish_reason: str | None = None
     model: str = ""
     malformed: str | None = None
+    unparsed_tool_call: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ import json
 import math
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import anyio
 from pydantic import JsonValue
@@ -24,6 +24,8 @@ from protocol.spawn import SpawnPayload
 from subagent.channel import ControlChannel
 from subagent.errors import ContextOverflow, IntelError, McpFatal
 from subagent.intel import Intelligence, open_intelligence
+from subagent.intel.classify import ToolsRejected
+from subagent.intel.tool_memory import needs_json_actions, remember_json_actions
 from subagent.loop.machine import (
     TurnView,
     initial_state,
@@ -31,7 +33,9 @@ from subagent.loop.machine import (
     on_context_overflow,
     on_model_reply,
     on_tool_results,
+    on_tools_rejected,
     terminal_for,
+    with_json_actions,
 )
 from subagent.loop.state import CallModel, CallTools, Finish, LoopState, Terminal
 from subagent.messages import ToolOutcome
@@ -69,16 +73,24 @@ class Driver:
         return self.channel.cancel_requested.is_set()
 
     def view(self, tools: ToolRouter) -> TurnView:
-        if tools.version != self._view_version:
+        if tools.version != self._view_version or self._view.tool_mode != self.state.config.tool_mode:
             specs = tools.specs()
             chars = sum(len(s.name) + len(s.description) + len(json.dumps(s.input_schema)) for s in specs)
             self._view = TurnView.build(self.state.config, specs, tools.resource_catalogue(), chars)
             self._view_version = tools.version
         return self._view
 
+    def remember_tool_mode(self, before: str) -> None:
+        """After an `auto` run switched to JSON actions, remember it for its endpoints."""
+        if before == "native" and self.state.config.tool_mode == "json":
+            for spec in self.payload.intelligence:
+                remember_json_actions(spec)
+
     def emit_notes(self) -> None:
         for note in self.state.notes:
             self.channel.emit(note.event, dict(note.fields))
+        # Emitted once: the next transition may keep adding to the same state's notes.
+        self.state = replace(self.state, notes=())
 
     async def drive(self, intel: Intelligence, tools: ToolRouter) -> Terminal:
         """Run the loop to a terminal status."""
@@ -94,6 +106,7 @@ class Driver:
                 await self._call_tools(tools, action)
 
     async def _call_model(self, intel: Intelligence, action: CallModel) -> None:
+        mode_before = self.state.config.tool_mode
         with self._interruptible() as scope:
             try:
                 reply = await intel.complete(action.request)
@@ -103,11 +116,19 @@ class Driver:
                 if fatal:
                     raise
                 return
+            except ToolsRejected as exc:
+                self.state, fatal = on_tools_rejected(self.state, action, str(exc))
+                self.emit_notes()
+                if fatal:
+                    raise
+                self.remember_tool_mode(mode_before)
+                return
         if scope.cancelled_caught:
             return
         self.state = on_model_reply(
             self.state, action, reply, now=anyio.current_time(), cancelled=self.cancelled
         )
+        self.remember_tool_mode(mode_before)
         call = self.state.budgets.last_call
         assert call is not None  # on_model_reply records every reply's usage
         usage = control.UsageParams(
@@ -200,7 +221,10 @@ def distill(value: JsonValue) -> JsonValue:
 
 async def run_async(payload: SpawnPayload, channel: ControlChannel) -> RunResult:
     """Connect, drive the loop, report the result, then tear down."""
-    driver = Driver(payload, channel, initial_state(payload, now=anyio.current_time()))
+    state = initial_state(payload, now=anyio.current_time())
+    if state.config.auto_tool_mode and needs_json_actions(payload.intelligence[0]):
+        state = with_json_actions(state)
+    driver = Driver(payload, channel, state)
     capture = payload.telemetry.capture_content
     channel.emit(
         "loop.start",

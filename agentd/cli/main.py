@@ -128,6 +128,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", metavar="NAME", help="model name (with --intelligence), else an endpoint name")
     p.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
     p.add_argument(
+        "--tool-mode",
+        choices=("auto", "native", "json"),
+        help="how the model calls tools: auto (native, switching to JSON actions when the endpoint "
+        "has no usable tool calling; the default), native, or json",
+    )
+    p.add_argument(
         "--log-content",
         action="store_true",
         help="log prompts, replies and tool payloads (default: lengths and hashes only)",

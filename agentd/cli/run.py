@@ -22,7 +22,7 @@ import anyio
 from agentd import logs
 from agentd.admission import SpecRejected, check_spec
 from agentd.cli.client_commands import UsageError, print_result, spec_from_args
-from agentd.config.load import Config, ConfigError, load_config
+from agentd.config.load import Config, ConfigError, load_config, merge_tables
 from agentd.journal.store import open_journal
 from agentd.options import journal_options, supervisor_options
 from agentd.root_payload import build_payload
@@ -93,6 +93,20 @@ def build_overrides(args: argparse.Namespace) -> tuple[dict[str, object], str | 
     return overrides, model, names
 
 
+def load_run_config(args: argparse.Namespace, state_dir: str, overrides: dict[str, object]) -> Config:
+    """The configuration `agentd run` uses: the file, the flags' overrides, and `--tool-mode` on
+    every endpoint (the task's endpoint and its fallbacks must share a tool mode).
+
+    Raises:
+        ConfigError: the configuration, with the overrides, is invalid.
+    """
+    config = load_config(args.config, state_dir=state_dir, overrides=overrides)
+    if args.tool_mode is None:
+        return config
+    modes = {"intelligence": {name: {"tool_mode": args.tool_mode} for name in config.file.intelligence}}
+    return load_config(args.config, state_dir=state_dir, overrides=merge_tables(overrides, modes))
+
+
 async def run_embedded(config: Config, spec: TaskSpec) -> TaskView:
     """Run one task under an in-process supervisor and return its final view."""
     set_child_subreaper()
@@ -131,7 +145,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         try:
             overrides, model, names = build_overrides(args)
-            config = load_config(args.config, state_dir=state_dir, overrides=overrides)
+            config = load_run_config(args, state_dir, overrides)
             spec = spec_from_args(args, model=model, mcp=names)
             check_spec(config, spec)
         except (UsageError, SpecRejected) as exc:

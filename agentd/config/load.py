@@ -133,6 +133,7 @@ class Config:
             context_window=section.context_window,
             max_output_tokens=section.max_output_tokens,
             request_timeout_s=section.request_timeout_s,
+            read_idle_timeout_s=section.read_idle_timeout_s,
             first_token_timeout_s=section.first_token_timeout_s,
             stream_idle_timeout_s=section.stream_idle_timeout_s,
         )

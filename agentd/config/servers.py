@@ -67,10 +67,11 @@ class IntelligenceSection(Section):
         default_factory=dict, description="Extra HTTP headers (no credentials: use api_key_env)."
     )
     stream: bool = Field(default=False, description="Use server-sent-event streaming.")
-    tool_mode: Literal["native", "json"] = Field(
-        default="native",
-        description="`native`: the endpoint's tool calling; `json`: JSON actions in text, for models "
-        "without tool calling.",
+    tool_mode: Literal["auto", "native", "json"] = Field(
+        default="auto",
+        description="`auto`: native tool calls, switching the run to JSON actions when the endpoint "
+        "rejects tools, cannot parse its model's tool call, or the model writes its calls as text; "
+        "`native`: the endpoint's tool calling only; `json`: JSON actions in text from the start.",
     )
     context_window: int = Field(
         default=128_000, ge=1024, description="Model context window in tokens (drives compaction)."
@@ -78,6 +79,11 @@ class IntelligenceSection(Section):
     max_output_tokens: int | None = Field(default=None, ge=1, description="Cap on tokens per reply.")
     request_timeout_s: Seconds = Field(
         default=_endpoint_default("request_timeout_s"), gt=0, description="One model request, at most."
+    )
+    read_idle_timeout_s: Seconds = Field(
+        default=_endpoint_default("read_idle_timeout_s"),
+        gt=0,
+        description="Non-streaming: longest silence within a reply once it has begun.",
     )
     first_token_timeout_s: Seconds = Field(
         default=_endpoint_default("first_token_timeout_s"), gt=0, description="Streaming: first token."

@@ -165,8 +165,11 @@ class AnthropicMessages:
         if spec.api_key is not None:
             self._headers["x-api-key"] = spec.api_key.get_secret_value()
         self._headers = checked_headers(self._headers)
-        encoder = encode_blocks if spec.tool_mode == "native" else _encode_text_blocks
-        self._messages: EncodeOnceCache[Message, tuple[str, bytes]] = EncodeOnceCache(encoder)
+        # One cache per tool mode: a run that switches to JSON actions re-encodes its history once.
+        self._messages: EncodeOnceCache[Message, tuple[str, bytes]] = EncodeOnceCache(encode_blocks)
+        self._text_messages: EncodeOnceCache[Message, tuple[str, bytes]] = EncodeOnceCache(
+            _encode_text_blocks
+        )
         self._tools: EncodeOnceCache[ToolSpec, bytes] = EncodeOnceCache(encode_tool)
 
     @property
@@ -180,7 +183,8 @@ class AnthropicMessages:
         }
         if request.system:
             head["system"] = request.system
-        tail = {"messages": join_array(merge_turns(self._messages.encode_all(request.messages)))}
+        cache = self._text_messages if request.json_actions else self._messages
+        tail = {"messages": join_array(merge_turns(cache.encode_all(request.messages)))}
         if request.tools:
             tail["tools"] = join_array(self._tools.encode_all(request.tools))
         body = with_fields(head, tail)
@@ -188,7 +192,12 @@ class AnthropicMessages:
 
     async def send(self, prepared: Prepared) -> Sent:
         received = await post_json(
-            self._client, self._url, self._headers, prepared.payload, timeout_s=self._spec.request_timeout_s
+            self._client,
+            self._url,
+            self._headers,
+            prepared.payload,
+            timeout_s=self._spec.request_timeout_s,
+            idle_timeout_s=self._spec.read_idle_timeout_s,
         )
         reply = reply_from_body(received, parse_message)
         if reply.malformed is None:

@@ -2,9 +2,16 @@
 
     401, 403                        -> IntelFatal (auth)              never retried
     429                             -> IntelTransient (rate limited)  Retry-After honoured
+    4xx/5xx: the server could not parse its own model's tool call
+                                    -> ToolCallUnparsed               the model's malformed output
+    4xx naming tools/functions, 5xx saying tools are unsupported
+                                    -> ToolsRejected (config)         auto tool mode: JSON actions
     408, 409, 5xx (incl. 529)       -> IntelTransient
     400, 413 saying "context length" / "prompt is too long" -> ContextOverflow
     any other 4xx                   -> IntelFatal (our request or config is wrong)
+
+The wordings are the servers' own (llama.cpp, vLLM, Ollama, LiteLLM relaying them); each phrase
+below names the server that says it.
 
 Messages carry the status and the provider's short error code or message, never the request
 content and never anything from an auth failure's body (some servers echo part of the key).
@@ -33,6 +40,29 @@ OVERFLOW_PHRASES = (
     "prompt is too long",
 )
 DETAIL_CHARS = 200
+# A server's parser failed on its own model's output (the model wrote prose or a fenced object
+# where the chat template expected a tool call). Matched in the lowercased error body.
+UNPARSED_TOOL_CALL_PHRASES = (
+    "the model produced output that does not match the expected",  # llama.cpp (500)
+    "failed to parse input at pos",  # llama.cpp (500)
+    "failed to parse tool call",  # llama.cpp: "... arguments as JSON" (500)
+    "error parsing tool call",  # Ollama (500)
+    "error in extracting tool call",  # vLLM tool parsers
+    "tool call parsing failed",  # Ollama's model-specific parsers
+)
+# The server does not take a `tools` field at all (or not this one). 5xx bodies must say one of
+# these; a 4xx body need only name tools or functions.
+TOOLS_REJECTED_PHRASES = (
+    "does not support tools",  # Ollama: "<model> does not support tools" (400)
+    "tools param requires",  # llama.cpp without --jinja: "tools param requires --jinja flag" (400/500)
+    "unsupported param: tools",  # older llama.cpp (500)
+    "tool choice requires",  # vLLM: '"auto" tool choice requires --enable-auto-tool-choice ...' (400)
+    "failed to parse tools",  # llama.cpp: a tool definition its template cannot take (500)
+    "does not support function",
+    "tool calling is not supported",
+    "tools are not supported",
+)
+_NAMES_TOOLS = re.compile(r"\btools?\b|tool_choice|tool[ _]calls?|\bfunctions?\b|function[ _]call")
 
 
 class EndpointFatal(IntelFatal):
@@ -42,6 +72,25 @@ class EndpointFatal(IntelFatal):
     def __init__(self, message: str, *, kind: Literal["auth", "config"], status: int | None = None) -> None:
         super().__init__(message)
         self.kind = kind
+        self.status = status
+
+
+class ToolsRejected(EndpointFatal):
+    """The endpoint refused the request's tools (the server or model has no tool calling). Fatal
+    for a `native` run; an `auto` run switches to JSON actions and asks again."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message, kind="config", status=status)
+
+
+class ToolCallUnparsed(IntelError):
+    """The server could not parse its own model's output as a tool call: the model's malformed
+    output, not an outage. The failover driver returns it as a malformed reply (never retried)."""
+
+    kind = "malformed"
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
         self.status = status
 
 
@@ -59,13 +108,37 @@ def classify_status(status: int, body: bytes, *, retry_after_s: float | None = N
         return EndpointFatal(f"authentication failed (HTTP {status})", kind="auth", status=status)
     if status == 429:
         return IntelTransient("rate limited (HTTP 429)", retry_after_s=retry_after_s, status=status)
+    text = _text(body).lower()
+    if says_tool_call_unparsed(text):
+        detail = error_detail(body) or "its parser rejected the output"
+        return ToolCallUnparsed(
+            f"the server could not parse the model's tool call (HTTP {status}): {detail}", status=status
+        )
+    if any(phrase in text for phrase in TOOLS_REJECTED_PHRASES):
+        return _tools_rejected(status, body, text)
     if status in TRANSIENT_STATUSES or status >= 500:
         return IntelTransient(f"server error (HTTP {status})", retry_after_s=retry_after_s, status=status)
     detail = error_detail(body)
     if status in OVERFLOW_STATUSES and says_context_overflow(body):
         return EndpointOverflow(f"context length exceeded (HTTP {status})", status=status)
+    if _NAMES_TOOLS.search(text):
+        # A 4xx about tools or functions (an unknown field, a schema the server cannot take).
+        return _tools_rejected(status, body, text)
     suffix = f": {detail}" if detail else ""
     return EndpointFatal(f"request rejected (HTTP {status}){suffix}", kind="config", status=status)
+
+
+def says_tool_call_unparsed(text: str) -> bool:
+    """Whether an error text says the server could not parse its model's tool call."""
+    lowered = text.lower()
+    return any(phrase in lowered for phrase in UNPARSED_TOOL_CALL_PHRASES)
+
+
+def _tools_rejected(status: int, body: bytes, text: str) -> ToolsRejected:
+    detail = error_detail(body) or re.sub(r"\s+", " ", text).strip()[:DETAIL_CHARS]
+    return ToolsRejected(
+        f"the endpoint rejected the request's tools (HTTP {status}): {detail}", status=status
+    )
 
 
 def says_context_overflow(body: bytes) -> bool:

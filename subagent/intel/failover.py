@@ -8,7 +8,8 @@ failure auth/config → `IntelFatal`, else `IntelUnavailable`, naming each endpo
 
 `intel.result` outcomes: `ok`; `malformed` (the reply could not be parsed, returned as a value);
 `retry` (this endpoint will be tried again after `retry_in_ms`); `failover` (this endpoint gave
-up); `fatal` (auth, a rejected request, or context overflow).
+up); `fatal` (auth, a rejected request — its tools included —, or context overflow). A server that
+could not parse its own model's tool call answers `malformed` too (`err: ToolCallUnparsed`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,14 @@ from typing import Literal
 import anyio
 from pydantic import JsonValue
 
-from subagent.errors import ContextOverflow, IntelError, IntelFatal, IntelTransient, IntelUnavailable
+from subagent.errors import (
+    ContextOverflow,
+    IntelError,
+    IntelFatal,
+    IntelStalled,
+    IntelTransient,
+    IntelUnavailable,
+)
 from subagent.intel.breaker import (
     Breaker,
     breaker_after_failure,
@@ -30,7 +38,7 @@ from subagent.intel.breaker import (
     breaker_allows,
     reopens_in_s,
 )
-from subagent.intel.classify import EndpointFatal
+from subagent.intel.classify import EndpointFatal, ToolCallUnparsed, ToolsRejected
 from subagent.intel.endpoint import Endpoint, Prepared
 from subagent.intel.retry import RetryPolicy, retry_delay_s
 from subagent.messages import ModelReply, ModelRequest
@@ -87,7 +95,9 @@ class FailoverIntelligence:
                 continue
             try:
                 reply = await self._attempts(endpoint, request)
-            except ContextOverflow:
+            except (ContextOverflow, ToolsRejected):
+                # About this request, not the endpoint's health: the loop compacts, or switches
+                # to JSON actions, and asks again.
                 raise
             except (IntelTransient, IntelFatal, IntelUnavailable) as exc:
                 fatal_kind = exc.kind if isinstance(exc, IntelFatal) else None
@@ -113,6 +123,7 @@ class FailoverIntelligence:
         """Try one endpoint until it answers, fails fatally, or its retries are spent."""
         prepared = endpoint.prepare(request)
         retry_index = 0
+        stalls = 0
         while True:
             attempt = retry_index + 1
             self._emit_call(endpoint, prepared, attempt)
@@ -120,13 +131,23 @@ class FailoverIntelligence:
             try:
                 sent = await endpoint.send(prepared)
             except IntelTransient as exc:
+                stalls += isinstance(exc, IntelStalled)
+                # The caller's cancel scope carries the run's deadline: a retry must end before it.
+                remaining_s = anyio.current_effective_deadline() - anyio.current_time()
                 delay_s = retry_delay_s(
-                    self._policy, retry_index, rng=self._rng, retry_after_s=exc.retry_after_s
+                    self._policy,
+                    retry_index,
+                    rng=self._rng,
+                    retry_after_s=exc.retry_after_s,
+                    stalls=stalls,
+                    remaining_s=remaining_s,
                 )
                 if delay_s is None:
                     self._emit_failure(endpoint, attempt, started, exc, "failover", status=exc.status)
+                    spent = retry_index >= self._policy.retries or stalls > self._policy.stall_retries
+                    why = "" if spent else "; no time left before the deadline to retry"
                     raise IntelTransient(
-                        f"{exc} (after {attempt} attempts)",
+                        f"{exc} (after {attempt} attempts{why})",
                         retry_after_s=exc.retry_after_s,
                         status=exc.status,
                     ) from exc
@@ -136,6 +157,11 @@ class FailoverIntelligence:
                 await anyio.sleep(delay_s)
                 retry_index += 1
                 continue
+            except ToolCallUnparsed as exc:
+                # The model's malformed output, reported by its server: a reply for the loop to
+                # re-ask, never retried as if the endpoint were down.
+                self._emit_failure(endpoint, attempt, started, exc, "malformed", status=exc.status)
+                return ModelReply(malformed=str(exc), unparsed_tool_call=True)
             except IntelUnavailable as exc:
                 self._emit_failure(endpoint, attempt, started, exc, "failover", status=_status_of(exc))
                 raise
@@ -210,7 +236,14 @@ def _status_of(exc: IntelError) -> int | None:
 
 def _error_name(exc: IntelError) -> str:
     """The public class an error belongs to (adapters raise private subclasses)."""
-    for public in (ContextOverflow, IntelUnavailable, IntelFatal, IntelTransient):
+    for public in (
+        ToolsRejected,
+        ToolCallUnparsed,
+        ContextOverflow,
+        IntelUnavailable,
+        IntelFatal,
+        IntelTransient,
+    ):
         if isinstance(exc, public):
             return public.__name__
     return type(exc).__name__

@@ -42,8 +42,9 @@ class OpenAIChat:
         if spec.stream:
             self._headers["accept"] = "text/event-stream"
         self._headers = checked_headers(self._headers)
-        encoder = encode_message if spec.tool_mode == "native" else _encode_text_turn
-        self._messages: EncodeOnceCache[Message, bytes] = EncodeOnceCache(encoder)
+        # One cache per tool mode: a run that switches to JSON actions re-encodes its history once.
+        self._messages: EncodeOnceCache[Message, bytes] = EncodeOnceCache(encode_message)
+        self._text_messages: EncodeOnceCache[Message, bytes] = EncodeOnceCache(_encode_text_turn)
         self._tools: EncodeOnceCache[ToolSpec, bytes] = EncodeOnceCache(encode_tool)
         self._system: tuple[str, bytes] | None = None
 
@@ -62,7 +63,8 @@ class OpenAIChat:
             head["stream_options"] = {"include_usage": True}
         if request.tools:
             head["tool_choice"] = "auto"
-        messages = self._messages.encode_all(request.messages)
+        cache = self._text_messages if request.json_actions else self._messages
+        messages = cache.encode_all(request.messages)
         if request.system:
             messages.insert(0, self._system_bytes(request.system))
         tail = {"messages": join_array(messages)}
@@ -82,7 +84,12 @@ class OpenAIChat:
         if self._spec.stream:
             return await self._send_streaming(prepared)
         received = await post_json(
-            self._client, self._url, self._headers, prepared.payload, timeout_s=self._spec.request_timeout_s
+            self._client,
+            self._url,
+            self._headers,
+            prepared.payload,
+            timeout_s=self._spec.request_timeout_s,
+            idle_timeout_s=self._spec.read_idle_timeout_s,
         )
         return self._parse_body(received, prepared)
 
@@ -105,6 +112,9 @@ class OpenAIChat:
             return self._parse_body(streamed.plain, prepared)
         if streamed.problem is not None:
             return Sent(ModelReply(malformed=streamed.problem), streamed.status)
+        if stream.server_error is not None and stream.unparsed_tool_call:
+            malformed = f"the server could not parse the model's tool call: {stream.server_error}"
+            return Sent(ModelReply(malformed=malformed, unparsed_tool_call=True), streamed.status)
         if stream.server_error is not None:
             raise IntelTransient(stream.server_error, status=streamed.status)
         if stream.problem is None and not stream.complete:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from pydantic import JsonValue
 
+from subagent.intel.classify import says_tool_call_unparsed
 from subagent.intel.openai_wire import parse_usage, refusal_of
 from subagent.intel.replies import decode_arguments
 from subagent.intel.reply_body import NotJson, decode_json
@@ -46,6 +47,8 @@ class ChatStream:
         self.problem: str | None = None
         # Set when the server sent an error object mid-stream; the adapter retries.
         self.server_error: str | None = None
+        # Set when the error chunk says the server could not parse its model's tool call.
+        self.unparsed_tool_call = False
 
     def on_event(self, event: SseEvent) -> bool:
         if event.data.strip() == DONE:
@@ -64,6 +67,7 @@ class ChatStream:
             self.server_error = (
                 f"the stream reported an error ({code})" if code else "the stream reported an error"
             )
+            self.unparsed_tool_call = says_tool_call_unparsed(json.dumps(error))
             return True
         if isinstance(chunk.get("model"), str):
             self._model = str(chunk["model"])

@@ -3,7 +3,9 @@
 Backoff starts at `backoff_initial_s`, doubles up to `backoff_max_s`, and is jittered into the
 upper half of that step so a fleet of subagents does not retry in lockstep. A server's
 `Retry-After` is a lower bound on the wait, capped so a hostile value cannot park a run.
-The effectful side (the failover driver) only sleeps for what this module returns.
+A stall (the endpoint went silent past a timeout) is retried at most `stall_retries` times, and
+no retry starts when its backoff would reach the run's deadline. The effectful side (the
+failover driver) only sleeps for what this module returns.
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ from email.utils import parsedate_to_datetime
 from protocol.spawn import LoopKnobs
 
 RETRY_AFTER_CAP_S = 60.0
+# A stalled attempt already waited a whole timeout; one more try covers a dropped connection,
+# a second silence means the server is wedged (and four would quadruple the wait).
+STALL_RETRIES = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +31,7 @@ class RetryPolicy:
     initial_s: float
     max_s: float
     retry_after_cap_s: float = RETRY_AFTER_CAP_S
+    stall_retries: int = STALL_RETRIES
 
     @classmethod
     def from_knobs(cls, knobs: LoopKnobs) -> RetryPolicy:
@@ -48,18 +54,24 @@ def retry_delay_s(
     *,
     rng: random.Random,
     retry_after_s: float | None = None,
+    stalls: int = 0,
+    remaining_s: float = math.inf,
 ) -> float | None:
-    """Seconds to wait before retry `retry_index`, or None when the retries are spent.
+    """Seconds to wait before retry `retry_index`, or None when no retry should follow.
 
     The jittered backoff lies in `[step / 2, step]`; a server's `Retry-After` raises it to at
-    least `min(retry_after_s, retry_after_cap_s)`.
+    least `min(retry_after_s, retry_after_cap_s)`. None when the retries are spent, when
+    `stalls` (stalled attempts so far) exceeds `stall_retries`, or when the wait would not end
+    before the deadline `remaining_s` away.
     """
-    if retry_index >= policy.retries:
+    if retry_index >= policy.retries or stalls > policy.stall_retries:
         return None
     step = backoff_step_s(policy, retry_index)
     delay = step / 2 + rng.uniform(0.0, step / 2)
     if retry_after_s is not None and retry_after_s > 0:
         delay = max(delay, min(retry_after_s, policy.retry_after_cap_s))
+    if delay >= remaining_s:
+        return None
     return delay
 
 

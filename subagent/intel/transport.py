@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import anyio
 import httpx2
 
-from subagent.errors import IntelError, IntelTransient
+from subagent.errors import IntelError, IntelStalled, IntelTransient
 from subagent.intel.classify import EndpointFatal, classify_status
 from subagent.intel.reply_body import (
     MAX_BODY_BYTES,
@@ -70,19 +70,33 @@ def open_client() -> httpx2.AsyncClient:
 
 
 async def post_json(
-    client: httpx2.AsyncClient, url: str, headers: Mapping[str, str], body: bytes, *, timeout_s: float
+    client: httpx2.AsyncClient,
+    url: str,
+    headers: Mapping[str, str],
+    body: bytes,
+    *,
+    timeout_s: float,
+    idle_timeout_s: float,
 ) -> Received:
-    """POST `body` and read the whole reply within `timeout_s`; a non-2xx reply raises."""
+    """POST `body` and read the whole reply; a non-2xx reply raises.
+
+    The exchange must end within `timeout_s`; once the response has begun (its headers came),
+    no silence between body chunks may exceed `idle_timeout_s`. Either bound raises
+    `IntelStalled`: a server that sends half a body and stops is cut off at the idle bound,
+    not the (much longer) total one.
+    """
     with anyio.move_on_after(timeout_s):
         try:
             async with client.stream("POST", url, content=body, headers=dict(headers)) as response:
-                await _raise_for_status(response)
-                return await _read_body(response)
+                with anyio.CancelScope(deadline=anyio.current_time() + idle_timeout_s) as idle:
+                    await _raise_for_status(response, idle, idle_timeout_s)
+                    return await _read_body(response, idle, idle_timeout_s)
         except httpx2.HTTPError as exc:
             raise translate_http_error(exc) from exc
         except httpx2.InvalidURL as exc:
             raise EndpointFatal("the endpoint base_url is not a valid URL", kind="config") from exc
-    raise IntelTransient(f"no reply within request_timeout_s={timeout_s:g}")
+        raise IntelStalled(f"the reply stalled: no data for read_idle_timeout_s={idle_timeout_s:g}")
+    raise IntelStalled(f"no reply within request_timeout_s={timeout_s:g}")
 
 
 async def post_sse(
@@ -98,7 +112,7 @@ async def post_sse(
     """POST `body` and feed each server-sent event to `on_event` until it returns True or EOF.
 
     The first event must arrive within `first_token_timeout_s` of sending; after that, no gap
-    between events may exceed `idle_timeout_s`. Either stall raises `IntelTransient`.
+    between events may exceed `idle_timeout_s`. Either stall raises `IntelStalled`.
     """
     events_seen = 0
     done = False
@@ -106,10 +120,11 @@ async def post_sse(
     with anyio.CancelScope(deadline=anyio.current_time() + first_token_timeout_s) as scope:
         try:
             async with client.stream("POST", url, content=body, headers=dict(headers)) as response:
-                await _raise_for_status(response)
+                await _raise_for_status(response, scope, idle_timeout_s)
                 status = response.status_code
                 if is_json_content_type(response.headers.get("content-type", "")):
-                    return Streamed(status, plain=await _read_body(response))
+                    scope.deadline = anyio.current_time() + idle_timeout_s
+                    return Streamed(status, plain=await _read_body(response, scope, idle_timeout_s))
                 parser = SseParser()
                 cap = BodyCap(MAX_BODY_BYTES)
                 async for chunk in response.aiter_bytes():
@@ -144,27 +159,32 @@ async def post_sse(
     if done:
         return Streamed(status)  # complete; only the drain ran out of time (the connection closes)
     if events_seen == 0:
-        raise IntelTransient(
+        raise IntelStalled(
             f"stream stalled: no first event within first_token_timeout_s={first_token_timeout_s:g}"
         )
-    raise IntelTransient(f"stream stalled: no event for stream_idle_timeout_s={idle_timeout_s:g}")
+    raise IntelStalled(f"stream stalled: no event for stream_idle_timeout_s={idle_timeout_s:g}")
 
 
-async def _read_body(response: httpx2.Response) -> Received:
+async def _read_body(response: httpx2.Response, idle: anyio.CancelScope, idle_timeout_s: float) -> Received:
+    """The body, capped; every chunk pushes the `idle` scope's deadline `idle_timeout_s` further."""
     cap = BodyCap(MAX_BODY_BYTES, keep_bytes=MAX_BODY_BYTES)
     async for chunk in response.aiter_bytes():
+        idle.deadline = anyio.current_time() + idle_timeout_s
         if not cap.take(chunk):
             return Received(response.status_code, b"", oversized=True)
     return Received(response.status_code, cap.head)
 
 
-async def _raise_for_status(response: httpx2.Response) -> None:
+async def _raise_for_status(
+    response: httpx2.Response, idle: anyio.CancelScope, idle_timeout_s: float
+) -> None:
     status = response.status_code
     if 200 <= status < 300:
         return
     # Only the head of an error body is read: enough for its code and message.
     body = BodyCap(MAX_ERROR_BODY_BYTES, keep_bytes=MAX_ERROR_BODY_BYTES)
     async for chunk in response.aiter_bytes():
+        idle.deadline = anyio.current_time() + idle_timeout_s
         body.take(chunk)
         if body.head_full:
             break

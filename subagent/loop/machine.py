@@ -4,6 +4,7 @@
     on_model_reply(state, action, reply, ...)     -> state   (turn, or the compaction call)
     on_tool_results(state, outcomes, ...)         -> state
     on_context_overflow(state, action)            -> (state, fatal)
+    on_tools_rejected(state, action)              -> (state, fatal)
 
 Pure: the driver supplies time, the cancel flag and the environment (`TurnView`).
 """
@@ -17,7 +18,7 @@ from pydantic import JsonValue
 
 from protocol.result import RunUsage, TerminalStatus, interrupted_status
 from protocol.spawn import SpawnPayload
-from subagent.loop import context, progress, prompt, stop, verify
+from subagent.loop import context, progress, prompt, stop, tool_mode, verify
 from subagent.loop.action import (
     ACTION_FORMAT,
     FinalAction,
@@ -68,6 +69,8 @@ class TurnView:
     # Set by `build`: the rendered system prompt and the tools as offered (with `task_refuse`).
     system: str | None = None
     offered: tuple[ToolSpec, ...] = ()
+    # The tool mode `system` and `offered` were rendered for.
+    tool_mode: str = ""
 
     @staticmethod
     def build(
@@ -76,7 +79,12 @@ class TurnView:
         offered = (*tools, prompt.refuse_tool_spec()) if config.tool_mode == "native" else tools
         system = prompt.system_prompt(config, resources=resources, tools=offered)
         return TurnView(
-            tools=tools, resources=resources, tools_chars=tools_chars, system=system, offered=offered
+            tools=tools,
+            resources=resources,
+            tools_chars=tools_chars,
+            system=system,
+            offered=offered,
+            tool_mode=config.tool_mode,
         )
 
 
@@ -94,7 +102,9 @@ def initial_state(payload: SpawnPayload, *, now: float) -> LoopState:
         high_water=payload.loop.compaction_high_water,
         context_window=primary.context_window,
         vacuous_reasks=payload.loop.vacuous_reasks,
-        tool_mode=primary.tool_mode,
+        tool_mode="json" if primary.tool_mode == "json" else "native",
+        # The scripted model plays its script's tool calls natively; there is nothing to detect.
+        auto_tool_mode=primary.tool_mode == "auto" and primary.kind != "scripted",
         contract=Contract(
             format=oc.format,
             schema=oc.schema_,
@@ -135,16 +145,18 @@ def next_action(state: LoopState, view: TurnView, *, now: float, cancelled: bool
         return CallTools(tuple(p.call for p in state.pending if p.refusal is None))
 
     cfg = state.config
-    if view.system is None:
+    if view.system is None or view.tool_mode != cfg.tool_mode:
         view = TurnView.build(cfg, view.tools, view.resources, view.tools_chars)
     assert view.system is not None
     tools = view.offered
+    json_actions = cfg.tool_mode == "json"
     request = ModelRequest(
         system=view.system,
         messages=(*state.head, *state.transcript),
-        tools=tools if cfg.tool_mode == "native" else (),
+        tools=() if json_actions else tools,
         purpose="turn",
         max_output_tokens=cfg.max_output_tokens,
+        json_actions=json_actions,
     )
     chars = len(view.system) + state.chars + view.tools_chars
     last_call = state.budgets.last_call
@@ -160,6 +172,7 @@ def next_action(state: LoopState, view: TurnView, *, now: float, cancelled: bool
             system=context.COMPACTION_SYSTEM,
             messages=context.compaction_messages(state.head, state.transcript),
             purpose="compact",
+            json_actions=json_actions,
         )
         return CallModel(compact, offered=frozenset())
     return CallModel(request, offered=frozenset(t.name for t in tools))
@@ -212,12 +225,27 @@ def on_model_reply(
             f"Your previous reply could not be used ({reply.malformed}). "
             "Reply again with a tool call or your final answer."
         )
+        if reply.unparsed_tool_call and _may_switch(state):
+            # The server's tool-call parser failed on what the model wrote (typically prose and a
+            # fenced object): our own tolerant parser reads exactly that, so use JSON actions.
+            state = _switch_to_json(state, "tool_call_unparsed", reply.malformed)
+            obs = (
+                f"Your previous reply could not be used ({reply.malformed}). "
+                f"From now on, call tools with JSON actions instead. {ACTION_FORMAT}"
+            )
         state = _append(state, UserMessage(obs, kind="observation"))
         state = _note_error(state, "malformed_reply", reply.malformed)
         return _end_turn(progress.record_signature(state, None), "malformed", now, cancelled)
 
     if state.config.tool_mode == "json":
         return _on_json_reply(state, reply, action.offered, now=now, cancelled=cancelled)
+
+    if reply.tool_calls:
+        state = replace(state, native_calls_seen=True)
+    elif _may_switch(state) and not state.native_calls_seen:
+        written = tool_mode.written_tool_call(reply.text, action.offered - {prompt.REFUSE_TOOL})
+        if written is not None:
+            return _on_written_tool_call(state, reply, written, action.offered, now=now, cancelled=cancelled)
 
     state = _remember_partial(state, reply.text)
     refusal = next((c for c in reply.tool_calls if c.name == prompt.REFUSE_TOOL), None)
@@ -235,6 +263,42 @@ def on_model_reply(
             _append(state, assistant), reply.text, reply.tool_calls, action.offered, now, cancelled
         )
     return _on_final(_append(state, assistant), reply.text, reply.text, now, cancelled)
+
+
+def _may_switch(state: LoopState) -> bool:
+    return state.config.auto_tool_mode and state.config.tool_mode == "native"
+
+
+def _switch_to_json(state: LoopState, why: str, detail: str) -> LoopState:
+    """Switch the run to JSON actions for good (the tool catalogue moves into the system prompt)."""
+    state = replace(state, config=replace(state.config, tool_mode="json"))
+    return _note_error(state, why, f"switched the run to JSON actions: {detail}")
+
+
+def _on_written_tool_call(
+    state: LoopState,
+    reply: ModelReply,
+    written: ToolAction | str,
+    offered: frozenset[str],
+    *,
+    now: float,
+    cancelled: bool,
+) -> LoopState:
+    """An `auto` run whose model wrote a tool call as text: switch to JSON actions, whose system
+    prompt carries the instructions. A call written as JSON runs at once; a tool only named in
+    prose gets the instructions as a re-ask (an idle turn)."""
+    json_offered = offered - {prompt.REFUSE_TOOL}
+    if isinstance(written, ToolAction):
+        state = _switch_to_json(state, "prose_tool_call", f"the model wrote a call to {written.tool} as text")
+        return _on_json_reply(state, reply, json_offered, now=now, cancelled=cancelled)
+    state = _switch_to_json(state, "prose_tool_call", f"the model described a call to {written} in prose")
+    obs = (
+        "You described a tool call instead of making one, so no tool ran. Tools are now called with "
+        f"JSON actions. {ACTION_FORMAT}\nIf your previous reply was your final answer, send it again as "
+        'a "final" action.'
+    )
+    state = _append(_append(state, AssistantMessage(reply.text)), UserMessage(obs, kind="observation"))
+    return _end_turn(progress.record_signature(state, None), "prose_tool_call", now, cancelled)
 
 
 def _on_json_reply(
@@ -422,6 +486,20 @@ def on_context_overflow(state: LoopState, action: CallModel) -> tuple[LoopState,
     if state.overflow_retried or not _compactable(state.transcript):
         return state, True
     return replace(state, force_compaction=True, overflow_retried=True, notes=()), False
+
+
+def with_json_actions(state: LoopState) -> LoopState:
+    """An `auto` run that starts in JSON actions (its endpoint is known to need them)."""
+    return replace(state, config=replace(state.config, tool_mode="json"))
+
+
+def on_tools_rejected(state: LoopState, action: CallModel, detail: str) -> tuple[LoopState, bool]:
+    """The endpoint refused the request's tools: an `auto` run switches to JSON actions and asks
+    again (no step is spent: nothing was generated); `True` = fatal (a `native` run, or no tools
+    were sent, so switching cannot help)."""
+    if action.request.purpose != "turn" or not action.request.tools or not _may_switch(state):
+        return state, True
+    return _switch_to_json(replace(state, notes=()), "tools_rejected", detail), False
 
 
 # ---- shared steps --------------------------------------------------------------------------

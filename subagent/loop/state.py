@@ -41,7 +41,10 @@ class LoopConfig:
     high_water: float = 0.75
     context_window: int = 128_000
     vacuous_reasks: int = 1
+    # The run's current tool mode; with `auto_tool_mode` it starts native and may switch to
+    # JSON actions once (never back: the transcript then holds JSON actions).
     tool_mode: ToolMode = "native"
+    auto_tool_mode: bool = False
     contract: Contract = Contract()
     max_output_tokens: int | None = None
 
@@ -106,6 +109,8 @@ class LoopState:
     last_signature: str | None = None
     idle_turns: int = 0
     vacuous_reasks_used: int = 0
+    # The model has made a native tool call this run: its later prose is an answer, not a call.
+    native_calls_seen: bool = False
     # Invariant: set between a CallTools action and its on_tool_results.
     pending: tuple[PlannedCall, ...] | None = None
     pending_text: str = ""

@@ -156,13 +156,17 @@ async def test_cancelling_during_a_retry_sleep_returns_promptly(fake_llm: FakeLL
     fake_llm.enqueue(error(429, headers={"retry-after": "30"}))
     sink = RecordingSink()
     async with open_intelligence([openai_spec(fake_llm)], FAST_KNOBS, sink=sink) as intel:
-        with anyio.move_on_after(5) as outer:
+        # The outer deadline lies beyond the 30 s wait (a retry that cannot end before the
+        # deadline is not planned at all); the cancel must land long before either.
+        with anyio.move_on_after(45) as outer:
+            started = anyio.current_time()
             async with anyio.create_task_group() as tg:
                 tg.start_soon(intel.complete, REQUEST)
                 await fake_llm.wait_requests(1)
                 await sink.wait_results(1)
                 tg.cancel_scope.cancel()
     assert not outer.cancelled_caught
+    assert anyio.current_time() - started < 5
     assert sink.results()[0]["retry_in_ms"] == 30_000
     assert len(fake_llm.requests) == 1
 

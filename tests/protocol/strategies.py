@@ -101,10 +101,11 @@ def endpoints(draw: st.DrawFn) -> EndpointSpec:
         headers=draw(st.dictionaries(short_text, short_text, max_size=3)),
         script_path=draw(nonempty_text) if kind == "scripted" else None,
         stream=draw(st.booleans()),
-        tool_mode=draw(st.sampled_from(["native", "json"])),
+        tool_mode=draw(st.sampled_from(["native", "json", "auto"])),
         context_window=draw(st.integers(min_value=1024, max_value=2**31)),
         max_output_tokens=draw(st.none() | st.integers(min_value=1, max_value=2**31)),
         request_timeout_s=draw(positive_floats),
+        read_idle_timeout_s=draw(positive_floats),
         first_token_timeout_s=draw(positive_floats),
         stream_idle_timeout_s=draw(positive_floats),
     )

@@ -56,7 +56,28 @@ class Hang:
     """Accept the request and never answer; the connection stays open until the client leaves."""
 
 
-Behaviour = Reply | Stream | Hang
+@dataclass(frozen=True)
+class Stall:
+    """Send the status line, the headers and the first `sent_bytes` of `reply`'s body, then nothing
+    until the client goes away (a server that wedged mid-reply)."""
+
+    reply: Reply
+    sent_bytes: int
+
+
+def stall_midway(reply: Reply) -> Stall:
+    """`reply`, stalled after half of its body."""
+    return Stall(reply, len(reply.body) // 2)
+
+
+Behaviour = Reply | Stream | Hang | Stall
+
+
+@dataclass(frozen=True)
+class Respond:
+    """Choose the behaviour from the request itself (concurrent clients, no queue order)."""
+
+    choose: Callable[[Recorded], Behaviour]
 
 
 @dataclass(frozen=True)
@@ -176,8 +197,8 @@ def chat_chunks(
 class FakeLLM:
     """The server. Use as a context manager; `base_url` is `http://127.0.0.1:<port>/v1`."""
 
-    def __init__(self, default: Behaviour | None = None) -> None:
-        self.default: Behaviour = default or chat("done")
+    def __init__(self, default: Behaviour | Respond | None = None) -> None:
+        self.default: Behaviour | Respond = default or chat("done")
         self._queue: deque[Behaviour] = deque()
         self._requests: list[Recorded] = []
         self._aborted = 0
@@ -291,7 +312,7 @@ class FakeLLM:
             self._requests.append(request)
             behaviour = self._queue.popleft() if self._queue else self.default
             self._changed.notify_all()
-            return behaviour
+        return behaviour.choose(request) if isinstance(behaviour, Respond) else behaviour
 
     async def _respond(
         self, stream: SocketStream, reader: BufferedByteReceiveStream, behaviour: Behaviour
@@ -325,6 +346,11 @@ class FakeLLM:
 
     async def _play(self, stream: SocketStream, behaviour: Behaviour) -> None:
         if isinstance(behaviour, Hang):
+            await anyio.sleep_forever()
+        if isinstance(behaviour, Stall):
+            reply = behaviour.reply
+            headers = {"content-length": str(len(reply.body)), **reply.headers}
+            await stream.send(_head(reply.status, headers) + reply.body[: behaviour.sent_bytes])
             await anyio.sleep_forever()
         if isinstance(behaviour, Reply):
             headers = {"content-length": str(len(behaviour.body)), **behaviour.headers}
