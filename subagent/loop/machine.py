@@ -17,7 +17,7 @@ from pydantic import JsonValue
 
 from protocol.result import RunUsage, TerminalStatus, interrupted_status
 from protocol.spawn import SpawnPayload
-from subagent.loop import context, progress, prompt, stop, verify
+from subagent.loop import context, progress, prompt, stop, verify, wrapup
 from subagent.loop.action import (
     ACTION_FORMAT,
     FinalAction,
@@ -148,13 +148,28 @@ def next_action(state: LoopState, view: TurnView, *, now: float, cancelled: bool
     )
     chars = len(view.system) + state.chars + view.tools_chars
     last_call = state.budgets.last_call
-    estimate = stop.estimate_next(chars, last_call.tokens_in if last_call is not None else None)
-    halt = stop.pre_call_stop(state, now=now, cancelled=cancelled, estimate=estimate)
+    last_prompt = last_call.tokens_in if last_call is not None else None
+    estimate = stop.estimate_next(chars, last_prompt)
+    closing = wrapup.message(cfg, TerminalStatus.EXHAUSTED_STEPS)
+    wrap_estimate = stop.estimate_next(len(view.system) + state.chars + len(closing.text), last_prompt)
+    # Stop when not even the smallest wrap-up call fits what is left of the token budget.
+    halt = stop.pre_call_stop(
+        state, now=now, cancelled=cancelled, estimate=wrap_estimate + wrapup.MIN_WRAP_UP_OUTPUT_TOKENS
+    )
     if halt is not None:
         return Finish(terminal_for(state, halt))
-    wants_compaction = state.force_compaction or stop.needs_compaction(
-        estimate, cfg.context_window, cfg.high_water
+    wrap = wrapup.plan(state, turn_estimate=estimate, wrap_estimate=wrap_estimate)
+    wants_compaction = state.force_compaction or (
+        wrap is None and stop.needs_compaction(estimate, cfg.context_window, cfg.high_water)
     )
+    if wrap is not None and not state.force_compaction:
+        last = ModelRequest(
+            system=view.system,
+            messages=(*state.head, *state.transcript, wrapup.message(cfg, wrap.status)),
+            purpose="wrap_up",
+            max_output_tokens=wrap.max_output_tokens,
+        )
+        return CallModel(last, offered=frozenset(), wrap_up=wrap.status)
     if wants_compaction and _compactable(state.transcript):
         compact = ModelRequest(
             system=context.COMPACTION_SYSTEM,
@@ -207,6 +222,8 @@ def on_model_reply(
         return _finish(
             state, TerminalStatus.REFUSED, reply.refusal or "refused by the model provider", "refused"
         )
+    if action.wrap_up is not None:
+        return _on_wrap_up(state, action.wrap_up, reply)
     if reply.malformed is not None:
         obs = (
             f"Your previous reply could not be used ({reply.malformed}). "
@@ -388,6 +405,15 @@ def _on_final(state: LoopState, result: JsonValue, text: str, now: float, cancel
     )
     signature = progress.turn_signature(text, [verdict.observation])
     return _end_turn(progress.record_signature(state, signature), "verify_failed", now, cancelled)
+
+
+def _on_wrap_up(state: LoopState, status: TerminalStatus, reply: ModelReply) -> LoopState:
+    """The wrap-up call's answer ends the run: a partial labeled with the budget that ran out."""
+    result, partial, refused = wrapup.answer(state, reply)
+    if refused:
+        return _finish(state, TerminalStatus.REFUSED, str(result), "refused")
+    terminal = Terminal(status=status, result=result, partial=partial, reason="wrap_up")
+    return replace(state, terminal=terminal, notes=(*state.notes, _step_note(state, "wrap_up")))
 
 
 # ---- compaction and overflow ---------------------------------------------------------------
