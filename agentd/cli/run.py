@@ -22,6 +22,7 @@ import anyio
 from agentd import logs
 from agentd.admission import SpecRejected, check_spec
 from agentd.cli.client_commands import UsageError, print_result, spec_from_args
+from agentd.cli.outcome import outcome_line
 from agentd.config.load import Config, ConfigError, load_config
 from agentd.journal.store import open_journal
 from agentd.options import journal_options, supervisor_options
@@ -145,4 +146,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         shutil.rmtree(state_dir, ignore_errors=True)
     print_result(view, sys.stdout)
     sys.stdout.flush()
+    line = outcome_line("run", view)
+    if line is not None:
+        sys.stderr.write(line + "\n")
     return view.exit_code if view.exit_code is not None else 1
