@@ -5,8 +5,10 @@ AgentError
  ├── IntelError                 the model endpoint(s)
  │    ├── IntelTransient        retryable (429, 5xx, network, stalled stream); never leaves intel/
  │    ├── IntelFatal            auth or unusable configuration: abort `intelligence` at once
- │    │    └── EndpointFatal    one endpoint's classified failure, with its kind and HTTP status
- │    │                         (subagent/intel/classify.py)
+ │    │    ├── EndpointFatal    one endpoint's classified failure, with its kind and HTTP status
+ │    │    │                    (subagent/intel/classify.py)
+ │    │    └── ContextTooSmall  the fixed part of every request (system prompt, task, tool
+ │    │                         catalogue) leaves no room for a reply in the context window
  │    ├── IntelUnavailable      retries and failover exhausted: abort `intelligence`
  │    └── ContextOverflow       the request did not fit: compact and retry once
  │         └── EndpointOverflow  one endpoint said so, with its HTTP status (same module)
@@ -52,6 +54,12 @@ class IntelFatal(IntelError):
     """Authentication failure or a configuration the endpoint rejects: retrying cannot help."""
 
     kind = "auth"
+
+
+class ContextTooSmall(IntelFatal):
+    """The system prompt, task and tool catalogue alone leave no room for a reply (loop/window.py)."""
+
+    kind = "context_window"
 
 
 class IntelUnavailable(IntelError):

@@ -22,11 +22,13 @@ from protocol.exit_codes import ExitCode
 from protocol.result import RunError, RunResult, RunUsage, TerminalStatus, cap_text, interrupted_status
 from protocol.spawn import SpawnPayload
 from subagent.channel import ControlChannel
-from subagent.errors import ContextOverflow, IntelError, McpFatal
+from subagent.errors import ContextOverflow, ContextTooSmall, IntelError, McpFatal
 from subagent.intel import Intelligence, open_intelligence
+from subagent.loop import window
 from subagent.loop.machine import (
     TurnView,
     initial_state,
+    message_chars,
     next_action,
     on_context_overflow,
     on_model_reply,
@@ -34,7 +36,7 @@ from subagent.loop.machine import (
     terminal_for,
 )
 from subagent.loop.state import CallModel, CallTools, Finish, LoopState, Terminal
-from subagent.messages import ToolOutcome
+from subagent.messages import ToolOutcome, ToolSpec
 from subagent.telemetry import describe
 from subagent.tools import ToolRouter, open_tools
 
@@ -69,12 +71,32 @@ class Driver:
         return self.channel.cancel_requested.is_set()
 
     def view(self, tools: ToolRouter) -> TurnView:
+        """This turn's tools and system prompt, rebuilt when the catalogue changed.
+
+        Raises:
+            ContextTooSmall: the system prompt, task and tool catalogue leave no room for a reply.
+        """
         if tools.version != self._view_version:
             specs = tools.specs()
-            chars = sum(len(s.name) + len(s.description) + len(json.dumps(s.input_schema)) for s in specs)
-            self._view = TurnView.build(self.state.config, specs, tools.resource_catalogue(), chars)
-            self._view_version = tools.version
+            chars = sum(tool_chars(s) for s in specs)
+            view = TurnView.build(self.state.config, specs, tools.resource_catalogue(), chars)
+            self._check_head(view)
+            self._view, self._view_version = view, tools.version
         return self._view
+
+    def _check_head(self, view: TurnView) -> None:
+        config = self.state.config
+        assert view.system is not None  # TurnView.build renders it
+        in_system = view.tools_chars if config.tool_mode == "json" else 0
+        size = window.head_size(
+            config,
+            prompt_chars=len(view.system) - in_system + sum(message_chars(m) for m in self.state.head),
+            catalogue_chars=view.tools_chars,
+            tools=len(view.tools),
+        )
+        problem = window.head_problem(size)
+        if problem is not None:
+            raise ContextTooSmall(problem)
 
     def emit_notes(self) -> None:
         for note in self.state.notes:
@@ -174,6 +196,16 @@ class Driver:
 
     def usage(self) -> RunUsage:
         return self.state.budgets.used
+
+
+# The provider's envelope around one tool definition (`{"type":"function","function":{…}}`).
+TOOL_ENVELOPE_CHARS = 48
+
+
+def tool_chars(spec: ToolSpec) -> int:
+    """One tool definition's size as sent (compact JSON), for the forward estimate."""
+    schema = json.dumps(spec.input_schema, separators=(",", ":"), ensure_ascii=False)
+    return TOOL_ENVELOPE_CHARS + len(spec.name) + len(spec.description) + len(schema)
 
 
 class ChannelLink:

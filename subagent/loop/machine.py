@@ -17,7 +17,7 @@ from pydantic import JsonValue
 
 from protocol.result import RunUsage, TerminalStatus, interrupted_status
 from protocol.spawn import SpawnPayload
-from subagent.loop import context, progress, prompt, stop, verify, wrapup
+from subagent.loop import context, progress, prompt, stop, verify, window, wrapup
 from subagent.loop.action import (
     ACTION_FORMAT,
     FinalAction,
@@ -160,7 +160,9 @@ def next_action(state: LoopState, view: TurnView, *, now: float, cancelled: bool
         return Finish(terminal_for(state, halt))
     wrap = wrapup.plan(state, turn_estimate=estimate, wrap_estimate=wrap_estimate)
     wants_compaction = state.force_compaction or (
-        wrap is None and stop.needs_compaction(estimate, cfg.context_window, cfg.high_water)
+        wrap is None
+        and stop.needs_compaction(estimate, cfg.context_window, cfg.high_water)
+        and _worth_compacting(state)
     )
     if wrap is not None and not state.force_compaction:
         last = ModelRequest(
@@ -175,9 +177,30 @@ def next_action(state: LoopState, view: TurnView, *, now: float, cancelled: bool
             system=context.COMPACTION_SYSTEM,
             messages=context.compaction_messages(state.head, state.transcript),
             purpose="compact",
+            max_output_tokens=window.summary_tokens(cfg.context_window),
         )
         return CallModel(compact, offered=frozenset())
     return CallModel(request, offered=frozenset(t.name for t in tools))
+
+
+def _verbatim_results(state: LoopState) -> list[ToolResultMessage]:
+    return [m for m in state.transcript if isinstance(m, ToolResultMessage) and not m.stubbed]
+
+
+def _kept_after_compaction(state: LoopState) -> int:
+    sizes = [len(m.text) for m in _verbatim_results(state)]
+    return window.kept_after_compaction(sizes, state.config.keep_verbatim, state.config.context_window)
+
+
+def _worth_compacting(state: LoopState) -> bool:
+    """Lever 2 only when it frees meaningful room (loop/window.py); computed only near the mark."""
+    keep = _kept_after_compaction(state)
+    kept = sum(len(m.text) for m in _verbatim_results(state)[-keep:]) if keep else 0
+    return window.worth_compacting(
+        transcript_chars=sum(message_chars(m) for m in state.transcript),
+        kept_chars=kept,
+        context_window=state.config.context_window,
+    )
 
 
 def _compactable(transcript: tuple[Message, ...]) -> bool:
@@ -421,7 +444,7 @@ def _on_wrap_up(state: LoopState, status: TerminalStatus, reply: ModelReply) -> 
 
 def _on_compacted(state: LoopState, request: ModelRequest, reply: ModelReply) -> LoopState:
     budgets = _record_usage(state, request, reply, step=False)
-    keep = state.config.keep_verbatim
+    keep = _kept_after_compaction(state)
     if reply.malformed is not None or verify.is_vacuous(reply.text):
         transcript = context.mechanical_compaction(state.transcript, keep)
         how = "mechanical"
@@ -441,7 +464,7 @@ def _on_compacted(state: LoopState, request: ModelRequest, reply: ModelReply) ->
 def on_context_overflow(state: LoopState, action: CallModel) -> tuple[LoopState, bool]:
     """The endpoint rejected a request as too long: compact and retry once; `True` = fatal."""
     if action.request.purpose == "compact":
-        transcript = context.mechanical_compaction(state.transcript, state.config.keep_verbatim)
+        transcript = context.mechanical_compaction(state.transcript, _kept_after_compaction(state))
         note = Note("loop.compact", {"how": "mechanical", "messages_before": len(state.transcript)})
         state = _reset_transcript(state, transcript)
         return replace(state, force_compaction=False, compactions=state.compactions + 1, notes=(note,)), False

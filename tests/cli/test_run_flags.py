@@ -152,3 +152,23 @@ def test_log_content_shows_the_models_replies_and_tool_calls_at_info(tmp_path: P
     assert quiet.returncode == 0
     assert "intel.result" not in events_of(quiet.stderr)
     assert "let me add" not in quiet.stderr
+
+
+MANY_TOOLS = Path(__file__).resolve().parents[1] / "fixtures" / "mcp_many_tools.py"
+
+
+def test_a_context_window_too_small_for_the_catalogue_exits_4_naming_the_sizes(tmp_path: Path) -> None:
+    mcp = f"fs={sys.executable} {MANY_TOOLS}"
+    done = run(
+        "x", "--intelligence", script(tmp_path, [{"text": "x"}]), "--mcp", mcp, "--context-window", "1024"
+    )
+    assert done.returncode == 4, done.stderr[-2000:]
+    line = [ln for ln in done.stderr.splitlines() if not ln.startswith("{")][-1]
+    assert "crashed, abort intelligence (exit 4)" in line
+    assert "context_window: the fixed part of every request does not fit" in line
+    assert "1024-token window" in line
+
+    roomy = run(
+        "x", "--intelligence", script(tmp_path, [{"text": "fine"}]), "--mcp", mcp, "--context-window", "8192"
+    )
+    assert roomy.returncode == 0, roomy.stderr[-2000:]
