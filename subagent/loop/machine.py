@@ -164,14 +164,6 @@ def next_action(state: LoopState, view: TurnView, *, now: float, cancelled: bool
         and stop.needs_compaction(estimate, cfg.context_window, cfg.high_water)
         and _worth_compacting(state)
     )
-    if wrap is not None and not state.force_compaction:
-        last = ModelRequest(
-            system=view.system,
-            messages=(*state.head, *state.transcript, wrapup.message(cfg, wrap.status)),
-            purpose="wrap_up",
-            max_output_tokens=wrap.max_output_tokens,
-        )
-        return CallModel(last, offered=frozenset(), wrap_up=wrap.status)
     if wants_compaction and _compactable(state.transcript):
         compact = ModelRequest(
             system=context.COMPACTION_SYSTEM,
@@ -180,6 +172,14 @@ def next_action(state: LoopState, view: TurnView, *, now: float, cancelled: bool
             max_output_tokens=window.summary_tokens(cfg.context_window),
         )
         return CallModel(compact, offered=frozenset())
+    if wrap is not None:
+        last = ModelRequest(
+            system=view.system,
+            messages=(*state.head, *state.transcript, wrapup.message(cfg, wrap.status)),
+            purpose="wrap_up",
+            max_output_tokens=wrap.max_output_tokens,
+        )
+        return CallModel(last, offered=frozenset(), wrap_up=wrap.status)
     return CallModel(request, offered=frozenset(t.name for t in tools))
 
 

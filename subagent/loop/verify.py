@@ -80,13 +80,16 @@ def json_readings(result: JsonValue) -> list[JsonValue]:
     value (from a JSON action) is its own first reading.
     """
     readings: list[JsonValue] = []
+    seen: set[str] = set()
     pending: list[tuple[JsonValue, int]] = (
         [(v, 0) for v in _text_readings(result)] if isinstance(result, str) else [(result, 0)]
     )
     while pending:
         value, depth = pending.pop(0)
-        if value in readings:
+        key = json.dumps(value, sort_keys=True)  # by encoding: `1 == True` in Python, not in JSON
+        if key in seen:
             continue
+        seen.add(key)
         readings.append(value)
         if isinstance(value, str) and depth < MAX_UNWRAP:
             pending[:0] = [(v, depth + 1) for v in _text_readings(value)]

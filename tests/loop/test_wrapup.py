@@ -6,12 +6,13 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
 from protocol.result import TerminalStatus as S
 from subagent.loop import wrapup
-from subagent.loop.machine import TurnView, next_action
+from subagent.loop.machine import TurnView, next_action, on_context_overflow, on_model_reply
 from subagent.loop.state import CallModel
 from subagent.messages import ModelReply, ModelRequest, ToolOutcome, UserMessage
 from tests.loop.simulate import ToolFn, call, drive, reply, start
@@ -141,3 +142,18 @@ def test_the_wrap_up_cap_respects_a_small_budget_and_the_endpoints_limit() -> No
     assert wrapup.output_cap(start().config) == wrapup.WRAP_UP_OUTPUT_TOKENS
     assert wrapup.output_cap(start(limits={"max_tokens": 800}).config) == 100
     assert wrapup.output_cap(start(limits={"max_tokens": 100}).config) == wrapup.MIN_WRAP_UP_OUTPUT_TOKENS
+
+
+def test_an_overflowing_wrap_up_compacts_then_wraps_up() -> None:
+    mid = drive(start(limits={"max_steps": 3}), [reply("", call("t", n=1))], counter_tool()).state
+    used = mid.budgets.used.model_copy(update={"steps": 2})
+    mid = replace(mid, terminal=None, budgets=replace(mid.budgets, used=used))
+    wrap = next_action(mid, TurnView(), now=0, cancelled=False)
+    assert isinstance(wrap, CallModel) and wrap.wrap_up is S.EXHAUSTED_STEPS
+    retried, fatal = on_context_overflow(mid, wrap)
+    assert not fatal
+    compact = next_action(retried, TurnView(), now=0, cancelled=False)
+    assert isinstance(compact, CallModel) and compact.request.purpose == "compact"
+    after = on_model_reply(retried, compact, reply("SUMMARY"), now=0, cancelled=False)
+    again = next_action(after, TurnView(), now=0, cancelled=False)
+    assert isinstance(again, CallModel) and again.wrap_up is S.EXHAUSTED_STEPS
