@@ -7,10 +7,12 @@ AgentError
  │    │    └── IntelStalled     the endpoint went silent (no reply within request_timeout_s, a body or
  │    │                         stream idle past its bound, no first token): retried only once
  │    ├── IntelFatal            auth or unusable configuration: abort `intelligence` at once
- │    │    └── EndpointFatal    one endpoint's classified failure, with its kind and HTTP status
- │    │         │               (subagent/intel/classify.py)
- │    │         └── ToolsRejected  the endpoint refused the request's `tools`: an `auto` run
- │    │                            switches to JSON actions (same module)
+ │    │    ├── EndpointFatal    one endpoint's classified failure, with its kind and HTTP status
+ │    │    │    │               (subagent/intel/classify.py)
+ │    │    │    └── ToolsRejected  the endpoint refused the request's `tools`: an `auto` run
+ │    │    │                       switches to JSON actions (same module)
+ │    │    └── ContextTooSmall  the fixed part of every request (system prompt, task, tool
+ │    │                         catalogue) leaves no room for a reply in the context window
  │    ├── ToolCallUnparsed      the server could not parse its model's tool call: returned as a
  │    │                         malformed reply by the failover driver (subagent/intel/classify.py)
  │    ├── IntelUnavailable      retries and failover exhausted: abort `intelligence`
@@ -65,6 +67,12 @@ class IntelFatal(IntelError):
     """Authentication failure or a configuration the endpoint rejects: retrying cannot help."""
 
     kind = "auth"
+
+
+class ContextTooSmall(IntelFatal):
+    """The system prompt, task and tool catalogue alone leave no room for a reply (loop/window.py)."""
+
+    kind = "context_window"
 
 
 class IntelUnavailable(IntelError):

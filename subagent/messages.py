@@ -70,7 +70,8 @@ class ModelRequest:
     system: str
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...] = ()
-    purpose: Literal["turn", "compact"] = "turn"
+    # "wrap_up": the last call of a run whose budget ran out, tools disabled (loop/wrapup.py).
+    purpose: Literal["turn", "compact", "wrap_up"] = "turn"
     max_output_tokens: int | None = None
     json_actions: bool = False
 

@@ -22,13 +22,15 @@ from protocol.exit_codes import ExitCode
 from protocol.result import RunError, RunResult, RunUsage, TerminalStatus, cap_text, interrupted_status
 from protocol.spawn import SpawnPayload
 from subagent.channel import ControlChannel
-from subagent.errors import ContextOverflow, IntelError, McpFatal
+from subagent.errors import ContextOverflow, ContextTooSmall, IntelError, McpFatal
 from subagent.intel import Intelligence, open_intelligence
 from subagent.intel.classify import ToolsRejected
 from subagent.intel.tool_memory import needs_json_actions, remember_json_actions
+from subagent.loop import window
 from subagent.loop.machine import (
     TurnView,
     initial_state,
+    message_chars,
     next_action,
     on_context_overflow,
     on_model_reply,
@@ -38,7 +40,7 @@ from subagent.loop.machine import (
     with_json_actions,
 )
 from subagent.loop.state import CallModel, CallTools, Finish, LoopState, Terminal
-from subagent.messages import ToolOutcome
+from subagent.messages import ToolOutcome, ToolSpec
 from subagent.telemetry import describe
 from subagent.tools import ToolRouter, open_tools
 
@@ -73,11 +75,17 @@ class Driver:
         return self.channel.cancel_requested.is_set()
 
     def view(self, tools: ToolRouter) -> TurnView:
+        """This turn's tools and system prompt, rebuilt when the catalogue changed.
+
+        Raises:
+            ContextTooSmall: the system prompt, task and tool catalogue leave no room for a reply.
+        """
         if tools.version != self._view_version or self._view.tool_mode != self.state.config.tool_mode:
             specs = tools.specs()
-            chars = sum(len(s.name) + len(s.description) + len(json.dumps(s.input_schema)) for s in specs)
-            self._view = TurnView.build(self.state.config, specs, tools.resource_catalogue(), chars)
-            self._view_version = tools.version
+            chars = sum(tool_chars(s) for s in specs)
+            view = TurnView.build(self.state.config, specs, tools.resource_catalogue(), chars)
+            self._check_head(view)
+            self._view, self._view_version = view, tools.version
         return self._view
 
     def remember_tool_mode(self, before: str) -> None:
@@ -85,6 +93,20 @@ class Driver:
         if before == "native" and self.state.config.tool_mode == "json":
             for spec in self.payload.intelligence:
                 remember_json_actions(spec)
+
+    def _check_head(self, view: TurnView) -> None:
+        config = self.state.config
+        assert view.system is not None  # TurnView.build renders it
+        in_system = view.tools_chars if config.tool_mode == "json" else 0
+        size = window.head_size(
+            config,
+            prompt_chars=len(view.system) - in_system + sum(message_chars(m) for m in self.state.head),
+            catalogue_chars=view.tools_chars,
+            tools=len(view.tools),
+        )
+        problem = window.head_problem(size)
+        if problem is not None:
+            raise ContextTooSmall(problem)
 
     def emit_notes(self) -> None:
         for note in self.state.notes:
@@ -195,6 +217,16 @@ class Driver:
 
     def usage(self) -> RunUsage:
         return self.state.budgets.used
+
+
+# The provider's envelope around one tool definition (`{"type":"function","function":{…}}`).
+TOOL_ENVELOPE_CHARS = 48
+
+
+def tool_chars(spec: ToolSpec) -> int:
+    """One tool definition's size as sent (compact JSON), for the forward estimate."""
+    schema = json.dumps(spec.input_schema, separators=(",", ":"), ensure_ascii=False)
+    return TOOL_ENVELOPE_CHARS + len(spec.name) + len(spec.description) + len(schema)
 
 
 class ChannelLink:

@@ -18,6 +18,7 @@ from typing import TextIO
 from pydantic import JsonValue, ValidationError
 
 from agentd.api.client import ApiClient
+from agentd.cli.outcome import outcome_line
 from agentd.errors import AgentdError, ApiClientError
 from protocol.api import (
     INVALID_SPEC,
@@ -208,6 +209,10 @@ def cmd_submit(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
         out.write(view.model_dump_json() + "\n")
     else:
         print_result(view, out)
+    out.flush()
+    line = outcome_line("submit", view)
+    if line is not None:
+        sys.stderr.write(line + "\n")
     return view.exit_code if view.exit_code is not None else ExitCode.FAILURE
 
 

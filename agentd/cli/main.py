@@ -42,6 +42,34 @@ def _limits_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _run_model_args(parser: argparse.ArgumentParser) -> None:
+    """`agentd run`'s endpoint and logging switches (they override the configuration)."""
+    parser.add_argument(
+        "--stream",
+        action="store_true",
+        default=None,
+        help="stream the model's replies (server-sent events) from the run's endpoints",
+    )
+    parser.add_argument(
+        "--context-window",
+        type=int,
+        metavar="N",
+        help="the model's context window in tokens (default 128000; drives compaction)",
+    )
+    level = parser.add_mutually_exclusive_group()
+    level.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="log at debug level: every model call and reply, tool call and step",
+    )
+    level.add_argument(
+        "--log-level",
+        choices=["debug", "info", "warning", "error"],
+        help="log level on stderr (default: the config's daemon.log_level, info)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agentd",
@@ -147,6 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
         "NAME (repeatable)",
     )
     _limits_args(p)
+    _run_model_args(p)
 
     p = sub.add_parser("config", help="validate, describe or show configuration")
     csub = p.add_subparsers(dest="config_command", required=True, metavar="SUBCOMMAND")

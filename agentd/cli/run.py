@@ -22,6 +22,7 @@ import anyio
 from agentd import logs
 from agentd.admission import SpecRejected, check_spec
 from agentd.cli.client_commands import UsageError, print_result, spec_from_args
+from agentd.cli.outcome import outcome_line
 from agentd.config.load import Config, ConfigError, load_config, merge_tables
 from agentd.journal.store import open_journal
 from agentd.options import journal_options, supervisor_options
@@ -88,8 +89,14 @@ def build_overrides(args: argparse.Namespace) -> tuple[dict[str, object], str | 
         names.append(name)
     if servers:
         overrides["mcp"] = servers
+    daemon: dict[str, object] = {}
     if args.log_content:
-        overrides["daemon"] = {"log_content": True}
+        daemon["log_content"] = True
+    level = "debug" if args.verbose else args.log_level
+    if level is not None:
+        daemon["log_level"] = level
+    if daemon:
+        overrides["daemon"] = daemon
     return overrides, model, names
 
 
@@ -105,6 +112,33 @@ def load_run_config(args: argparse.Namespace, state_dir: str, overrides: dict[st
         return config
     modes = {"intelligence": {name: {"tool_mode": args.tool_mode} for name in config.file.intelligence}}
     return load_config(args.config, state_dir=state_dir, overrides=merge_tables(overrides, modes))
+
+
+def endpoint_flags(args: argparse.Namespace) -> dict[str, object]:
+    """The endpoint keys `--stream` and `--context-window` set."""
+    table: dict[str, object] = {}
+    if args.stream:
+        table["stream"] = True
+    if args.context_window is not None:
+        table["context_window"] = args.context_window
+    return table
+
+
+def with_endpoint_flags(
+    config: Config, overrides: dict[str, object], model: str | None, flags: dict[str, object]
+) -> dict[str, object]:
+    """`overrides` plus `flags` on every endpoint the run may use: its model and that model's fallbacks.
+
+    An unknown model name is left alone here: the spec check reports it.
+    """
+    if not config.file.intelligence:
+        return overrides
+    chosen = config.default_model if model is None else model
+    section = config.file.intelligence.get(chosen)
+    if section is None:
+        return overrides
+    tables = {name: dict(flags) for name in (chosen, *section.fallback)}
+    return merge_tables(overrides, {"intelligence": tables})
 
 
 async def run_embedded(config: Config, spec: TaskSpec) -> TaskView:
@@ -140,12 +174,17 @@ async def run_embedded(config: Config, spec: TaskSpec) -> TaskView:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    logs.configure("info")
     state_dir = tempfile.mkdtemp(prefix="agentd-run-")
     try:
         try:
             overrides, model, names = build_overrides(args)
             config = load_run_config(args, state_dir, overrides)
+            flags = endpoint_flags(args)
+            if flags:
+                # Loaded again so the flag values get exactly the checks file values get.
+                overrides = with_endpoint_flags(config, overrides, model, flags)
+                config = load_run_config(args, state_dir, overrides)
+            logs.configure(config.daemon.log_level)
             spec = spec_from_args(args, model=model, mcp=names)
             check_spec(config, spec)
         except (UsageError, SpecRejected) as exc:
@@ -159,4 +198,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         shutil.rmtree(state_dir, ignore_errors=True)
     print_result(view, sys.stdout)
     sys.stdout.flush()
+    line = outcome_line("run", view)
+    if line is not None:
+        sys.stderr.write(line + "\n")
     return view.exit_code if view.exit_code is not None else 1

@@ -36,6 +36,9 @@ from protocol.spawn import SpawnPayload
 
 FIELD_CAP = 2000
 INFO_EVENTS = frozenset({"loop.start", "loop.final", "loop.error", "mcp.connect"})
+# With content capture on (`--log-content`), the model's replies are what the person asked to see:
+# they are logged at info too, not only at debug.
+CONTENT_EVENTS = frozenset({"intel.result"})
 # How long the end of a run waits for its nodes beyond the kill ladder's own bound.
 TEARDOWN_SLACK_S = 5.0
 
@@ -90,7 +93,10 @@ class NodeListener:
     def on_event(self, child: SupervisedChild, params: control.EventParams) -> None:
         fields = {k: (v[:FIELD_CAP] if isinstance(v, str) else v) for k, v in params.fields.items()}
         fields.pop("handle", None)
-        level = "info" if params.event in INFO_EVENTS else "debug"
+        shown = params.event in INFO_EVENTS or (
+            params.event in CONTENT_EVENTS and self.node.payload.telemetry.capture_content
+        )
+        level = "info" if shown else "debug"
         getattr(self.log, level)(params.event, pid=child.pid, comp=_comp(params.event), **fields)
         self._journal(params.event, fields)
 

@@ -14,6 +14,7 @@ could not parse its own model's tool call answers `malformed` too (`err: ToolCal
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -41,8 +42,11 @@ from subagent.intel.breaker import (
 from subagent.intel.classify import EndpointFatal, ToolCallUnparsed, ToolsRejected
 from subagent.intel.endpoint import Endpoint, Prepared
 from subagent.intel.retry import RetryPolicy, retry_delay_s
-from subagent.messages import ModelReply, ModelRequest
+from subagent.messages import ModelReply, ModelRequest, ToolCall
 from subagent.telemetry import EventSink, describe
+
+# With content capture on, each tool call of a reply is logged with its arguments cut here.
+MAX_CAPTURED_ARGUMENTS = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +56,12 @@ class _EndpointFailure:
     name: str
     error: str
     fatal_kind: str | None
+
+
+def _captured_call(call: ToolCall) -> str:
+    """`name {arguments}` as the model wrote them (or as parsed, when no raw text was kept), cut."""
+    raw = call.raw_arguments or (json.dumps(call.arguments, ensure_ascii=False) if call.arguments else "{}")
+    return f"{call.name[:64]} {raw[:MAX_CAPTURED_ARGUMENTS]}"
 
 
 class FailoverIntelligence:
@@ -180,8 +190,13 @@ class FailoverIntelligence:
             }
             if reply.finish_reason is not None:
                 fields["finish_reason"] = reply.finish_reason
+            if reply.tool_calls:
+                fields["tool_calls"] = [call.name[:64] for call in reply.tool_calls]
             if self._capture:
                 fields.update(describe(reply.text, capture=True, prefix="reply"))
+                if reply.tool_calls:
+                    # What the model asked for, as it wrote it (content: only with capture on).
+                    fields["reply_tool_calls"] = [_captured_call(call) for call in reply.tool_calls]
             self._sink("intel.result", fields)
             return reply
 

@@ -18,7 +18,7 @@ from pydantic import JsonValue
 
 from protocol.result import RunUsage, TerminalStatus, interrupted_status
 from protocol.spawn import SpawnPayload
-from subagent.loop import context, progress, prompt, stop, tool_mode, verify
+from subagent.loop import context, progress, prompt, stop, tool_mode, verify, window, wrapup
 from subagent.loop.action import (
     ACTION_FORMAT,
     FinalAction,
@@ -160,22 +160,63 @@ def next_action(state: LoopState, view: TurnView, *, now: float, cancelled: bool
     )
     chars = len(view.system) + state.chars + view.tools_chars
     last_call = state.budgets.last_call
-    estimate = stop.estimate_next(chars, last_call.tokens_in if last_call is not None else None)
-    halt = stop.pre_call_stop(state, now=now, cancelled=cancelled, estimate=estimate)
+    last_prompt = last_call.tokens_in if last_call is not None else None
+    estimate = stop.estimate_next(chars, last_prompt)
+    closing = wrapup.message(cfg, TerminalStatus.EXHAUSTED_STEPS)
+    wrap_estimate = stop.estimate_next(len(view.system) + state.chars + len(closing.text), last_prompt)
+    # Stop when not even the smallest wrap-up call fits what is left of the token budget.
+    halt = stop.pre_call_stop(
+        state, now=now, cancelled=cancelled, estimate=wrap_estimate + wrapup.MIN_WRAP_UP_OUTPUT_TOKENS
+    )
     if halt is not None:
         return Finish(terminal_for(state, halt))
-    wants_compaction = state.force_compaction or stop.needs_compaction(
-        estimate, cfg.context_window, cfg.high_water
+    wrap = wrapup.plan(state, turn_estimate=estimate, wrap_estimate=wrap_estimate)
+    wants_compaction = state.force_compaction or (
+        wrap is None
+        and stop.needs_compaction(estimate, cfg.context_window, cfg.high_water)
+        and _worth_compacting(state)
     )
     if wants_compaction and _compactable(state.transcript):
         compact = ModelRequest(
             system=context.COMPACTION_SYSTEM,
             messages=context.compaction_messages(state.head, state.transcript),
             purpose="compact",
-            json_actions=json_actions,
+            max_output_tokens=window.summary_tokens(cfg.context_window),
+            # A request without tools carries earlier tool turns as text: some APIs (Anthropic)
+            # refuse tool-use blocks in a request that defines no tools.
+            json_actions=True,
         )
         return CallModel(compact, offered=frozenset())
+    if wrap is not None:
+        last = ModelRequest(
+            system=view.system,
+            messages=(*state.head, *state.transcript, wrapup.message(cfg, wrap.status)),
+            purpose="wrap_up",
+            max_output_tokens=wrap.max_output_tokens,
+            json_actions=True,  # no tools, so tool turns as text (above)
+        )
+        return CallModel(last, offered=frozenset(), wrap_up=wrap.status)
     return CallModel(request, offered=frozenset(t.name for t in tools))
+
+
+def _verbatim_results(state: LoopState) -> list[ToolResultMessage]:
+    return [m for m in state.transcript if isinstance(m, ToolResultMessage) and not m.stubbed]
+
+
+def _kept_after_compaction(state: LoopState) -> int:
+    sizes = [len(m.text) for m in _verbatim_results(state)]
+    return window.kept_after_compaction(sizes, state.config.keep_verbatim, state.config.context_window)
+
+
+def _worth_compacting(state: LoopState) -> bool:
+    """Lever 2 only when it frees meaningful room (loop/window.py); computed only near the mark."""
+    keep = _kept_after_compaction(state)
+    kept = sum(len(m.text) for m in _verbatim_results(state)[-keep:]) if keep else 0
+    return window.worth_compacting(
+        transcript_chars=sum(message_chars(m) for m in state.transcript),
+        kept_chars=kept,
+        context_window=state.config.context_window,
+    )
 
 
 def _compactable(transcript: tuple[Message, ...]) -> bool:
@@ -220,6 +261,8 @@ def on_model_reply(
         return _finish(
             state, TerminalStatus.REFUSED, reply.refusal or "refused by the model provider", "refused"
         )
+    if action.wrap_up is not None:
+        return _on_wrap_up(state, action.wrap_up, reply)
     if reply.malformed is not None:
         obs = (
             f"Your previous reply could not be used ({reply.malformed}). "
@@ -454,12 +497,21 @@ def _on_final(state: LoopState, result: JsonValue, text: str, now: float, cancel
     return _end_turn(progress.record_signature(state, signature), "verify_failed", now, cancelled)
 
 
+def _on_wrap_up(state: LoopState, status: TerminalStatus, reply: ModelReply) -> LoopState:
+    """The wrap-up call's answer ends the run: a partial labeled with the budget that ran out."""
+    result, partial, refused = wrapup.answer(state, reply)
+    if refused:
+        return _finish(state, TerminalStatus.REFUSED, str(result), "refused")
+    terminal = Terminal(status=status, result=result, partial=partial, reason="wrap_up")
+    return replace(state, terminal=terminal, notes=(*state.notes, _step_note(state, "wrap_up")))
+
+
 # ---- compaction and overflow ---------------------------------------------------------------
 
 
 def _on_compacted(state: LoopState, request: ModelRequest, reply: ModelReply) -> LoopState:
     budgets = _record_usage(state, request, reply, step=False)
-    keep = state.config.keep_verbatim
+    keep = _kept_after_compaction(state)
     if reply.malformed is not None or verify.is_vacuous(reply.text):
         transcript = context.mechanical_compaction(state.transcript, keep)
         how = "mechanical"
@@ -479,7 +531,7 @@ def _on_compacted(state: LoopState, request: ModelRequest, reply: ModelReply) ->
 def on_context_overflow(state: LoopState, action: CallModel) -> tuple[LoopState, bool]:
     """The endpoint rejected a request as too long: compact and retry once; `True` = fatal."""
     if action.request.purpose == "compact":
-        transcript = context.mechanical_compaction(state.transcript, state.config.keep_verbatim)
+        transcript = context.mechanical_compaction(state.transcript, _kept_after_compaction(state))
         note = Note("loop.compact", {"how": "mechanical", "messages_before": len(state.transcript)})
         state = _reset_transcript(state, transcript)
         return replace(state, force_compaction=False, compactions=state.compactions + 1, notes=(note,)), False

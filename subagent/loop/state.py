@@ -132,6 +132,8 @@ class CallModel:
     request: ModelRequest
     # Tool wire names offered in this request: the scope the reply is checked against.
     offered: frozenset[str]
+    # Set on a wrap-up call (loop/wrapup.py): the budget status its answer is labeled with.
+    wrap_up: TerminalStatus | None = None
 
 
 @dataclass(frozen=True, slots=True)

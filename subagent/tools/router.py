@@ -26,6 +26,7 @@ from subagent.messages import JsonObject, ToolCall, ToolOutcome, ToolSpec
 from subagent.telemetry import EventSink, describe
 from subagent.tools import delegate
 from subagent.tools.catalogue import CatalogueEntry, render_catalogue
+from subagent.tools.compact import compact_catalogue
 from subagent.tools.connection import Failure, ServerLink
 from subagent.tools.naming import ToolRef, assign_wire_names, offered_spec
 from subagent.tools.render import render_tool_result
@@ -167,7 +168,11 @@ class ToolRouter:
                     tools.setdefault(ToolRef(link.name, tool.name), tool)
         names = assign_wire_names(tools, reserved=RESERVED_NAMES)
         wire = {ref: name for name, ref in names.items()}
-        specs = [offered_spec(wire[ref], tool.description, tool.input_schema) for ref, tool in tools.items()]
+        offered_specs = [
+            offered_spec(wire[ref], tool.description, tool.input_schema) for ref, tool in tools.items()
+        ]
+        # Rendered for the primary endpoint's window: boilerplate dropped, long descriptions cut.
+        specs = list(compact_catalogue(offered_specs, self._payload.intelligence[0].context_window))
         routes = {name: _Route(ref.server, ref.tool) for name, ref in names.items()}
         has_resources = any(link.listing.has_resources for link in offered)
         for spec in SPECS:

@@ -246,7 +246,7 @@ def test_a_context_overflow_compacts_and_retries_once_then_is_fatal() -> None:
     _, fatal = on_context_overflow(start(), first)
     assert fatal, "nothing to compact on the first call: the overflow cannot be helped"
 
-    mid = drive(start(limits={"max_steps": 2}), [reply("", call("t", n=1))], {"t": constant}).state
+    mid = drive(start(limits={"max_steps": 10}), [reply("", call("t", n=1))], {"t": constant}).state
     mid = replace(mid, terminal=None)
     turn = next_action(mid, TurnView(), now=0, cancelled=False)
     assert isinstance(turn, CallModel) and turn.request.purpose == "turn"

@@ -1,0 +1,76 @@
+"""The one human-readable line a command prints on stderr when a task ends with a non-zero code.
+
+`agentd run`, `agentd submit --wait` and `--follow` keep stdout for results; a person (or a log
+collector) reading stderr gets the status, the abort kind and the error message without parsing
+JSON. Pure: a `TaskView` in, a line (or None for exit 0) out.
+"""
+
+from __future__ import annotations
+
+from protocol.api import TaskView
+from protocol.result import TerminalStatus
+
+MAX_LINE_CHARS = 600
+MAX_DETAIL_CHARS = 300
+
+_ABORTS = {
+    "intelligence": "the model endpoint could not be used",
+    "mcp": "a required MCP server is down",
+}
+
+
+def _one_line(text: str, limit: int = MAX_DETAIL_CHARS) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _partial(view: TaskView) -> str:
+    return "; the partial result is on stdout" if view.partial else "; no usable result"
+
+
+def _what_happened(view: TaskView) -> str:
+    """Why the task ended, in words, for the statuses that carry no error of their own."""
+    status = view.status
+    usage = view.usage
+    if status is TerminalStatus.REFUSED:
+        reason = view.result if isinstance(view.result, str) and view.result else "no reason given"
+        return f"the model declined the task: {_one_line(reason)}"
+    if status is TerminalStatus.EXHAUSTED_STEPS:
+        return f"the step budget ran out after {usage.steps} steps" + _partial(view)
+    if status is TerminalStatus.EXHAUSTED_TOKENS:
+        return f"the token budget ran out after {usage.tokens} tokens" + _partial(view)
+    if status is TerminalStatus.DEADLINE:
+        took = ""
+        if view.started_at is not None and view.ended_at is not None:
+            took = f" after {view.ended_at - view.started_at:.1f} s"
+        return f"the deadline passed{took}" + _partial(view)
+    if status is TerminalStatus.STALLED:
+        return "several turns in a row made no progress" + _partial(view)
+    if status is TerminalStatus.LOOP_DETECTED:
+        return "the model kept repeating the same tool call" + _partial(view)
+    if status is TerminalStatus.CANCELLED:
+        return "the task was cancelled"
+    if status is TerminalStatus.CRASHED:
+        return "the subagent crashed"
+    return "the task did not complete"
+
+
+def outcome_line(command: str, view: TaskView) -> str | None:
+    """`agentd run: task t_… exhausted_steps (exit 3): the step budget ran out …`, or None for 0.
+
+    The status, the abort kind (if any) and the error's kind and message (if any), on one line.
+    A task that is not terminal (a wait that ended first) says so.
+    """
+    if view.exit_code == 0 and view.status is not None:
+        return None
+    if view.status is None:
+        line = (
+            f"agentd {command}: task {view.task_id} is still {view.state}: the wait ended before the task did"
+        )
+        return _one_line(line, MAX_LINE_CHARS)
+    label = view.status.value + (f", abort {view.abort}" if view.abort else "")
+    head = f"agentd {command}: task {view.task_id} {label} (exit {view.exit_code})"
+    detail = _ABORTS.get(view.abort, "aborted") if view.abort is not None else _what_happened(view)
+    if view.error is not None:
+        detail += f" — {view.error.kind}: {_one_line(view.error.message)}"
+    return _one_line(f"{head}: {detail}", MAX_LINE_CHARS)
