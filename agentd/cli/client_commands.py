@@ -20,6 +20,7 @@ from pydantic import JsonValue, ValidationError
 from agentd.api.client import ApiClient
 from agentd.errors import AgentdError, ApiClientError
 from protocol.api import (
+    IDEMPOTENCY_CONFLICT,
     INVALID_SPEC,
     CancelParams,
     CancelRequest,
@@ -286,6 +287,10 @@ def dispatch(command: str, args: argparse.Namespace) -> int:
         return ExitCode.USAGE
     except ApiClientError as exc:
         sys.stderr.write(f"agentd {command}: {exc}\n")
-        return ExitCode.USAGE if exc.code in (INVALID_PARAMS, INVALID_SPEC) else ExitCode.FAILURE
+        return (
+            ExitCode.USAGE
+            if exc.code in (INVALID_PARAMS, INVALID_SPEC, IDEMPOTENCY_CONFLICT)
+            else ExitCode.FAILURE
+        )
     except KeyboardInterrupt:
         return ExitCode.INTERRUPTED
