@@ -106,6 +106,18 @@ def _listener(config: Config) -> Iterator[socket.socket]:
         yield sock
 
 
+def api_limits(config: Config) -> ApiLimits:
+    """The `[daemon]` keys that bound what one API client may cost (here, not in `options.py`:
+    `api/` sits above it)."""
+    daemon = config.daemon
+    return ApiLimits(
+        frame_deadline_s=daemon.frame_deadline_s,
+        idle_timeout_s=daemon.idle_timeout_s,
+        max_connections_per_uid=daemon.max_connections_per_uid,
+        max_connections=daemon.max_connections,
+    )
+
+
 def daemon_signals() -> set[signal.Signals]:
     """The signals the daemon handles (SIGUSR2 only with the fault-injection hook on)."""
     return HANDLED_SIGNALS | ({signal.SIGUSR2} if wedge_seconds() is not None else set())
@@ -180,6 +192,7 @@ async def serve(
             return
         holder.current = fresh
         holder.reload_error = None
+        logs.set_level(fresh.daemon.log_level)  # subagents get it from the payload built per task
         log.info("config.loaded", source=fresh.source, reload=True)
 
     cgroup_root = cgroup.discover()
@@ -205,10 +218,7 @@ async def serve(
         recovered = await supervisor.recover()
         with _listener(config) as sock:
             backend = DaemonBackend(journal, supervisor, holder.get)
-            limits = ApiLimits(
-                frame_deadline_s=config.daemon.frame_deadline_s,
-                max_connections_per_uid=config.daemon.max_connections_per_uid,
-            )
+            limits = api_limits(config)  # fixed for the daemon's life: a reload does not change them
             status = ServiceStatus(notifier, supervisor, journal, lambda: holder.reload_error)
             await status.refresh_queued()
 
