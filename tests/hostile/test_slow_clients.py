@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from protocol.result import TerminalStatus
 from tests.support.daemon import rogue_command, running_daemon, scripted
 from tests.support.latency import LatencyProbe, percentile
 
@@ -221,4 +222,4 @@ def test_a_thousand_idle_and_dripping_connections_do_not_slow_a_normal_client(tm
         assert "too many connections (limit 64)" in rejects
         reasons = {line.get("reason") for line in log if line.get("event") == "api.disconnect"}
         assert {"idle", "frame deadline"} <= reasons, reasons
-        assert all(daemon.wait(t, timeout_s=30).status.value == "completed" for t in probe.task_ids)
+        assert all(daemon.wait(t, timeout_s=30).status is TerminalStatus.COMPLETED for t in probe.task_ids)
