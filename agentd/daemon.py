@@ -15,6 +15,7 @@ import faulthandler
 import functools
 import grp
 import os
+import resource
 import signal
 import socket
 import threading
@@ -46,6 +47,7 @@ from protocol.exit_codes import ExitCode
 
 SD_LISTEN_FDS_START = 3
 HANDLED_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+MAX_OPEN_FILES = 1 << 16  # the soft limit to take when the hard one is unlimited
 
 
 @dataclass
@@ -104,6 +106,36 @@ def _listener(config: Config) -> Iterator[socket.socket]:
         dir_mode=0o750 if group else 0o700,
     ) as sock:
         yield sock
+
+
+def raise_open_files_limit() -> int:
+    """Raise this process's open-files soft limit to its hard limit; return the soft limit now.
+
+    systemd and most shells start services at 1024, below `max_connections`' default plus the
+    pipes and pidfds of the children; subagents get their own `limits.nofile` at spawn.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    # An unlimited hard limit cannot be the soft one (the kernel caps fds at fs.nr_open).
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, MAX_OPEN_FILES)
+    if soft == resource.RLIM_INFINITY or soft >= target:
+        return soft
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (ValueError, OSError):
+        return soft
+    return target
+
+
+def api_limits(config: Config) -> ApiLimits:
+    """The `[daemon]` keys that bound what one API client may cost (here, not in `options.py`:
+    `api/` sits above it)."""
+    daemon = config.daemon
+    return ApiLimits(
+        frame_deadline_s=daemon.frame_deadline_s,
+        idle_timeout_s=daemon.idle_timeout_s,
+        max_connections_per_uid=daemon.max_connections_per_uid,
+        max_connections=daemon.max_connections,
+    )
 
 
 def daemon_signals() -> set[signal.Signals]:
@@ -180,12 +212,14 @@ async def serve(
             return
         holder.current = fresh
         holder.reload_error = None
+        logs.set_level(fresh.daemon.log_level)  # subagents get it from the payload built per task
         log.info("config.loaded", source=fresh.source, reload=True)
 
     cgroup_root = cgroup.discover()
     log.info(
         "proc.start",
         pid=os.getpid(),
+        nofile=raise_open_files_limit(),
         config=config.source,
         state_dir=str(config.state_dir),
         socket=str(config.socket),
@@ -205,10 +239,7 @@ async def serve(
         recovered = await supervisor.recover()
         with _listener(config) as sock:
             backend = DaemonBackend(journal, supervisor, holder.get)
-            limits = ApiLimits(
-                frame_deadline_s=config.daemon.frame_deadline_s,
-                max_connections_per_uid=config.daemon.max_connections_per_uid,
-            )
+            limits = api_limits(config)  # fixed for the daemon's life: a reload does not change them
             status = ServiceStatus(notifier, supervisor, journal, lambda: holder.reload_error)
             await status.refresh_queued()
 

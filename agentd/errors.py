@@ -9,8 +9,9 @@ AgentdError
  │    ├── TaskNotFound         no task has that id
  │    ├── NodeNotFound         no node of that task has that handle
  │    ├── InvalidTransition    the task's state does not allow the requested transition
- │    └── QuotaExceeded        retryable: the submitting uid is at a per-uid cap
- │                             (agentd/journal/quota.py)
+ │    ├── QuotaExceeded        retryable: the submitting uid is at a per-uid cap
+ │    │                        (agentd/journal/quota.py)
+ │    └── IdempotencyConflict  the uid's idempotency key names a task with a different spec
  ├── _BatchLost            (private) the writer's transaction is gone (agentd/journal/writer.py)
  ├── ConfigError           the configuration is invalid: a list of problems, each naming its key
  ├── DurationError         also a ValueError: not a duration or size (agentd/config/duration.py)
@@ -90,6 +91,18 @@ class InvalidTransition(JournalError):
 
 class QuotaExceeded(JournalError):
     """Retryable: the submitting uid is at a per-uid cap; the message names the cap and the value."""
+
+
+class IdempotencyConflict(JournalError):
+    """A submit reused an idempotency key of the same uid with a different spec: nothing written."""
+
+    def __init__(self, key: str, task_id: str) -> None:
+        super().__init__(
+            f"idempotency key {key!r} was already used for task {task_id} with a different spec; "
+            "use a new key for a different task"
+        )
+        self.key = key
+        self.task_id = task_id
 
 
 @dataclass(frozen=True, slots=True)

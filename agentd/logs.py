@@ -50,10 +50,49 @@ def _order(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> MutableMapp
     return ordered
 
 
+# A log call's method name -> its level; names not listed (`msg`) always pass.
+_METHOD_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "warn": logging.WARNING,
+    "error": logging.ERROR,
+    "exception": logging.ERROR,
+    "critical": logging.CRITICAL,
+    "fatal": logging.CRITICAL,
+}
+
+
+class _Threshold:
+    """Drops lines below a level that can change while the daemon runs (`set_level`, on SIGHUP).
+
+    A processor, not structlog's filtering wrapper: loggers bound once and kept (the
+    supervisor's, the serve loop's) would otherwise keep the level they were bound under.
+    """
+
+    def __init__(self, level: int) -> None:
+        self.level = level
+
+    def __call__(self, _: Any, method: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+        if _METHOD_LEVELS.get(method, logging.CRITICAL) < self.level:
+            raise structlog.DropEvent
+        return event_dict
+
+
+_THRESHOLD = _Threshold(logging.INFO)
+
+
+def set_level(level: str) -> None:
+    """Change the level of every logger, already bound ones included (a reload's `log_level`)."""
+    _THRESHOLD.level = LEVELS.get(level, logging.INFO)
+
+
 def configure(level: str = "info", *, stream: TextIO | None = None, strict: bool = False) -> None:
     """Configure structlog for JSON lines; safe to call again (tests, reload)."""
+    set_level(level)
     structlog.configure(
         processors=[
+            _THRESHOLD,
             structlog.contextvars.merge_contextvars,
             _Vocabulary(strict),
             structlog.processors.add_log_level,
@@ -62,7 +101,8 @@ def configure(level: str = "info", *, stream: TextIO | None = None, strict: bool
             _order,
             structlog.processors.JSONRenderer(sort_keys=False),
         ],
-        wrapper_class=structlog.make_filtering_bound_logger(LEVELS.get(level, logging.INFO)),
+        # Debug calls are dropped by `_THRESHOLD` below debug level; the wrapper passes everything.
+        wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
         logger_factory=structlog.PrintLoggerFactory(stream or sys.stderr),
         cache_logger_on_first_use=False,
     )

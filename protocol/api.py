@@ -29,6 +29,7 @@ DRAINING = 1004  # retryable elsewhere/later: the daemon is shutting down
 INVALID_SPEC = 1005  # the spec names something the config does not have, or breaks a limit
 TOO_MANY_CONNECTIONS = 1006
 QUOTA_EXCEEDED = 1007  # retryable: the caller is at a per-uid cap (the message names it)
+IDEMPOTENCY_CONFLICT = 1008  # the idempotency key was used for a different spec (the message names it)
 
 TaskState = Literal["queued", "starting", "running", "terminal"]
 

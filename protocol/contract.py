@@ -1,9 +1,12 @@
 """The output contract's machine check (RFC 0007 §3.5): is a schema valid, does a result satisfy it.
 
 One implementation for both processes: admission checks a submitted schema, the child's VERIFY
-gate checks its final answer, and the supervisor checks a child's result before a parent reads its
-distillate. Validation is `jsonschema`'s, imported inside the functions: the one dependency of
-`protocol` beyond pydantic and the standard library (docs/decisions.md).
+gate checks its final answer, and a parent subagent checks a schema its model wrote before asking
+for the child and the child's result when it reads the distillate. The supervisor never validates
+against a schema a model wrote (a backtracking `pattern` would stall its event loop): at the spawn
+chokepoint it applies only `reference_problem`, a walk that evaluates nothing. Validation is
+`jsonschema`'s, imported inside the functions: the one dependency of `protocol` beyond pydantic
+and the standard library (docs/decisions.md).
 """
 
 from __future__ import annotations
@@ -86,15 +89,30 @@ def schema_error(schema: Mapping[str, JsonValue]) -> str | None:
     return validator if isinstance(validator, str) else None
 
 
-def contract_problem(contract: OutputContract) -> str | None:
-    """Why an output contract cannot be accepted, naming the field (`output_contract.schema…`):
-    used at submit and at the spawn chokepoint for a schema a model wrote."""
+def reference_problem(contract: OutputContract) -> str | None:
+    """A reference outside the contract's schema, naming the field, or None.
+
+    One pass over the schema's JSON that compiles and matches nothing, so its cost is linear in
+    the (frame-capped) schema's size: the supervisor's check of a schema a model wrote.
+    """
     schema = contract.schema_
     if schema is None:
         return None
     where = remote_ref(schema)
     if where is not None:
         return f"output_contract.schema.{where}: {REMOTE_REF}"
+    return None
+
+
+def contract_problem(contract: OutputContract) -> str | None:
+    """Why an output contract cannot be accepted, naming the field (`output_contract.schema…`):
+    used at submit, and by a parent subagent for a schema its model wrote."""
+    schema = contract.schema_
+    if schema is None:
+        return None
+    problem = reference_problem(contract)
+    if problem is not None:
+        return problem
     problem = schema_error(schema)
     if problem is not None:
         return f"output_contract.schema is not a valid JSON Schema: {problem}"

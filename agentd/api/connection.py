@@ -176,7 +176,10 @@ class Connection:
                         return
                     await self._forward(frames, line)
                 now = anyio.current_time()
-                self._last_activity = now
+                if splitter.buffered or any(isinstance(line, Oversize) or line.strip() for line in lines):
+                    # Blank lines are not activity: a trickle of newlines must not hold a
+                    # connection open forever.
+                    self._last_activity = now
                 if not splitter.buffered:
                     frame_deadline = None
                 elif lines or not had_partial:

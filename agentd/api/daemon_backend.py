@@ -18,13 +18,14 @@ from agentd.admission import SpecRejected, check_spec
 from agentd.api.backend import check_owner, task_not_found
 from agentd.api.peercred import Caller
 from agentd.config.load import Config
-from agentd.errors import ApiError, JournalUnavailable, QuotaExceeded
+from agentd.errors import ApiError, IdempotencyConflict, JournalUnavailable, QuotaExceeded
 from agentd.journal.records import TaskRecord
 from agentd.journal.store import Journal
 from agentd.options import submit_quota
 from agentd.supervision.supervisor import Supervisor
 from protocol.api import (
     DRAINING,
+    IDEMPOTENCY_CONFLICT,
     INVALID_SPEC,
     QUOTA_EXCEEDED,
     UNAVAILABLE,
@@ -73,6 +74,8 @@ class DaemonBackend:
             )
         except QuotaExceeded as exc:
             raise ApiError(QUOTA_EXCEEDED, f"the task was not accepted: {exc}", retryable=True) from None
+        except IdempotencyConflict as exc:
+            raise ApiError(IDEMPOTENCY_CONFLICT, f"the task was not accepted: {exc}") from None
         except JournalUnavailable as exc:
             raise ApiError(UNAVAILABLE, f"the task was not accepted: {exc}", retryable=True) from None
         if created:

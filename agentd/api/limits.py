@@ -18,10 +18,12 @@ class ApiLimits:
     max_frame: int = MAX_API_FRAME
     # Once a frame's first byte has been read, the rest must arrive within this.
     frame_deadline_s: float = 10.0
-    # A connection with no partial frame and no request in flight is closed after this.
-    idle_timeout_s: float = 300.0
+    # A connection with no partial frame and no request in flight is closed after this; a new
+    # connection counts as idle until its first byte (the header timeout).
+    idle_timeout_s: float = 60.0
     # Each frame written must be taken by the client within this, or the client is dropped.
     write_deadline_s: float = 10.0
+    # Invariant: max_connections_per_uid <= max_connections (config/check.py).
     max_connections_per_uid: int = 32
     max_connections: int = 1024
     # Invalid frames in a row before the connection is closed (a peer speaking another protocol).

@@ -25,7 +25,7 @@ from agentd.private_dirs import open_private_dir, open_private_file
 
 MAX_UNIX_PATH = 107  # sun_path is 108 bytes including the terminating NUL
 PROBE_TIMEOUT_S = 1.0  # connect() to a live local socket is instant; a full backlog is "live" too
-DEFAULT_BACKLOG = 128
+DEFAULT_BACKLOG = 1024  # room for a burst of clients while the accept loop drains it (capped by somaxconn)
 
 
 @contextlib.contextmanager

@@ -16,12 +16,13 @@ from collections import Counter
 from collections.abc import Iterator
 
 import anyio
+import anyio.lowlevel
 import structlog
 
 from agentd.api.backend import Backend
-from agentd.api.connection import Connection, send_all
+from agentd.api.connection import Connection
 from agentd.api.frames import error_frame
-from agentd.api.limits import FAREWELL_WRITE_S, ApiLimits
+from agentd.api.limits import ApiLimits
 from agentd.api.peercred import Caller, caller_from_socket
 from protocol.api import TOO_MANY_CONNECTIONS
 
@@ -32,6 +33,7 @@ EV_REJECT = "api.reject"
 EV_ACCEPT = "api.accept"
 
 ACCEPT_BACKOFF_S = 0.1  # after EMFILE & co: give open connections a moment to close
+ACCEPT_BATCH = 256  # connections accepted per wake-up before yielding to the ones being served
 _ACCEPT_TRANSIENT = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 _DEFAULT_LIMITS = ApiLimits()
 
@@ -53,7 +55,7 @@ async def serve_api(
     """
     listener.setblocking(False)
     daemon_uid = os.geteuid()
-    table = _ConnectionTable(limits.max_connections_per_uid, limits.max_connections)
+    table = ConnectionTable(limits.max_connections_per_uid, limits.max_connections)
     numbers = itertools.count(1)
     async with anyio.create_task_group() as tg:
         with anyio.CancelScope() as accepting:
@@ -75,24 +77,35 @@ async def _accept_forever(
     admin_gid: int | None,
     backend: Backend,
     limits: ApiLimits,
-    table: _ConnectionTable,
+    table: ConnectionTable,
     numbers: Iterator[int],
 ) -> None:
     while True:
         await anyio.wait_readable(listener)
-        try:
-            conn, _ = listener.accept()
-        except (BlockingIOError, InterruptedError, ConnectionAbortedError):
-            continue  # another waiter won, or the client gave up in the backlog
-        except OSError as exc:
-            if exc.errno not in _ACCEPT_TRANSIENT:
-                raise
-            _log.warning(EV_ACCEPT, comp="supervisor", err=exc.strerror)
-            await anyio.sleep(ACCEPT_BACKOFF_S)
-            continue
-        caller = _identify(conn, daemon_uid=daemon_uid, admin_gid=admin_gid)
-        if caller is not None:
+        # Empty the backlog (up to a batch) per wake-up: a flood of connections must not keep it
+        # full, or a normal client could not even get in line. Refusals cost no task.
+        for _ in range(ACCEPT_BATCH):
+            try:
+                conn, _ = listener.accept()
+            except (BlockingIOError, InterruptedError):
+                break  # the backlog is empty (or another waiter won)
+            except ConnectionAbortedError:
+                continue  # the client gave up in the backlog
+            except OSError as exc:
+                if exc.errno not in _ACCEPT_TRANSIENT:
+                    raise
+                _log.warning(EV_ACCEPT, comp="supervisor", err=exc.strerror)
+                await anyio.sleep(ACCEPT_BACKOFF_S)
+                break
+            caller = _identify(conn, daemon_uid=daemon_uid, admin_gid=admin_gid)
+            if caller is None:
+                continue
+            refusal = table.admit(caller.uid, admin=caller.is_admin)
+            if refusal is not None:
+                _refuse(conn, caller, refusal)
+                continue
             tg.start_soon(_serve_connection, conn, caller, next(numbers), backend, limits, table)
+        await anyio.lowlevel.checkpoint()  # a full batch: let the connections being served run
 
 
 def _identify(conn: socket.socket, *, daemon_uid: int, admin_gid: int | None) -> Caller | None:
@@ -104,19 +117,23 @@ def _identify(conn: socket.socket, *, daemon_uid: int, admin_gid: int | None) ->
         return None
 
 
-class _ConnectionTable:
-    """Open connections per uid, admitted against a per-uid and a global cap."""
+class ConnectionTable:
+    """Open connections per uid, admitted against a per-uid and a global cap.
+
+    An admin (the daemon's uid, root, the admin group) is held to its per-uid cap only: other
+    users together filling the global cap must not lock the operator out of their own daemon.
+    """
 
     def __init__(self, per_uid: int, total: int) -> None:
         self._per_uid = per_uid
         self._total = total
         self._open: Counter[int] = Counter()
 
-    def admit(self, uid: int) -> str | None:
+    def admit(self, uid: int, *, admin: bool = False) -> str | None:
         """Count a new connection in, or return why it is refused."""
         if self._open[uid] >= self._per_uid:
             return f"too many connections for uid {uid} (limit {self._per_uid})"
-        if self._open.total() >= self._total:
+        if not admin and self._open.total() >= self._total:
             return f"too many connections (limit {self._total})"
         self._open[uid] += 1
         return None
@@ -127,26 +144,30 @@ class _ConnectionTable:
             del self._open[uid]
 
 
+def _refuse(conn: socket.socket, caller: Caller, refusal: str) -> None:
+    """Tell a connection over a cap why (one non-blocking write into the fresh socket's empty
+    buffer, so it never waits), then close it."""
+    _log.warning(EV_REJECT, comp="supervisor", uid=caller.uid, pid=caller.pid, err=refusal)
+    with conn:
+        conn.setblocking(False)
+        try:
+            conn.send(error_frame(None, TOO_MANY_CONNECTIONS, refusal, retryable=True))
+        except OSError:
+            pass  # it left already, or will not read: nothing to tell
+
+
 async def _serve_connection(
     conn: socket.socket,
     caller: Caller,
     number: int,
     backend: Backend,
     limits: ApiLimits,
-    table: _ConnectionTable,
+    table: ConnectionTable,
 ) -> None:
+    """Serve an admitted connection; its place in `table` is released when it ends."""
     conn.setblocking(False)
     log = _log.bind(comp="supervisor", conn=number, uid=caller.uid, pid=caller.pid)
     with conn:
-        refusal = table.admit(caller.uid)
-        if refusal is not None:
-            log.warning(EV_REJECT, err=refusal)
-            with anyio.move_on_after(FAREWELL_WRITE_S):
-                try:
-                    await send_all(conn, error_frame(None, TOO_MANY_CONNECTIONS, refusal, retryable=True))
-                except OSError:
-                    pass  # it left already; nothing to tell
-            return
         try:
             await Connection(conn, caller, backend, limits, log).run()
         finally:

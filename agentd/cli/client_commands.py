@@ -10,6 +10,7 @@ import argparse
 import json
 import math
 import os
+import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +22,7 @@ from agentd.api.client import ApiClient
 from agentd.cli.outcome import outcome_line
 from agentd.errors import AgentdError, ApiClientError
 from protocol.api import (
+    IDEMPOTENCY_CONFLICT,
     INVALID_SPEC,
     CancelParams,
     CancelRequest,
@@ -50,7 +52,8 @@ class UsageError(AgentdError):
 
 
 def resolve_socket(flag: str | None) -> Path:
-    """--socket, $AGENTD_SOCKET, the config file's daemon.socket (if readable), or the default."""
+    """--socket, $AGENTD_SOCKET, the config file's daemon.socket (if readable), the per-user
+    socket if it exists, the system socket if it exists, else the per-user path."""
     from agentd.config import paths as config_paths
 
     configured = None
@@ -58,7 +61,14 @@ def resolve_socket(flag: str | None) -> Path:
         located = config_paths.locate_config(None, os.environ)
         if located.path is not None:
             configured = _configured_socket(located.path)
-    return config_paths.socket_path(os.environ, configured, flag)
+    return config_paths.client_socket_path(os.environ, configured, flag, is_socket=_is_socket)
+
+
+def _is_socket(path: Path) -> bool:
+    try:
+        return stat.S_ISSOCK(path.stat().st_mode)
+    except OSError:
+        return False  # absent, or a directory on the way we may not search
 
 
 def _configured_socket(path: Path) -> str | None:
@@ -291,6 +301,10 @@ def dispatch(command: str, args: argparse.Namespace) -> int:
         return ExitCode.USAGE
     except ApiClientError as exc:
         sys.stderr.write(f"agentd {command}: {exc}\n")
-        return ExitCode.USAGE if exc.code in (INVALID_PARAMS, INVALID_SPEC) else ExitCode.FAILURE
+        return (
+            ExitCode.USAGE
+            if exc.code in (INVALID_PARAMS, INVALID_SPEC, IDEMPOTENCY_CONFLICT)
+            else ExitCode.FAILURE
+        )
     except KeyboardInterrupt:
         return ExitCode.INTERRUPTED

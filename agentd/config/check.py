@@ -300,6 +300,13 @@ def check_file(file: AgentdFile, servers: Mapping[str, McpServer]) -> tuple[list
                 f"= {ladder_s:g} s), so a drain could not finish stopping a child",
             )
         )
+    if file.daemon.max_connections_per_uid > file.daemon.max_connections:
+        out.append(
+            ConfigProblem(
+                "daemon.max_connections_per_uid",
+                f"must not exceed daemon.max_connections ({file.daemon.max_connections})",
+            )
+        )
     address_space = file.limits.address_space_bytes
     if address_space is not None and address_space < MIN_ADDRESS_SPACE_BYTES:
         out.append(

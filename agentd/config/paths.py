@@ -4,13 +4,14 @@ Search order for the file: the `--config` argument, `$AGENTD_CONFIG`, `$XDG_CONF
 agentd.toml` (default `~/.config/...`), `/etc/agentd/agentd.toml`; none found means the embedded
 defaults. The socket and the state directory follow command-line flag > environment override
 (`AGENTD_SOCKET`, `AGENTD_STATE_DIR`) > the file > systemd's directories > XDG directories.
-The client uses the same `socket_path` so `agentd submit` finds the daemon without a flag.
+The client searches (`client_socket_path`): the same overrides, then the per-user socket the
+daemon would bind for this user, then the system service's socket.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,6 +81,33 @@ def socket_path(
     if uid == 0:
         return Path("/run/agentd") / SOCKET_NAME
     return Path(f"/tmp/agentd-{uid}") / SOCKET_NAME
+
+
+SYSTEM_SOCKET = Path("/run/agentd") / SOCKET_NAME  # the system service's (systemd/agentd.socket)
+
+
+def client_socket_path(
+    environ: Mapping[str, str],
+    configured: str | None = None,
+    override: str | None = None,
+    *,
+    uid: int | None = None,
+    is_socket: Callable[[Path], bool],
+) -> Path:
+    """Where a client finds the daemon, first that applies: `override` (--socket), `$AGENTD_SOCKET`,
+    `configured` (the config file's `daemon.socket`), each taken as given; else the per-user socket
+    (`socket_path`'s default for this user) if one is there, else the system socket if one is there
+    (so a member of the `agentd` group reaches the system service without setting anything), else
+    the per-user path, which the "no daemon" error then names.
+    """
+    chosen = override or environ.get("AGENTD_SOCKET") or configured
+    if chosen:
+        return Path(os.path.expanduser(chosen)).absolute()
+    per_user = socket_path(environ, uid=uid)
+    for candidate in (per_user, SYSTEM_SOCKET):
+        if is_socket(candidate):
+            return candidate
+    return per_user
 
 
 def state_dir(environ: Mapping[str, str], configured: str | None = None, override: str | None = None) -> Path:

@@ -58,6 +58,18 @@ class DaemonSection(Section):
     max_connections_per_uid: int = Field(
         default=32, ge=1, le=10_000, description="Open API connections one client uid may hold."
     )
+    max_connections: int = Field(
+        default=1024,
+        ge=1,
+        le=100_000,
+        description="Open API connections in total, every uid together; one past it is refused and closed.",
+    )
+    idle_timeout_s: Seconds = Field(
+        default=60.0,
+        gt=0,
+        description="An API connection that has sent nothing (no partial frame, no request in flight) for "
+        "this long is closed; a first frame must start within it too.",
+    )
     admin_group: str | None = Field(
         default=None,
         pattern=r"^([a-z_][a-z0-9_-]*\$?|[0-9]+)$",

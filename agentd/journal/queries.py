@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 
 from pydantic import JsonValue
 
-from agentd.errors import InvalidTransition, NodeNotFound, QuotaExceeded, TaskNotFound
+from agentd.errors import IdempotencyConflict, InvalidTransition, NodeNotFound, QuotaExceeded, TaskNotFound
 from agentd.journal.quota import Quota, quota_problem
 from agentd.journal.records import (
     TASK_STATES,
@@ -102,6 +102,7 @@ def insert_task(
     Raises:
         QuotaExceeded: the owner is at a cap of `quota` (checked in the writer's transaction, so
             concurrent submits cannot overshoot it); a resubmit under an existing key is not.
+        IdempotencyConflict: the key names this owner's task with a different spec.
     """
     if idempotency_key is not None:
         # The single writer makes check-then-insert atomic, even for duplicates in one batch.
@@ -110,7 +111,12 @@ def insert_task(
             (owner_uid, idempotency_key),
         ).fetchall()
         if rows:
-            return task_from_row(rows[0]), False
+            existing = task_from_row(rows[0])
+            # Compared as parsed specs (defaults filled in), so the same spec spelled differently,
+            # or stored before a field with a default was added, is still the same spec.
+            if existing.spec != spec:
+                raise IdempotencyConflict(idempotency_key, existing.task_id)
+            return existing, False
     _check_quota(conn, owner_uid, len(spec_json.encode()), quota)
     conn.execute(
         "INSERT INTO tasks (task_id, run_id, owner_uid, idempotency_key, spec, spec_bytes, created_at)"

@@ -29,7 +29,7 @@ from agentd.supervision.tree import Budget, ChildRequest, Defaults, Refusal, Tre
 from processes.ladder import RungAction, bound_s, plan
 from protocol import control
 from protocol.api import NodeView
-from protocol.contract import contract_problem, result_errors
+from protocol.contract import reference_problem
 from protocol.events import EventName
 from protocol.result import RunError, RunResult, RunUsage, TerminalStatus
 from protocol.spawn import SpawnPayload
@@ -397,8 +397,10 @@ class TaskRun:
     async def spawn(self, parent: str, params: control.SpawnRequestParams) -> JsonValue:
         if self.ports.drain.draining and self.tree.closed is None:
             self.tree.closed = "the daemon is draining"
-        # A model wrote this schema: the same check as a client's at submit (no remote `$ref`).
-        problem = contract_problem(params.output_contract)
+        # A model wrote this schema, so the supervisor evaluates none of it (DESIGN §1): only the
+        # linear walk for references outside it. The requesting subagent checked that it is a
+        # valid schema; a child given an invalid one reports that when it verifies its answer.
+        problem = reference_problem(params.output_contract)
         if problem is not None:
             self.log.info("subagent.spawn", handle=parent, refused=problem)
             return {"refused": problem}
@@ -467,10 +469,6 @@ class TaskRun:
             out["abort"] = result.abort
         if result.error is not None:
             out["error"] = {"kind": result.error.kind, "message": result.error.message[:500]}
-        contract = node.payload.output_contract
-        if contract.format == "json" and contract.schema_ is not None and result.result is not None:
-            errors = result_errors(result.result, contract.schema_)
-            out["schema_valid"] = not errors
-            if errors:
-                out["schema_errors"] = list(errors)
+        # No schema check here: the requesting subagent checks the result against the schema its
+        # model wrote (subagent/tools/delegate.py), off the supervisor's event loop.
         return out

@@ -4,6 +4,11 @@ They never start a process here: each becomes a `sup/*` request to the superviso
 spawn chokepoint, which mints the child's identity and grant. A refusal (a cap, a wider scope, no
 budget, a draining daemon) comes back as a successful response and becomes an `isError`
 observation the model can adapt to; the child's outcome arrives as a distillate only.
+
+An output schema is the model's own writing, so it is evaluated here and never by the supervisor:
+its validity before the request is sent, and a child's result against it when a distillate comes
+back (`schema_valid`, `schema_errors`), by the same `protocol.contract` check the child's VERIFY
+gate applied to that result.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from typing import Literal
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
+from protocol.contract import contract_problem, result_errors
+from protocol.spawn import OutputContract
 from subagent.messages import JsonObject, ToolOutcome, ToolSpec
 
 SPAWN = "subagent_spawn"
@@ -24,6 +31,10 @@ CANCEL = "subagent_cancel"
 TOOLS = (SPAWN, WAIT, STATUS, CANCEL)
 
 Request = Callable[[str, dict[str, JsonValue]], Awaitable[JsonValue]]
+
+# The output schema of each child this subagent spawned with one, by handle: its distillate is
+# checked against it, whichever tool (`subagent_spawn` or `subagent_wait`) brings it back.
+Schemas = dict[str, dict[str, JsonValue]]
 
 
 class _Args(BaseModel):
@@ -142,8 +153,13 @@ async def call(
     *,
     timeout_s: float,
     canonical: Callable[[str], str] = str,
+    schemas: Schemas | None = None,
 ) -> ToolOutcome:
-    """Run one delegation tool through the supervisor; every failure is an observation."""
+    """Run one delegation tool through the supervisor; every failure is an observation.
+
+    `schemas` is the caller's record of its children's output schemas (filled by spawns, read
+    when a distillate arrives); without it a distillate is passed on unchecked.
+    """
     try:
         method, params = _params(tool, arguments, canonical)
     except ValidationError as exc:
@@ -152,6 +168,11 @@ async def call(
             for e in exc.errors(include_url=False, include_input=False)
         )
         return ToolOutcome(f"invalid arguments for `{tool}`: {problems}", is_error=True)
+    schema = _requested_schema(params) if method == "sup/spawn" else None
+    if schema is not None:
+        problem = contract_problem(OutputContract(format="json", schema_=schema))
+        if problem is not None:
+            return ToolOutcome(f"`{tool}` refused: {problem}", is_error=True)
     with anyio.move_on_after(timeout_s):
         try:
             response = await request(method, params)
@@ -159,7 +180,32 @@ async def call(
             return ToolOutcome(f"`{tool}` failed: {exc}", is_error=True)
         if isinstance(response, dict) and isinstance(response.get("refused"), str):
             return ToolOutcome(f"`{tool}` refused: {response['refused']}", is_error=True)
+        if isinstance(response, dict) and schemas is not None:
+            handle = response.get("handle")
+            if schema is not None and isinstance(handle, str):
+                schemas[handle] = schema
+            response = check_distillate(response, schemas)
         return ToolOutcome(json.dumps(response, ensure_ascii=False))
     return ToolOutcome(
         f"`{tool}` timed out after {timeout_s:.0f}s (no time left before your deadline)", is_error=True
     )
+
+
+def _requested_schema(params: dict[str, JsonValue]) -> dict[str, JsonValue] | None:
+    contract = params.get("output_contract")
+    schema = contract.get("schema") if isinstance(contract, dict) else None
+    return schema if isinstance(schema, dict) else None
+
+
+def check_distillate(response: dict[str, JsonValue], schemas: Schemas) -> dict[str, JsonValue]:
+    """A finished child's distillate with `schema_valid` (and `schema_errors`) added, when the
+    child was asked for a JSON result with a schema and brought one back; else `response` as is."""
+    handle, result = response.get("handle"), response.get("result")
+    schema = schemas.get(handle) if isinstance(handle, str) else None
+    if schema is None or result is None or "status" not in response:
+        return response
+    errors = result_errors(result, schema)
+    checked: dict[str, JsonValue] = {**response, "schema_valid": not errors}
+    if errors:
+        checked["schema_errors"] = list(errors)
+    return checked

@@ -124,6 +124,7 @@ class ToolRouter:
         self._sink = sink
         # Routes the `subagent_*` self-tools to the supervisor (absent: they are not offered).
         self._supervisor = supervisor
+        self._child_schemas: delegate.Schemas = {}
         self._meta = call_meta(payload)
         self._notes = Notes(notes_path(payload))
         self._links = tuple(
@@ -298,7 +299,12 @@ class ToolRouter:
     async def _self_tool(self, tool: str, arguments: JsonObject, timeout_s: float) -> ToolOutcome:
         if tool in delegate.TOOLS and self._supervisor is not None:
             return await delegate.call(
-                tool, arguments, self._supervisor.request, timeout_s=timeout_s, canonical=self._canonical
+                tool,
+                arguments,
+                self._supervisor.request,
+                timeout_s=timeout_s,
+                canonical=self._canonical,
+                schemas=self._child_schemas,
             )
         try:
             if tool == RESOURCE_READ:

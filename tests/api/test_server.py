@@ -11,6 +11,7 @@ import anyio.lowlevel
 import pytest
 
 from agentd.api.limits import ApiLimits
+from agentd.api.server import ConnectionTable
 from protocol.api import TOO_MANY_CONNECTIONS, UNAVAILABLE
 from protocol.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR
 from tests.api.harness import RawConnection, Server, request_line, serving
@@ -197,15 +198,27 @@ async def test_connections_over_the_per_uid_cap_are_refused_with_too_many_connec
         await second.aclose()
 
 
-async def test_connections_over_the_global_cap_are_refused(socket_path: Path) -> None:
+def test_connections_over_the_global_cap_are_refused_except_an_admins() -> None:
+    table = ConnectionTable(per_uid=2, total=3)
+    assert [table.admit(1000), table.admit(1001), table.admit(1002)] == [None, None, None]
+    assert table.admit(1003) == "too many connections (limit 3)"
+    # The operator is held to the per-uid cap only, so other users cannot lock them out.
+    assert [table.admit(0, admin=True), table.admit(0, admin=True)] == [None, None]
+    assert table.admit(0, admin=True) == "too many connections for uid 0 (limit 2)"
+    for uid in (1000, 0, 0):
+        table.release(uid)
+    assert table.admit(1003) is None
+
+
+async def test_the_daemons_own_uid_is_served_past_the_global_cap(socket_path: Path) -> None:
+    # The tests run as the daemon's uid: an admin, held to its per-uid cap only.
     async with (
         serving(socket_path, limits=ApiLimits(max_connections=1)) as server,
         await RawConnection.open(server.path) as first,
+        await RawConnection.open(server.path) as second,
     ):
         assert "result" in await first.request("daemon.status")
-        async with await RawConnection.open(server.path) as second:
-            (refusal,) = await second.receive_until_closed()
-    assert refusal["error"]["code"] == TOO_MANY_CONNECTIONS
+        assert "result" in await second.request("daemon.status")
 
 
 async def test_a_slowloris_connection_is_closed_at_the_frame_deadline_while_others_are_served(

@@ -251,6 +251,59 @@ def test_root_without_a_runtime_directory_uses_run_agentd() -> None:
     assert str(config_paths.socket_path({}, uid=0)) == "/run/agentd/agentd.sock"
 
 
+USER_XDG = "/run/user/1000/agentd/agentd.sock"
+SYSTEM = "/run/agentd/agentd.sock"
+
+
+@pytest.mark.parametrize(
+    ("override", "env", "configured", "sockets", "expected"),
+    [
+        pytest.param(
+            "/flag.sock", {"AGENTD_SOCKET": "/env.sock"}, "/file.sock", {SYSTEM}, "/flag.sock", id="flag"
+        ),
+        pytest.param(None, {"AGENTD_SOCKET": "/env.sock"}, "/file.sock", {SYSTEM}, "/env.sock", id="env"),
+        pytest.param(None, {}, "/file.sock", {SYSTEM}, "/file.sock", id="file"),
+        pytest.param(
+            None,
+            {"XDG_RUNTIME_DIR": "/run/user/1000"},
+            None,
+            {USER_XDG, SYSTEM},
+            USER_XDG,
+            id="per-user-first",
+        ),
+        pytest.param(None, {"XDG_RUNTIME_DIR": "/run/user/1000"}, None, {SYSTEM}, SYSTEM, id="system-next"),
+        pytest.param(
+            None,
+            {},
+            None,
+            {"/tmp/agentd-1000/agentd.sock", SYSTEM},
+            "/tmp/agentd-1000/agentd.sock",
+            id="per-user-tmp",
+        ),
+        pytest.param(None, {}, None, {SYSTEM}, SYSTEM, id="group-member-without-settings"),
+        pytest.param(
+            None,
+            {"XDG_RUNTIME_DIR": "/run/user/1000"},
+            None,
+            set(),
+            USER_XDG,
+            id="none-names-the-per-user-path",
+        ),
+        # A flag or variable is taken as given, even where nothing listens yet.
+        pytest.param(
+            None, {"AGENTD_SOCKET": "/nowhere.sock"}, None, {SYSTEM}, "/nowhere.sock", id="env-as-given"
+        ),
+    ],
+)
+def test_a_client_searches_flag_env_file_then_the_per_user_then_the_system_socket(
+    override: str | None, env: dict[str, str], configured: str | None, sockets: set[str], expected: str
+) -> None:
+    found = config_paths.client_socket_path(
+        env, configured, override, uid=1000, is_socket=lambda p: str(p) in sockets
+    )
+    assert str(found) == expected
+
+
 @pytest.mark.parametrize(
     ("override", "env", "configured", "expected"),
     [

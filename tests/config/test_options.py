@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentd.config.load import load_config
+import pytest
+
+from agentd.api.limits import ApiLimits
+from agentd.config.load import ConfigError, load_config
+from agentd.daemon import api_limits
 from agentd.journal.store import JournalOptions
 from agentd.options import journal_options, supervisor_options
 from agentd.supervision.liveness import LivenessPolicy
@@ -32,3 +36,14 @@ def test_the_embedded_defaults_are_the_components_defaults(tmp_path: Path) -> No
         run.stderr_line_cap,
     )
     assert journal_options(config) == JournalOptions()
+    assert api_limits(config) == ApiLimits()
+
+
+def test_a_per_uid_connection_cap_above_the_total_is_refused(tmp_path: Path) -> None:
+    config = tmp_path / "agentd.toml"
+    config.write_text("[daemon]\nmax_connections_per_uid = 64\nmax_connections = 32\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(str(config), environ={"HOME": str(tmp_path)})
+    assert [(p.key, p.message) for p in caught.value.problems] == [
+        ("daemon.max_connections_per_uid", "must not exceed daemon.max_connections (32)")
+    ]

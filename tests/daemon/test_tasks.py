@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from agentd.errors import ApiClientError
+from protocol.api import IDEMPOTENCY_CONFLICT, SubmitParams, SubmitRequest, TaskSpec
 from protocol.result import TerminalStatus as S
 from tests.support.daemon import demo_mcp, running_daemon, scripted
 from tests.support.fake_llm import FakeLLM, Hang
@@ -122,6 +124,24 @@ def test_an_idempotency_key_returns_the_same_task(tmp_path: Path) -> None:
         assert (a["created"], b["created"]) == (True, False)
         listed = daemon.cli("list", "--json")
         assert len(listed.stdout.splitlines()) == 1
+
+
+def test_an_idempotency_key_reused_for_another_spec_is_refused_naming_the_key(tmp_path: Path) -> None:
+    body = scripted("m", [{"text": "once"}], tmp_path) + '[defaults]\nmodel = "m"\n'
+    with running_daemon(tmp_path, body) as daemon:
+        first = json.loads(daemon.cli("submit", "x", "--idempotency-key", "job-1", "--json").stdout)
+        other = daemon.cli("submit", "y", "--idempotency-key", "job-1", "--json")
+        assert other.returncode == 2
+        assert f"idempotency key 'job-1' was already used for task {first['task_id']}" in other.stderr
+        request = SubmitRequest(params=SubmitParams(spec=TaskSpec(instruction="y"), idempotency_key="job-1"))
+        with daemon.client() as client, pytest.raises(ApiClientError) as caught:
+            client.call(request)
+        assert caught.value.code == IDEMPOTENCY_CONFLICT
+        assert not caught.value.retryable
+        # The same spec under the key still answers with the original task.
+        same = json.loads(daemon.cli("submit", "x", "--idempotency-key", "job-1", "--json").stdout)
+        assert (same["task_id"], same["created"]) == (first["task_id"], False)
+        assert len(daemon.cli("list", "--json").stdout.splitlines()) == 1
 
 
 def test_a_spec_naming_an_unknown_model_is_refused_with_exit_2(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from agentd.errors import InvalidTransition, TaskNotFound
+from agentd.errors import IdempotencyConflict, InvalidTransition, TaskNotFound
 from agentd.journal.store import Journal, TaskRecord, new_run_id, new_task_id, open_journal
 from protocol.api import RetryPolicy, TaskSpec
 from protocol.result import RunError, RunUsage, TerminalStatus
@@ -71,11 +71,27 @@ async def test_list_is_newest_first_and_filters_by_owner_and_state(journal: Jour
 
 async def test_the_same_key_from_the_same_uid_returns_the_existing_task(journal: Journal) -> None:
     first, created = await journal.submit(spec("one"), owner_uid=7, idempotency_key="k1")
-    again, created_again = await journal.submit(spec("two"), owner_uid=7, idempotency_key="k1")
+    again, created_again = await journal.submit(spec("one"), owner_uid=7, idempotency_key="k1")
 
     assert created and not created_again
     assert again == first
     assert len(await journal.list()) == 1
+
+
+async def test_the_same_key_with_a_different_spec_is_a_conflict_naming_the_key(journal: Journal) -> None:
+    first, _ = await journal.submit(spec("one"), owner_uid=7, idempotency_key="k1")
+    with pytest.raises(IdempotencyConflict) as caught:
+        await journal.submit(spec("two"), owner_uid=7, idempotency_key="k1")
+
+    assert (caught.value.key, caught.value.task_id) == ("k1", first.task_id)
+    assert str(caught.value) == (
+        f"idempotency key 'k1' was already used for task {first.task_id} with a different spec; "
+        "use a new key for a different task"
+    )
+    assert [t.task_id for t in await journal.list()] == [first.task_id]
+    # The original spec under the same key still returns the original task.
+    again, created = await journal.submit(spec("one"), owner_uid=7, idempotency_key="k1")
+    assert again.task_id == first.task_id and not created
 
 
 async def test_the_same_key_from_another_uid_is_a_different_task(journal: Journal) -> None:

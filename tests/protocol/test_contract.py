@@ -6,7 +6,15 @@ import pytest
 from hypothesis import given
 from pydantic import JsonValue
 
-from protocol.contract import MAX_ERROR_CHARS, MAX_REPORTED_ERRORS, result_errors, schema_error
+from protocol.contract import (
+    MAX_ERROR_CHARS,
+    MAX_REPORTED_ERRORS,
+    REMOTE_REF,
+    reference_problem,
+    result_errors,
+    schema_error,
+)
+from protocol.spawn import OutputContract
 from tests.protocol.strategies import json_values
 
 DRAFT_04 = "http://json-schema.org/draft-04/schema#"
@@ -81,3 +89,21 @@ def test_an_invalid_schema_is_one_line_of_result_errors_not_an_exception() -> No
 @given(value=json_values)
 def test_any_json_value_gets_a_bounded_report(value: JsonValue) -> None:
     assert len(result_errors(value, OBJECT_N)) <= MAX_REPORTED_ERRORS + 1
+
+
+@pytest.mark.parametrize(
+    ("schema", "problem"),
+    [
+        pytest.param({"properties": {"s": {"pattern": "^(a|a)+$"}}}, None, id="a-pattern-is-not-compiled"),
+        pytest.param({"type": "no-such-type"}, None, id="validity-is-not-judged"),
+        pytest.param(
+            {"properties": {"a": {"$ref": "file:///etc/passwd"}}},
+            "output_contract.schema.properties.a.$ref: " + REMOTE_REF,
+            id="a-remote-ref-is-named",
+        ),
+    ],
+)
+def test_the_supervisors_reference_check_evaluates_nothing(
+    schema: dict[str, JsonValue], problem: str | None
+) -> None:
+    assert reference_problem(OutputContract(format="json", schema_=schema)) == problem

@@ -223,9 +223,15 @@ def start_daemon(
 
 @contextmanager
 def running_daemon(
-    workdir: Path, body: str, *, env: dict[str, str] | None = None, daemon_lines: str = ""
+    workdir: Path,
+    body: str,
+    *,
+    env: dict[str, str] | None = None,
+    daemon_lines: str = "",
+    socket: Path | None = None,
 ) -> Iterator[Daemon]:
-    daemon = start_daemon(workdir, write_config(workdir, body, daemon=daemon_lines), env)
+    config = write_config(workdir, body, daemon=daemon_lines, socket=socket)
+    daemon = start_daemon(workdir, config, env, socket)
     try:
         yield daemon
     finally:

@@ -127,3 +127,34 @@ def test_sighup_keeps_the_old_config_when_the_new_one_is_invalid_and_picks_up_a_
         assert daemon.wait(second).result == "second"
     finally:
         assert _stop(daemon) == 0
+
+
+def test_sighup_applies_a_new_log_level_to_loggers_bound_before_it(
+    tmp_path: Path, notify: FakeNotifySocket
+) -> None:
+    body = scripted("m", [{"text": "done"}], tmp_path)
+    config = write_config(tmp_path, body)
+    daemon = start_daemon(tmp_path, config, notify.env())
+    try:
+        notify.wait_for("READY")
+        before = daemon.submit("logged")
+        assert daemon.wait(before).status is TerminalStatus.COMPLETED
+        daemon.wait_log("task.submitted", timeout_s=0, task_id=before)
+
+        config.write_text(config.read_text().replace("[daemon]\n", '[daemon]\nlog_level = "warning"\n', 1))
+        daemon.proc.send_signal(signal.SIGHUP)
+        notify.wait_for("RELOADING", timeout_s=10)
+        notify.wait_for("READY", timeout_s=10)
+        quiet = daemon.submit("not logged")
+        assert daemon.wait(quiet).status is TerminalStatus.COMPLETED
+        # The supervisor's logger was bound at start; its info lines stop all the same.
+        assert not [line for line in daemon.log() if line.get("task_id") == quiet and line["level"] == "info"]
+
+        config.write_text(config.read_text().replace('log_level = "warning"\n', ""))
+        daemon.proc.send_signal(signal.SIGHUP)
+        notify.wait_for("READY", timeout_s=10)
+        loud = daemon.submit("logged again")
+        assert daemon.wait(loud).status is TerminalStatus.COMPLETED
+        daemon.wait_log("task.submitted", timeout_s=5, task_id=loud)
+    finally:
+        assert _stop(daemon) == 0

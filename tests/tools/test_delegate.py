@@ -102,3 +102,77 @@ async def test_a_closed_channel_is_an_observation() -> None:
     outcome = await delegate.call("subagent_status", {"handle": "0.1"}, sup.request, timeout_s=5)
     assert outcome.is_error
     assert "control channel closed" in outcome.text
+
+
+OBJECT_N: dict[str, JsonValue] = {
+    "type": "object",
+    "properties": {"n": {"type": "integer"}},
+    "required": ["n"],
+}
+
+
+async def test_an_invalid_output_schema_is_refused_here_before_the_supervisor_is_asked() -> None:
+    sup = Supervisor({"handle": "0.1", "state": "running"})
+    outcome = await delegate.call(
+        "subagent_spawn",
+        {"instruction": "x", "output_schema": {"type": "no-such-type"}},
+        sup.request,
+        timeout_s=5,
+        schemas={},
+    )
+    assert outcome.is_error
+    assert outcome.text.startswith(
+        "`subagent_spawn` refused: output_contract.schema is not a valid JSON Schema"
+    )
+    assert sup.requests == []
+
+
+@pytest.mark.parametrize(
+    ("result", "checked"),
+    [
+        pytest.param({"n": 1}, {"schema_valid": True}, id="valid"),
+        pytest.param(
+            {"n": "one"},
+            {"schema_valid": False, "schema_errors": ["n: 'one' is not of type 'integer'"]},
+            id="invalid",
+        ),
+    ],
+)
+async def test_a_childs_result_is_checked_against_its_schema_by_the_parent(
+    result: JsonValue, checked: dict[str, JsonValue]
+) -> None:
+    distillate: dict[str, JsonValue] = {"handle": "0.1", "status": "completed", "result": result}
+    schemas: delegate.Schemas = {}
+    outcome = await delegate.call(
+        "subagent_spawn",
+        {"instruction": "x", "output_schema": OBJECT_N},
+        Supervisor(distillate).request,
+        timeout_s=5,
+        schemas=schemas,
+    )
+    assert json.loads(outcome.text) == {**distillate, **checked}
+    assert schemas == {"0.1": OBJECT_N}
+
+
+async def test_a_background_childs_distillate_is_checked_when_waited_for() -> None:
+    schemas: delegate.Schemas = {}
+    started = Supervisor({"handle": "0.1", "state": "running", "grant": {"max_steps": 1, "max_tokens": 9}})
+    outcome = await delegate.call(
+        "subagent_spawn",
+        {"instruction": "x", "output_schema": OBJECT_N, "wait": False},
+        started.request,
+        timeout_s=5,
+        schemas=schemas,
+    )
+    assert "schema_valid" not in json.loads(outcome.text)
+    done = Supervisor({"handle": "0.1", "status": "completed", "result": {"n": "x"}})
+    waited = await delegate.call(
+        "subagent_wait", {"handle": "0.1"}, done.request, timeout_s=5, schemas=schemas
+    )
+    assert json.loads(waited.text)["schema_valid"] is False
+    # A child without a schema, or one that brought back no result, is passed on as it came.
+    other: dict[str, JsonValue] = {"handle": "0.2", "status": "crashed", "result": None}
+    unchecked = await delegate.call(
+        "subagent_wait", {"handle": "0.2"}, Supervisor(other).request, timeout_s=5, schemas=schemas
+    )
+    assert json.loads(unchecked.text) == other
