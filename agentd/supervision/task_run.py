@@ -108,8 +108,10 @@ class NodeListener:
         self.log.info("log.stderr", pid=child.pid, line=line)
 
     def on_verdict(self, child: SupervisedChild, verdict: Verdict) -> None:
-        self.log.warning("subagent.stuck", pid=child.pid, verdict=verdict)
-        self._journal("subagent.stuck", {"verdict": verdict})
+        # The last pong's loop age: what detector B judged (and what tells a wedged loop from a slow call).
+        age_ms = child.last_loop_age_ms
+        self.log.warning("subagent.stuck", pid=child.pid, verdict=verdict, loop_age_ms=age_ms)
+        self._journal("subagent.stuck", {"verdict": verdict, "loop_age_ms": age_ms})
 
     def on_rung(self, child: SupervisedChild, rung: RungAction, cause: KillCause) -> None:
         self.log.warning("subagent.signal", pid=child.pid, rung=rung, cause=cause)
