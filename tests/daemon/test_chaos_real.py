@@ -107,6 +107,7 @@ def test_a_real_subagent_flooding_its_channel_is_killed_at_the_cap_with_bounded_
         assert view.error.kind == "protocol"
         assert_gone([proc, *servers])
         growth = psutil.Process(daemon.pid).memory_info().rss - rss_before
+        print(f"daemon RSS growth: {growth / 2**20:.1f} MiB")  # a figure for docs/testing.md (-s)
         assert growth < 48 * 1024 * 1024, f"daemon grew {growth / 2**20:.0f} MiB"
 
 
@@ -118,6 +119,7 @@ def test_a_real_subagent_flooding_stdout_still_completes_and_the_daemon_stays_sm
         assert view.status is S.COMPLETED, view.error
         assert view.result == "sum 5"
         growth = psutil.Process(daemon.pid).memory_info().rss - rss_before
+        print(f"daemon RSS growth: {growth / 2**20:.1f} MiB")  # a figure for docs/testing.md (-s)
         assert growth < 48 * 1024 * 1024, f"daemon grew {growth / 2**20:.0f} MiB"
         relayed = [str(line["line"]) for line in daemon.log() if line.get("event") == "log.stderr"]
         assert any("dropped]" in line for line in relayed)  # the over-long line was capped, not kept

@@ -35,7 +35,7 @@ from tests.support.leaks import kill_all
 
 pytestmark = pytest.mark.processes
 
-ROUNDS = 20
+ROUNDS = int(os.environ.get("AGENTD_CHAOS_ROUNDS", "20"))
 TASKS_PER_ROUND = 2
 KILL_POINT_TIMEOUT_S = 10.0
 ZYGOTE_READY_TIMEOUT_S = 30.0
@@ -220,7 +220,9 @@ def test_kill_9_rounds_lose_no_acked_task_end_each_once_and_leave_no_survivor(
         for round_no in range(ROUNDS):
             # Subagents fork from the warm zygote, as in production (the requeued ones of the last
             # round may already be running, exec'd, while it warms up).
+            t_round = time.monotonic()
             wait_event(daemon, offset, "proc.ready", 1, ZYGOTE_READY_TIMEOUT_S, process="zygote")
+            t_zygote = time.monotonic()
             submitter = Submitter(daemon, round_no, rng, ledger)
             (event, handle), nth = rng.choice(KILL_POINTS), rng.randint(1, TASKS_PER_ROUND)
             jitter_s = rng.uniform(0, 0.2)
@@ -230,6 +232,7 @@ def test_kill_9_rounds_lose_no_acked_task_end_each_once_and_leave_no_survivor(
                 daemon, offset, event, nth, KILL_POINT_TIMEOUT_S, **match
             )
             time.sleep(jitter_s)  # the chaos itself, not ordering: where after the event the kill lands
+            t_kill = time.monotonic()
             old = descendants(daemon.pid)
             daemon.proc.send_signal(signal.SIGKILL)
             daemon.proc.wait(timeout=10)
@@ -245,12 +248,16 @@ def test_kill_9_rounds_lose_no_acked_task_end_each_once_and_leave_no_survivor(
             assert verdict == "ok", f"round {round_no}: journal integrity_check: {verdict}"
 
             offset = daemon.log_path.stat().st_size
+            t_restart = time.monotonic()
             daemon = start_daemon(tmp_path, config)
+            t_up = time.monotonic()
             totals.rounds += 1
             if os.environ.get("AGENTD_CHAOS_VERBOSE"):
                 with capsys.disabled():
                     print(
-                        f"round {round_no}: {event} {handle} #{nth} t={time.monotonic() - t0:.1f}s {totals}"
+                        f"round {round_no}: {event} {handle} #{nth} t={time.monotonic() - t0:.1f}s "
+                        f"zygote {t_zygote - t_round:.1f}s, kill point {t_kill - t_zygote:.1f}s, "
+                        f"checks {t_restart - t_kill:.1f}s, restart {t_up - t_restart:.1f}s; {totals}"
                     )
 
             strays = survivors(old, daemon)
