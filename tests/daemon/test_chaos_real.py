@@ -97,7 +97,10 @@ def test_a_real_subagent_memory_bomb_is_stopped_by_the_address_space_limit(tmp_p
 def test_a_real_subagent_flooding_its_channel_is_killed_at_the_cap_with_bounded_memory(
     tmp_path: Path,
 ) -> None:
-    with faulty_daemon(tmp_path, "flood-channel") as daemon:
+    # Its pongs drown in the flood too: with pings 5 s apart the 16 MiB cap, not three missed
+    # pongs, is what ends it, however slowly a loaded machine reads those 16 MiB.
+    slow_pings = FAST_SUPERVISION.replace("ping_interval_s = 0.2", "ping_interval_s = 5")
+    with faulty_daemon(tmp_path, "flood-channel", supervision=slow_pings) as daemon:
         rss_before = psutil.Process(daemon.pid).memory_info().rss
         task_id = daemon.submit("flood")
         proc, servers = real_subagent(daemon, task_id)
