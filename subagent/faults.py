@@ -14,7 +14,7 @@ import os
 import signal
 import time
 from collections.abc import Mapping
-from typing import Literal, get_args
+from typing import Literal, cast, get_args
 
 from protocol.environment import TEST_FAULT_ENV
 
@@ -31,7 +31,7 @@ def armed(handle: str, environ: Mapping[str, str]) -> Fault | None:
     name, _, only = value.partition("@")
     if name not in FAULTS or (only and only != handle):
         return None
-    return name  # type: ignore[return-value]  # checked against FAULTS just above
+    return cast(Fault, name)
 
 
 def commit(fault: Fault, channel_fd: int) -> None:
