@@ -200,8 +200,8 @@ class TaskRun:
                 self.record.task_id, grant_steps=root.grant.steps, grant_tokens=root.grant.tokens
             )
         except InvalidTransition as exc:
-            if exc.state == "terminal":
-                return None
+            if exc.task_id == self.record.task_id and exc.state == "terminal":
+                return None  # the task itself ended (a cancel while queued), not one of its nodes
             raise
         async with anyio.create_task_group() as tg:
             self._tg = tg
