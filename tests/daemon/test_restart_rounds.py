@@ -75,6 +75,7 @@ class Totals:
     requeued: int = 0
     crashed_by_restart: int = 0
     kill_points_reached: int = 0
+    never_ended: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -291,7 +292,10 @@ def test_kill_9_rounds_lose_no_acked_task_end_each_once_and_leave_no_survivor(
 
         for task_id, allowed in ledger.max_attempts.items():
             view = daemon.wait(task_id, timeout_s=60)
-            assert view.status is not None, f"{task_id} never ended"
+            if view.status is None:  # acknowledged, present, and never run to an end: lost all the same
+                totals.lost += 1
+                totals.never_ended.append(task_id)
+                continue
             if view.status is S.CRASHED:
                 assert view.error is not None
                 assert view.error.kind == "supervisor_restart", view.error
@@ -307,16 +311,16 @@ def test_kill_9_rounds_lose_no_acked_task_end_each_once_and_leave_no_survivor(
     finally:
         if daemon.proc.poll() is None:
             assert daemon.stop(timeout_s=40) == 0
+        with capsys.disabled():  # the totals are the last line, pass or fail
+            print(
+                f"kill -9 rounds: seed={seed} rounds={totals.rounds} acked={totals.acked} "
+                f"lost={totals.lost} doubled={totals.doubled} orphans={totals.orphans} (killed in flight: "
+                f"{totals.killed_subagents} subagents, {totals.killed_nested} nested, "
+                f"{totals.killed_mcp_servers} MCP servers; {totals.kill_points_reached} kill points reached; "
+                f"recovery requeued {totals.requeued}, crashed {totals.crashed_by_restart}; "
+                f"{time.monotonic() - t0:.0f} s)",
+                flush=True,
+            )
     assert totals.rounds == ROUNDS
     assert totals.killed_subagents > 0 and totals.killed_mcp_servers > 0 and totals.killed_nested > 0, totals
-    with capsys.disabled():
-        print(
-            f"kill -9 rounds: seed={seed} rounds={totals.rounds} acked={totals.acked} lost={totals.lost} "
-            f"doubled={totals.doubled} orphans={totals.orphans} (killed in flight: "
-            f"{totals.killed_subagents} subagents, {totals.killed_nested} nested, "
-            f"{totals.killed_mcp_servers} MCP servers; {totals.kill_points_reached} kill points reached; "
-            f"recovery requeued {totals.requeued}, "
-            f"crashed {totals.crashed_by_restart})",
-            flush=True,
-        )
     assert (totals.lost, totals.doubled, totals.orphans) == (0, 0, 0), totals
