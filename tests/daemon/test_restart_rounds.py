@@ -75,6 +75,7 @@ class Totals:
     requeued: int = 0
     crashed_by_restart: int = 0
     kill_points_reached: int = 0
+    zygote_rounds: int = 0
     never_ended: list[str] = field(default_factory=list)
 
 
@@ -88,13 +89,13 @@ class Ledger:
     restarts: Counter[str] = field(default_factory=Counter)
 
 
-def config_body(tmp_path: Path) -> str:
+def config_body(tmp_path: Path, spawner: str) -> str:
     return (
         scripted("work", ROOT_TURNS, tmp_path, roles=ROLES)
         + f'[mcp.lean]\ncommand = ["{sys.executable}", "{FIXTURES / "mcp_lean.py"}"]\ntrust = []\n'
         + '[defaults]\nmodel = "work"\nmcp = ["lean"]\n'
         # Default liveness knobs: a subagent exec'd while the machine is busy must not look stuck.
-        + "[supervision]\ncancel_grace_s = 0.5\nterm_grace_s = 0.5\nkill_reap_s = 2\n"
+        + f'[supervision]\nspawner = "{spawner}"\ncancel_grace_s = 0.5\nterm_grace_s = 0.5\nkill_reap_s = 2\n'
     )
 
 
@@ -215,14 +216,18 @@ def test_kill_9_rounds_lose_no_acked_task_end_each_once_and_leave_no_survivor(
     ledger, totals = Ledger(), Totals()
     db = tmp_path / "state" / "agentd.db"
     offset = 0
-    config = write_config(tmp_path, config_body(tmp_path))
+    spawner = "zygote"
+    config = write_config(tmp_path, config_body(tmp_path, spawner))
     daemon = start_daemon(tmp_path, config)
     try:
         for round_no in range(ROUNDS):
-            # Subagents fork from the warm zygote, as in production (the requeued ones of the last
-            # round may already be running, exec'd, while it warms up).
+            # A zygote generation forks its subagents from the warm zygote, as in production (the
+            # requeued ones of the last round may already run, exec'd, while it warms up); an exec
+            # generation starts each from a fresh interpreter, so kills often land during a boot.
             t_round = time.monotonic()
-            wait_event(daemon, offset, "proc.ready", 1, ZYGOTE_READY_TIMEOUT_S, process="zygote")
+            if spawner == "zygote":
+                wait_event(daemon, offset, "proc.ready", 1, ZYGOTE_READY_TIMEOUT_S, process="zygote")
+                totals.zygote_rounds += 1
             t_zygote = time.monotonic()
             submitter = Submitter(daemon, round_no, rng, ledger)
             (event, handle), nth = rng.choice(KILL_POINTS), rng.randint(1, TASKS_PER_ROUND)
@@ -250,6 +255,8 @@ def test_kill_9_rounds_lose_no_acked_task_end_each_once_and_leave_no_survivor(
 
             offset = daemon.log_path.stat().st_size
             t_restart = time.monotonic()
+            spawner = rng.choice(("zygote", "exec"))
+            config = write_config(tmp_path, config_body(tmp_path, spawner))
             daemon = start_daemon(tmp_path, config)
             t_up = time.monotonic()
             totals.rounds += 1
@@ -318,6 +325,7 @@ def test_kill_9_rounds_lose_no_acked_task_end_each_once_and_leave_no_survivor(
                 f"{totals.killed_subagents} subagents, {totals.killed_nested} nested, "
                 f"{totals.killed_mcp_servers} MCP servers; {totals.kill_points_reached} kill points reached; "
                 f"recovery requeued {totals.requeued}, crashed {totals.crashed_by_restart}; "
+                f"{totals.zygote_rounds} rounds forked from the zygote, the rest exec'd; "
                 f"{time.monotonic() - t0:.0f} s)",
                 flush=True,
             )
