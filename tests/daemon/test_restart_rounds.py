@@ -50,15 +50,15 @@ ROOT_TURNS: list[dict[str, object]] = [
 ROLES = [{"match": "^child:", "turns": [{"tool_calls": [ADD], "delay_s": 0.1}, {"text": "child done"}]}]
 
 # Where a round's kill lands: right after the n-th of one of these log events of the generation
-# (with this handle, if one is named) — during intake, a root booting or connecting its MCP
-# server, a nested child being spawned or running, or a task just ended.
-KILL_POINTS: tuple[tuple[str, str | None], ...] = (
-    ("task.submitted", None),
-    ("subagent.ready", "0"),
-    ("mcp.connect", None),
-    ("subagent.spawn", "0.1"),
-    ("subagent.ready", "0.1"),
-    ("task.terminal", None),
+# (with these fields) — during intake, a root booting or connecting its MCP server, a nested child
+# being spawned or running, or a task just completed (recovery's own `crashed` ends do not count).
+KILL_POINTS: tuple[tuple[str, dict[str, object]], ...] = (
+    ("task.submitted", {}),
+    ("subagent.ready", {"handle": "0"}),
+    ("mcp.connect", {}),
+    ("subagent.spawn", {"handle": "0.1"}),
+    ("subagent.ready", {"handle": "0.1"}),
+    ("task.terminal", {"status": "completed"}),
 )
 
 
@@ -230,10 +230,9 @@ def test_kill_9_rounds_lose_no_acked_task_end_each_once_and_leave_no_survivor(
                 totals.zygote_rounds += 1
             t_zygote = time.monotonic()
             submitter = Submitter(daemon, round_no, rng, ledger)
-            (event, handle), nth = rng.choice(KILL_POINTS), rng.randint(1, TASKS_PER_ROUND)
+            (event, match), nth = rng.choice(KILL_POINTS), rng.randint(1, TASKS_PER_ROUND)
             jitter_s = rng.uniform(0, 0.2)
             submitter.start()
-            match = {} if handle is None else {"handle": handle}
             totals.kill_points_reached += wait_event(
                 daemon, offset, event, nth, KILL_POINT_TIMEOUT_S, **match
             )
@@ -263,7 +262,7 @@ def test_kill_9_rounds_lose_no_acked_task_end_each_once_and_leave_no_survivor(
             if os.environ.get("AGENTD_CHAOS_VERBOSE"):
                 with capsys.disabled():
                     print(
-                        f"round {round_no}: {event} {handle} #{nth} t={time.monotonic() - t0:.1f}s "
+                        f"round {round_no}: {event} {match} #{nth} t={time.monotonic() - t0:.1f}s "
                         f"zygote {t_zygote - t_round:.1f}s, kill point {t_kill - t_zygote:.1f}s, "
                         f"checks {t_restart - t_kill:.1f}s, restart {t_up - t_restart:.1f}s; {totals}"
                     )
