@@ -20,3 +20,9 @@ CGROUP_ENV = "AGENTD_CGROUP"
 
 SPAWN_TIMEOUT_ENV = "AGENTD_SPAWN_TIMEOUT_S"
 """Seconds the child waits for its first frame (`ctrl/spawn`) before it exits 2; default 30."""
+
+TEST_FAULT_ENV = "AGENTD_TEST_FAULT"
+"""Chaos tests only: `<fault>[@<handle>]` makes a real subagent misbehave on purpose once it is
+connected (`subagent/faults.py`). The spawner passes it on from the daemon's own environment — set
+by whoever starts the daemon, never by a socket client (nothing in a request reaches a child's
+environment) nor by a model."""

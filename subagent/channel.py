@@ -67,6 +67,11 @@ class ControlChannel:
 
     # ---- writing (any thread) --------------------------------------------------------------
 
+    @property
+    def out_fd(self) -> int:
+        """The channel's write end (the chaos tests' `flood-channel` fault writes to it raw)."""
+        return self._fd_out
+
     def send(self, message: BaseModel) -> bool:
         """Write one frame; False once the supervisor's end is closed."""
         data = encode(message)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import time
 from dataclasses import dataclass, field, replace
@@ -21,6 +22,7 @@ from protocol import control
 from protocol.exit_codes import ExitCode
 from protocol.result import RunError, RunResult, RunUsage, TerminalStatus, cap_text, interrupted_status
 from protocol.spawn import SpawnPayload
+from subagent import faults
 from subagent.channel import ControlChannel
 from subagent.errors import ContextOverflow, ContextTooSmall, IntelError, McpFatal
 from subagent.intel import Intelligence, open_intelligence
@@ -281,6 +283,8 @@ async def run_async(payload: SpawnPayload, channel: ControlChannel) -> RunResult
             # Connected: from here on a cancel or the deadline aborts single operations instead.
             outer.deadline = math.inf
             driver.connecting = False
+            if (fault := faults.armed(payload.handle, os.environ)) is not None:
+                faults.commit(fault, channel.out_fd)
             driver.report(driver.result(await driver.drive(intel, tools)))
             # The result is out; MCP servers are torn down (bounded, shielded) as the block exits.
 
@@ -319,6 +323,13 @@ def abort(driver: Driver, kind: str, exc: Exception) -> RunResult:
     )
 
 
+def _innermost(exc: BaseException) -> str:
+    """The type name of the first leaf of an exception group (task groups wrap what failed)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return type(exc).__name__
+
+
 def run_task(payload: SpawnPayload, channel: ControlChannel) -> int:
     """The child's top level: run the task; any unexpected error is still reported as `crashed`."""
     started = time.monotonic()
@@ -330,7 +341,7 @@ def run_task(payload: SpawnPayload, channel: ControlChannel) -> int:
         traceback.print_exc(file=sys.stderr)
         error = RunError(
             kind="internal",
-            message=f"{type(exc).__name__} in the subagent after {time.monotonic() - started:.1f}s",
+            message=f"{_innermost(exc)} in the subagent after {time.monotonic() - started:.1f}s",
         )
         channel.send(control.Result(params=RunResult(status=TerminalStatus.CRASHED, error=error)))
         return ExitCode.FAILURE

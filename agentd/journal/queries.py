@@ -190,6 +190,10 @@ def mark_starting(
         assignments="started_at = ?, pid = NULL, pid_start_time = NULL",
         params=(now,),
     )
+    # Any node of a task that was queued is an earlier attempt's (restart recovery requeued it):
+    # this attempt grows its own tree. A node that ended before the crash — the root itself, when
+    # the kill landed between its end and the task's — would otherwise refuse to start, forever.
+    conn.execute("DELETE FROM nodes WHERE task_id = ?", (task_id,))
     _upsert_root(conn, task_id, "starting", now=now, grant_steps=grant_steps, grant_tokens=grant_tokens)
     return record
 

@@ -15,9 +15,14 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import anyio
 import structlog
 
 CGROUP2_MOUNT = Path("/sys/fs/cgroup")
+PROC_SELF_CGROUP = Path("/proc/self/cgroup")
+# cgroup.kill is asynchronous: the leaf empties once the kernel has delivered the SIGKILLs.
+LEAF_EMPTY_TIMEOUT_S = 1.0
+LEAF_POLL_S = 0.01
 _LEAF_SAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 log = structlog.get_logger("agentd.spawning.cgroup")
@@ -46,9 +51,32 @@ class CgroupLeaf:
         match = re.search(r"^oom_kill (\d+)$", text, re.MULTILINE)
         return bool(match and int(match.group(1)) > 0)
 
+    def populated(self) -> bool:
+        """Is any process left in the leaf (`populated 1` in `cgroup.events`)?"""
+        try:
+            text = (self.path / "cgroup.events").read_text()
+        except OSError:
+            return False
+        match = re.search(r"^populated (\d+)$", text, re.MULTILINE)
+        return bool(match and int(match.group(1)))
+
     def remove(self) -> None:
+        # rmdir, never a recursive delete: the kernel owns the control files and removes them
+        # with the directory; a leaf that still holds a process refuses (EBUSY), quietly.
         with contextlib.suppress(OSError):
             os.rmdir(self.path)
+
+    async def retire(self, timeout_s: float = LEAF_EMPTY_TIMEOUT_S) -> None:
+        """Teardown after the child was reaped: kill what is left in the leaf — a grandchild that
+        left the process group with `setsid` — wait (bounded) until the kernel reports it empty,
+        and remove it."""
+        if self.populated():
+            self.kill()
+            with anyio.move_on_after(timeout_s):
+                # A kernel file, not an event we could await (inotify would be the alternative).
+                while self.populated():  # noqa: ASYNC110
+                    await anyio.sleep(LEAF_POLL_S)
+        self.remove()
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,12 +114,16 @@ def is_pure_v2(mount: Path = CGROUP2_MOUNT) -> bool:
     return (mount / "cgroup.controllers").exists()
 
 
-def discover(mount: Path = CGROUP2_MOUNT) -> CgroupRoot | None:
-    """Set up the delegated subtree if possible; None means: fall back silently."""
+def discover(mount: Path = CGROUP2_MOUNT, *, self_cgroup: Path = PROC_SELF_CGROUP) -> CgroupRoot | None:
+    """Set up the delegated subtree if possible; None means: fall back silently.
+
+    `mount` and `self_cgroup` are the real cgroupfs and /proc file in production; tests point
+    them at a fake tree in a temporary directory (these machines are cgroup v1).
+    """
     if not is_pure_v2(mount):
         return None
     try:
-        rel = own_cgroup(Path("/proc/self/cgroup").read_text())
+        rel = own_cgroup(self_cgroup.read_text())
         if rel is None:
             return None
         root = mount / rel.lstrip("/")

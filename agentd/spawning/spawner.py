@@ -24,12 +24,25 @@ import psutil
 from agentd.errors import SpawnError
 from processes.linux import open_pidfd
 from processes.pipes import StdioPipes, open_stdio_pipes
-from protocol.environment import CGROUP_ENV, RUN_MARKER_ENV, SUPERVISOR_PID_ENV
+from protocol.environment import CGROUP_ENV, RUN_MARKER_ENV, SUPERVISOR_PID_ENV, TEST_FAULT_ENV
 
 # Environment names a child must never inherit (DESIGN §6): systemd's notify, watchdog and
 # socket-activation contracts belong to the daemon alone.
 SCRUBBED_PREFIXES = ("NOTIFY_SOCKET", "WATCHDOG_", "LISTEN_")
-PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER", "LOGNAME", "SHELL", "TERM")
+# TEST_FAULT_ENV arms a chaos test's fault in the child; only the daemon's own environment sets it.
+PASSED_ENV = (
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "TZ",
+    "TMPDIR",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "TERM",
+    TEST_FAULT_ENV,
+)
 RESET_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1)
 
 

@@ -166,15 +166,18 @@ class SupervisedChild:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(self.ladder.kill_reap_s):
                     await self._wait_exit()
             self.proc.close_fds()
+            # Read before the leaf is retired: its memory.events goes with it.
+            oom_killed = self.cgroup.oom_killed() if self.cgroup else False
             if self.cgroup is not None:
-                self.cgroup.remove()
+                with anyio.CancelScope(shield=True):
+                    await self.cgroup.retire()
         assert self.exit_info is not None
         return classify_exit(
             self.result,
             self.exit_info,
             kill_cause=self.kill_cause,
             sigkilled_by_us=self.top_rung == "sigkill",
-            oom_killed=self.cgroup.oom_killed() if self.cgroup else False,
+            oom_killed=oom_killed,
             stderr_tail="\n".join(self._stderr_tail) if self.result is None else "",
         )
 

@@ -114,8 +114,10 @@ class NodeListener:
         self.log.info("log.stderr", pid=child.pid, line=line)
 
     def on_verdict(self, child: SupervisedChild, verdict: Verdict) -> None:
-        self.log.warning("subagent.stuck", pid=child.pid, verdict=verdict)
-        self._journal("subagent.stuck", {"verdict": verdict})
+        # The last pong's loop age: what detector B judged (and what tells a wedged loop from a slow call).
+        age_ms = child.last_loop_age_ms
+        self.log.warning("subagent.stuck", pid=child.pid, verdict=verdict, loop_age_ms=age_ms)
+        self._journal("subagent.stuck", {"verdict": verdict, "loop_age_ms": age_ms})
 
     def on_rung(self, child: SupervisedChild, rung: RungAction, cause: KillCause) -> None:
         self.log.warning("subagent.signal", pid=child.pid, rung=rung, cause=cause)
@@ -204,8 +206,8 @@ class TaskRun:
                 self.record.task_id, grant_steps=root.grant.steps, grant_tokens=root.grant.tokens
             )
         except InvalidTransition as exc:
-            if exc.state == "terminal":
-                return None
+            if exc.task_id == self.record.task_id and exc.state == "terminal":
+                return None  # the task itself ended (a cancel while queued), not one of its nodes
             raise
         async with anyio.create_task_group() as tg:
             self._tg = tg

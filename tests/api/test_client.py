@@ -136,7 +136,11 @@ async def test_a_connection_the_daemon_closed_while_idle_is_reopened(socket_path
         client = ApiClient(server.path)
         with client:
             await anyio.to_thread.run_sync(client.call, StatusRequest())
-            await anyio.sleep(0.4)  # elapsed time is the point: the daemon's idle timeout passes
+            # The daemon's idle timeout closes the connection: wait until the close reaches us
+            # (EOF makes the socket readable), so the next call must reopen.
+            assert client._sock is not None
+            with anyio.fail_after(10):
+                await anyio.wait_readable(client._sock)
             assert (await anyio.to_thread.run_sync(client.call, StatusRequest())).journal_ok
 
 

@@ -35,6 +35,7 @@ from protocol.api import (
     TaskSpec,
 )
 from tests.api.harness import RawConnection, serving
+from tests.support.privilege import AS_ANOTHER_USER
 
 pytestmark = [pytest.mark.anyio, pytest.mark.processes]
 
@@ -101,6 +102,7 @@ async def _as_nobody(cwd: Path, root_task: str, path: str, *, extra_groups: list
     return await anyio.to_thread.run_sync(_fork_as_nobody, cwd, root_task, path, extra_groups)
 
 
+@AS_ANOTHER_USER
 async def test_another_uid_cannot_see_or_cancel_a_task_and_sees_only_its_own(socket_path: Path) -> None:
     async with (
         serving(socket_path, group=NOGROUP) as server,
@@ -126,6 +128,7 @@ async def test_another_uid_cannot_see_or_cancel_a_task_and_sees_only_its_own(soc
     assert {c.uid for c in server.backend.callers} == {os.geteuid(), NOBODY}
 
 
+@AS_ANOTHER_USER
 async def test_an_admin_group_member_sees_and_cancels_every_task(socket_path: Path) -> None:
     async with (
         serving(socket_path, group=NOGROUP, admin_gid=ADMINS) as server,
@@ -142,6 +145,7 @@ async def test_an_admin_group_member_sees_and_cancels_every_task(socket_path: Pa
     assert admin_callers and all(c.is_admin and ADMINS in c.groups for c in admin_callers)
 
 
+@AS_ANOTHER_USER
 async def test_a_user_outside_the_socket_group_is_told_permission_is_denied(socket_path: Path) -> None:
     async with serving(socket_path):  # root's group only: closed to nobody
         seen = await _as_nobody(socket_path.parent.parent, "t1", "run/agentd.sock", extra_groups=[])

@@ -16,6 +16,7 @@ from protocol.api import NOT_FOUND
 from protocol.result import TerminalStatus as S
 from tests.api.test_ownership import NOGROUP, _fork_as_nobody
 from tests.support.daemon import Daemon, running_daemon, scripted, start_daemon, write_config
+from tests.support.privilege import AS_ANOTHER_USER
 
 
 def slow_body(tmp_path: Path) -> str:
@@ -23,6 +24,7 @@ def slow_body(tmp_path: Path) -> str:
 
 
 @pytest.mark.processes
+@AS_ANOTHER_USER
 def test_another_uid_cannot_see_or_cancel_a_task_but_runs_its_own(tmp_path: Path) -> None:
     run = tmp_path / "run"
     socket_path = run / "agentd.sock"

@@ -116,45 +116,73 @@ def test_a_burst_of_spawns_is_refused_by_the_rate_limit(tmp_path: Path) -> None:
         assert {n["status"] for h, n in tree.items() if h != "0"} == {"completed"}
 
 
-def test_parallel_children_cannot_overspend_the_parents_grant(tmp_path: Path) -> None:
-    greedy = {"max_tokens": 100_000, "wait": False}
+def test_four_parallel_children_each_overspending_are_cut_at_their_grants_and_never_sink_the_parent(
+    tmp_path: Path,
+) -> None:
+    # The parent has 40,000 tokens and spends 1,000, leaving 39,000. Each of four children asks for
+    # 9,000 (and 5 of its 39 steps left) — all four are granted and run at once, holding 36,000
+    # and leaving the parent 3,000 —
+    # then makes one model call worth 9,700: more than its grant and more than the 3,000 the
+    # parent has left. Each is stopped at its grant after that one call; together they overshoot
+    # by 2,800, inside what the parent held back, so the parent collects all four and completes.
+    grant, spend, parent_tokens, wait_cost = 9_000, 9_700, 40_000, 10
     roles = [
         {
             "match": "^greedy",
             "turns": [
                 {
                     "text": "spent",
-                    "usage": {"tokens_in": 9000, "tokens_out": 0},
+                    # Long enough that all four are alive at once even when forks are slow.
+                    "delay_s": 2,
+                    "usage": {"tokens_in": spend, "tokens_out": 0},
                     "tool_calls": [{"name": "note_read", "arguments": {}}],
-                }
+                },
+                {"text": "too late", "delay_s": 60},
             ],
         }
     ]
     turns = [
         {
-            "tool_calls": [spawn_call(f"greedy {i}", **greedy) for i in range(4)],
+            "tool_calls": [
+                spawn_call(f"greedy {i}", max_tokens=grant, max_steps=5, wait=False) for i in range(4)
+            ],
             "usage": {"tokens_in": 1000, "tokens_out": 0},
         },
         *[
             {
                 "tool_calls": [{"name": "subagent_wait", "arguments": {"handle": f"0.{i}"}}],
-                "usage": {"tokens_in": 10, "tokens_out": 0},
+                "usage": {"tokens_in": wait_cost, "tokens_out": 0},
             }
             for i in range(1, 5)
         ],
-        {"text": "all back"},
+        {"text": "all back: {last_tool_result}", "usage": {"tokens_in": wait_cost, "tokens_out": 0}},
     ]
     with running_daemon(tmp_path, body(tmp_path, turns, roles)) as daemon:
-        task_id = daemon.submit("fan out greedily", limits={"max_tokens": 30_000})
+        daemon.wait_log("proc.ready", process="zygote", timeout_s=60)  # forks, not 1 s exec's
+        task_id = daemon.submit("fan out greedily", limits={"max_tokens": parent_tokens})
         view = daemon.wait(task_id, timeout_s=120)
+        assert view.status is S.COMPLETED, view.error
         tree = nodes(daemon, task_id)
-        grants = sum(tree[f"0.{i}"]["grant_tokens"] for i in range(1, 5) if f"0.{i}" in tree)
-        assert grants <= 30_000 - 1000
-        assert view.usage.tokens <= 30_000 + 9000  # at most one in-flight call past a grant
-        for i in range(1, 5):
-            node = tree.get(f"0.{i}")
-            if node is not None:
-                assert node["usage"]["tokens_in"] <= node["grant_tokens"] + 9000
+        children = [tree[f"0.{i}"] for i in range(1, 5)]
+        assert [c["grant_tokens"] for c in children] == [grant] * 4  # nobody was refused
+        assert not refusals(daemon)
+        assert [c["status"] for c in children] == ["exhausted_tokens"] * 4
+        assert [c["usage"]["tokens_in"] for c in children] == [spend] * 4  # one call each, no more
+        assert view.usage.tokens_in == 1000 + 4 * spend + 5 * wait_cost == 39_850
+        assert view.usage.tokens_in <= parent_tokens
+        assert [c["grant_steps"] for c in children] == [5] * 4
+        assert view.usage.steps == 6 + 4  # the root's six turns, one per child
+        # Really in parallel: every child was ready before the first of them exited.
+        order = [
+            (line["event"], line.get("handle"))
+            for line in daemon.log()
+            if line.get("task_id") == task_id and line.get("event") in ("subagent.ready", "subagent.exit")
+        ]
+        first_exit = next(i for i, (event, handle) in enumerate(order) if event == "subagent.exit")
+        ready_before = {handle for event, handle in order[:first_exit] if event == "subagent.ready"}
+        assert ready_before == {"0", "0.1", "0.2", "0.3", "0.4"}, order
+        over = {line["handle"] for line in daemon.log() if line.get("event") == "limit.exceeded"}
+        assert over == {"0.1", "0.2", "0.3", "0.4"}
 
 
 def test_a_node_over_its_grant_is_cancelled_while_its_sibling_finishes(tmp_path: Path) -> None:

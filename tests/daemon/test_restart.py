@@ -75,9 +75,13 @@ def test_sigterm_drains_running_tasks_and_exits_0(tmp_path: Path) -> None:
 def test_a_second_signal_kills_every_child_at_once(tmp_path: Path) -> None:
     slow = rogue_daemon(tmp_path).replace("cancel_grace_s = 0.5", "cancel_grace_s = 20")
     with running_daemon(tmp_path, slow) as daemon:
-        pids = daemon.wait_ready([daemon.submit("ignore-cancel")])
+        task_id = daemon.submit("ignore-cancel")
+        pids = daemon.wait_ready([task_id])
         daemon.proc.send_signal(signal.SIGTERM)
-        time.sleep(0.3)  # let the first signal start the drain; the second must not wait 20 s
+        # The drain has started and sent its cancel, which the child ignores: the ladder would
+        # now wait 20 s before SIGTERM. The second signal must not wait for it.
+        daemon.wait_log("proc.drain")
+        daemon.wait_log("subagent.signal", task_id=task_id, rung="cancel", cause="drain")
         daemon.proc.send_signal(signal.SIGINT)
         assert daemon.proc.wait(timeout=10) == 0
         for pid in pids.values():

@@ -17,6 +17,7 @@ from agentd.supervision.fairness import fair_order
 from protocol.api import QUOTA_EXCEEDED, ListParams, ListRequest, SubmitParams, SubmitRequest, TaskSpec
 from tests.api.test_ownership import NOGROUP, _fork_as_nobody
 from tests.support.daemon import running_daemon, scripted, start_daemon, write_config
+from tests.support.privilege import AS_ANOTHER_USER
 
 MiB = 1024 * 1024
 
@@ -119,6 +120,7 @@ def test_per_uid_caps_refuse_with_a_retryable_error_naming_the_cap(tmp_path: Pat
 
 
 @pytest.mark.processes
+@AS_ANOTHER_USER
 def test_another_users_task_does_not_wait_behind_one_users_queue(tmp_path: Path) -> None:
     run = tmp_path / "run"
     socket_path = run / "agentd.sock"

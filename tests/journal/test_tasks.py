@@ -233,6 +233,27 @@ async def test_requeue_keeps_the_run_id_and_counts_the_attempt(journal: Journal)
     assert not requeued.may_requeue
 
 
+async def test_a_task_requeued_after_its_root_node_ended_starts_again_with_a_new_tree(
+    journal: Journal,
+) -> None:
+    # A kill -9 between the root's end and the task's: the task is still `running`, its nodes ended.
+    record, _ = await journal.submit(spec(retry=RetryPolicy(max_attempts=2)), owner_uid=1)
+    await journal.mark_starting(record.task_id)
+    await journal.mark_running(record.task_id, pid=99, pid_start_time=5.0)
+    await journal.upsert_node(record.task_id, "0.1", parent="0", depth=1, grant_steps=5)
+    await journal.end_node(record.task_id, "0.1", TerminalStatus.COMPLETED)
+    await journal.end_node(record.task_id, "0", TerminalStatus.COMPLETED)
+
+    await journal.requeue(record.task_id)
+
+    assert len(await journal.nodes(record.task_id)) == 2  # the last attempt's tree, until the next starts
+    started = await journal.mark_starting(record.task_id)  # was: "…/0 is terminal", forever queued
+    assert started.state == "starting"
+    assert [(n.handle, n.state) for n in await journal.nodes(record.task_id)] == [("0", "starting")]
+    await journal.upsert_node(record.task_id, "0.1", parent="0", depth=1, grant_steps=5)
+    assert [n.handle for n in await journal.nodes(record.task_id)] == ["0", "0.1"]
+
+
 async def test_next_queued_is_fifo_and_unfinished_lists_started_tasks(journal: Journal) -> None:
     tasks = [(await journal.submit(spec(str(i)), owner_uid=1))[0] for i in range(5)]
     await journal.mark_starting(tasks[0].task_id)
