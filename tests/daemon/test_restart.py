@@ -86,6 +86,14 @@ def test_a_second_signal_kills_every_child_at_once(tmp_path: Path) -> None:
         assert daemon.proc.wait(timeout=10) == 0
         for pid in pids.values():
             assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    daemon = start_daemon(tmp_path, daemon.config)
+    try:
+        view = daemon.call("task.get", {"task_id": task_id})
+        assert isinstance(view, dict)
+        assert view["status"] == "cancelled"
+        assert view["exit_code"] == 1  # a forced drain, unlike the orderly one above
+    finally:
+        assert daemon.stop() == 0
 
 
 def test_a_daemon_refuses_a_state_dir_another_daemon_holds(tmp_path: Path) -> None:
