@@ -26,12 +26,12 @@ from protocol.result import TerminalStatus
 BERLIN = ZoneInfo("Europe/Berlin")
 
 
-def _utc(*args: int) -> float:
-    return datetime(*args, tzinfo=UTC).timestamp()
+def _utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> float:
+    return datetime(year, month, day, hour, minute, tzinfo=UTC).timestamp()
 
 
-def _local(zone: ZoneInfo, *args: int, fold: int = 0) -> float:
-    return datetime(*args, tzinfo=zone, fold=fold).timestamp()
+def _local(zone: ZoneInfo, year: int, month: int, day: int, hour: int, minute: int, fold: int = 0) -> float:
+    return datetime(year, month, day, hour, minute, tzinfo=zone, fold=fold).timestamp()
 
 
 def _cron(expr: str, tz: str | None = None, **extra: object) -> ScheduleSpec:
@@ -148,7 +148,12 @@ def test_missed_fires_are_skipped_by_default_never_burst() -> None:
 
 def test_catch_up_one_fires_once_for_all_missed_occurrences() -> None:
     decision = on_due(CATCH_UP, 10.0, 95.0, previous_running=False)
-    assert (decision.fire, decision.reason, decision.skipped, decision.next_at) == (True, "catch_up", 8, 100.0)
+    assert (decision.fire, decision.reason, decision.skipped, decision.next_at) == (
+        True,
+        "catch_up",
+        8,
+        100.0,
+    )
 
 
 def test_a_fire_within_the_grace_is_on_time_not_missed() -> None:
