@@ -33,7 +33,7 @@ from agentd.api.server import serve_api
 from agentd.config.load import Config, ConfigError, load_config
 from agentd.errors import JournalError, ListenerError, UnsafeDirectory
 from agentd.journal.store import open_journal
-from agentd.options import config_schedules, journal_options, supervisor_options
+from agentd.options import config_schedules, journal_options, submit_quota, supervisor_options
 from agentd.root_payload import build_payload
 from agentd.scheduling.driver import Scheduler
 from agentd.service.reporting import ServiceStatus, run_watchdog, wedge_event_loop, wedge_seconds
@@ -220,7 +220,11 @@ async def serve(
             cgroup_root,
         )
         scheduler = Scheduler(
-            journal, on_fired=supervisor.notify_submitted, log=log, stopped=lambda: supervisor.draining
+            journal,
+            on_fired=supervisor.notify_submitted,
+            log=log,
+            stopped=lambda: supervisor.draining,
+            quota=lambda: submit_quota(holder.get()),
         )
         supervisor.on_fire_ended = scheduler.fire_ended
         recovered = await supervisor.recover()

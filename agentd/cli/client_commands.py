@@ -204,6 +204,8 @@ def describe(view: TaskView) -> str:
         parts.append(f"exit {view.exit_code}")
     parts.append(f"steps {view.usage.steps}")
     parts.append(f"tokens {view.usage.tokens}")
+    if view.schedule_id:
+        parts.append(f"schedule {view.schedule_id}")
     if view.abort:
         parts.append(f"abort {view.abort}")
     if view.error:

@@ -126,8 +126,10 @@ def fire(
     run_id: str,
     spec: TaskSpec,
     now: float,
+    quota: Quota,
 ) -> tuple[ScheduleRecord, TaskRecord]:
-    """Fire the occurrence `expect_next`: insert its task and move the schedule on, in one commit."""
+    """Fire the occurrence `expect_next`: insert its task and move the schedule on, in one commit.
+    A fire counts against its owner's per-uid caps like a submit (`QuotaExceeded`, nothing written)."""
     where, where_params = _expecting(expect_next)
     schedule = _update(
         conn,
@@ -147,7 +149,7 @@ def fire(
         spec_json=spec_json,
         owner_uid=schedule.owner_uid,
         idempotency_key=None,
-        quota=Quota(),
+        quota=quota,
         now=now,
         schedule_id=schedule_id,
         fire_at=expect_next,

@@ -302,9 +302,11 @@ class Journal:
         next_at: float | None,
         skipped: int,
         spec: TaskSpec,
+        quota: Quota | None = None,
     ) -> tuple[ScheduleRecord, TaskRecord]:
         """Fire the occurrence `expect_next`: a queued task and the schedule's advance, one commit.
-        Raises `ScheduleNotFound` (nothing written) if the schedule moved on meanwhile."""
+        Raises `ScheduleNotFound` (nothing written) if the schedule moved on meanwhile,
+        `QuotaExceeded` (nothing written) if the owner is at one of `quota`'s caps."""
         op = functools.partial(
             sq.fire,
             schedule_id=schedule_id,
@@ -315,6 +317,7 @@ class Journal:
             run_id=new_run_id(),
             spec=spec,
             now=time.time(),
+            quota=quota or Quota(),
         )
         return await self._write(op)
 

@@ -18,10 +18,12 @@ from dataclasses import dataclass
 import anyio
 import structlog
 
-from agentd.errors import JournalError, ScheduleNotFound
+from agentd.errors import JournalError, QuotaExceeded, ScheduleNotFound
+from agentd.journal.quota import Quota
 from agentd.journal.records import ScheduleRecord, TaskRecord
 from agentd.journal.store import Journal
 from agentd.scheduling.plan import (
+    MIN_IDLE_PAUSE_S,
     DueDecision,
     Progress,
     RunOutcome,
@@ -77,11 +79,14 @@ class Scheduler:
         log: structlog.typing.FilteringBoundLogger,
         clock: Clock = time.time,
         stopped: Callable[[], bool] = lambda: False,
+        quota: Callable[[], Quota] = Quota,
     ) -> None:
         self.journal = journal
         self._on_fired = on_fired
         # True once the daemon drains: nothing more fires (what comes due waits for the next start).
         self._stopped = stopped
+        # The per-uid caps a fire counts against, like a submit (the config's, read at each fire).
+        self._quota = quota
         self._log = log
         self._clock = clock
         # Invariant: `_next[s]` is the occurrence schedule `s` is armed for; the heap may also hold
@@ -175,6 +180,30 @@ class Scheduler:
             and record.runs + 1 >= record.trigger.max_runs
         ):
             next_at = None  # the last fire: the schedule ends once it has run
+        task_id: str | None = None
+        refused: str | None = None
+        if decision.fire:
+            try:
+                schedule, task = await self.journal.fire_schedule(
+                    schedule_id,
+                    expect_next=due_at,
+                    next_at=next_at,
+                    skipped=decision.skipped,
+                    spec=self._fire_spec(record),
+                    quota=self._quota(),
+                )
+                task_id = task.task_id
+            except QuotaExceeded as exc:
+                # The owner's queue is full: this occurrence is skipped (and says why), not retried;
+                # a loop tries again after its interval.
+                refused = str(exc)
+                if record.trigger.kind == "loop":
+                    next_at = now + max(record.trigger.interval_s, MIN_IDLE_PAUSE_S)
+                else:
+                    next_at = decision.next_at
+                decision = DueDecision(
+                    fire=False, reason="quota", skipped=decision.skipped + 1, next_at=next_at
+                )
         if not decision.fire:
             schedule = await self.journal.skip_schedule(
                 schedule_id, expect_next=due_at, next_at=next_at, skipped=decision.skipped
@@ -187,6 +216,7 @@ class Scheduler:
                 due_at=due_at,
                 running_task=record.last_task_id if decision.reason == "overlap" else None,
                 next_fire_at=next_at,
+                err=refused,
             )
             if decision.reason == "overlap" and record.last_task_id is not None:
                 self.journal.append_event(
@@ -196,18 +226,11 @@ class Scheduler:
                 )
             self.arm(schedule_id, schedule.next_fire_at)
             return Fired(schedule_id, due_at, decision, None, self._clock() - due_at)
-        schedule, task = await self.journal.fire_schedule(
-            schedule_id,
-            expect_next=due_at,
-            next_at=next_at,
-            skipped=decision.skipped,
-            spec=self._fire_spec(record),
-        )
         lag_s = self._clock() - due_at
         self._log.info(
             EV_FIRED,
             schedule_id=schedule_id,
-            task_id=task.task_id,
+            task_id=task_id,
             owner_uid=record.owner_uid,
             reason=decision.reason,
             skipped=decision.skipped,
@@ -218,7 +241,7 @@ class Scheduler:
         )
         self.arm(schedule_id, schedule.next_fire_at)
         self._on_fired()
-        return Fired(schedule_id, due_at, decision, task.task_id, lag_s)
+        return Fired(schedule_id, due_at, decision, task_id, lag_s)
 
     async def _previous_running(self, record: ScheduleRecord) -> bool:
         if record.trigger.overlap == "allow":

@@ -33,7 +33,8 @@ MAX_COUNTED_MISSES = 1000
 # The first pause of an idle backoff when a loop has no interval of its own.
 MIN_IDLE_PAUSE_S = 1.0
 
-DueReason = Literal["on_time", "catch_up", "missed", "overlap"]
+# `quota` is the driver's: the owner's per-uid cap refused the fire's task.
+DueReason = Literal["on_time", "catch_up", "missed", "overlap", "quota"]
 
 
 class TriggerError(AgentdError, ValueError):

@@ -84,7 +84,7 @@ def test_a_v1_journal_migrates_to_v2_with_the_spec_sizes_filled_in(tmp_path: Pat
     conn.close()
     migrated = connect_writer(db)
     try:
-        assert migrated.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert migrated.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         (size,) = migrated.execute("SELECT spec_bytes FROM tasks WHERE task_id = 't1'").fetchone()
         assert size == len('{"instruction":"héllo"}'.encode())
     finally:
