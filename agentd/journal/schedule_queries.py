@@ -16,7 +16,7 @@ from agentd.errors import ScheduleNotFound
 from agentd.journal.queries import insert_task
 from agentd.journal.quota import Quota
 from agentd.journal.records import ScheduleRecord, TaskRecord
-from protocol.api import ScheduleSpec, ScheduleState, TaskSpec
+from protocol.api import ScheduleSpec, ScheduleState, TaskSpec, TaskState
 from protocol.result import TerminalStatus
 
 _COLUMNS = (
@@ -240,6 +240,23 @@ def delete(conn: sqlite3.Connection, *, schedule_id: str) -> ScheduleRecord:
 def get(conn: sqlite3.Connection, *, schedule_id: str) -> ScheduleRecord | None:
     rows = conn.execute(f"SELECT {_COLUMNS} FROM schedules WHERE schedule_id = ?", (schedule_id,)).fetchall()
     return schedule_from_row(rows[0]) if rows else None
+
+
+_QUALIFIED = ", ".join(f"s.{column.strip()}" for column in _COLUMNS.split(","))
+
+
+def get_for_fire(
+    conn: sqlite3.Connection, *, schedule_id: str
+) -> tuple[ScheduleRecord | None, TaskState | None]:
+    """The schedule and the state of its last fire's task (None: no fire yet), in one read."""
+    rows = conn.execute(
+        f"SELECT {_QUALIFIED}, t.state AS last_state FROM schedules AS s"
+        " LEFT JOIN tasks AS t ON t.task_id = s.last_task_id WHERE s.schedule_id = ?",
+        (schedule_id,),
+    ).fetchall()
+    if not rows:
+        return None, None
+    return schedule_from_row(rows[0]), rows[0]["last_state"]
 
 
 def list_schedules(

@@ -388,6 +388,10 @@ class Journal:
     async def get_schedule(self, schedule_id: str) -> ScheduleRecord | None:
         return await self._read(functools.partial(sq.get, schedule_id=schedule_id))
 
+    async def schedule_for_fire(self, schedule_id: str) -> tuple[ScheduleRecord | None, TaskState | None]:
+        """The schedule and its last fire's task state (None without one), in one read."""
+        return await self._read(functools.partial(sq.get_for_fire, schedule_id=schedule_id))
+
     async def list_schedules(
         self, owner_uid: int | None = None, state: ScheduleState | None = None, limit: int = 100
     ) -> tuple[ScheduleRecord, ...]:

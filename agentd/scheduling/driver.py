@@ -134,7 +134,7 @@ class Scheduler:
                     if self._next.get(schedule_id) != at:
                         continue  # stale: re-armed or disarmed since
                     del self._next[schedule_id]
-                    tg.start_soon(self._fire_guarded, schedule_id, at)
+                    tg.start_soon(self._fire_guarded, schedule_id, at, now)
                 self._wake = anyio.Event()
                 wait_s = min(self._heap[0][0] - now, MAX_SLEEP_S) if self._heap else MAX_SLEEP_S
                 with anyio.move_on_after(max(wait_s, 0.0)):
@@ -142,10 +142,10 @@ class Scheduler:
 
     # ---- one due occurrence ------------------------------------------------------------------
 
-    async def _fire_guarded(self, schedule_id: str, due_at: float) -> None:
+    async def _fire_guarded(self, schedule_id: str, due_at: float, woke_at: float) -> None:
         async with self._limiter:
             try:
-                await self.fire_due(schedule_id, due_at)
+                await self.fire_due(schedule_id, due_at, woke_at=woke_at)
             except ScheduleNotFound:
                 pass  # paused, resumed or deleted while this fire was being decided: theirs wins
             except JournalError as exc:
@@ -153,9 +153,13 @@ class Scheduler:
                 # The retry finds the journal still at `due_at` and fires that occurrence.
                 self.arm(schedule_id, max(due_at, self._clock()) + RETRY_S)
 
-    async def fire_due(self, schedule_id: str, due_at: float) -> Fired | None:
-        """Decide and journal the occurrence `due_at` of `schedule_id`; None if it no longer applies."""
-        record = await self.journal.get_schedule(schedule_id)
+    async def fire_due(
+        self, schedule_id: str, due_at: float, *, woke_at: float | None = None
+    ) -> Fired | None:
+        """Decide and journal the occurrence `due_at` of `schedule_id`; None if it no longer applies.
+        `woke_at`: when the timetable found it due (the event loop's lateness, for the log)."""
+        woke_at = self._clock() if woke_at is None else woke_at
+        record, last_state = await self.journal.schedule_for_fire(schedule_id)
         if record is None or record.state != "active":
             return None
         if record.next_fire_at != due_at:
@@ -171,7 +175,11 @@ class Scheduler:
         if record.trigger.kind == "loop":
             decision = DueDecision(fire=True, reason="on_time", skipped=0, next_at=None)
         else:
-            running = await self._previous_running(record)
+            running = (
+                record.trigger.overlap == "skip"
+                and record.last_status is None
+                and last_state not in (None, "terminal")
+            )
             decision = on_due(trigger, due_at, now, previous_running=running)
         next_at = decision.next_at
         if (
@@ -236,17 +244,12 @@ class Scheduler:
             skipped=decision.skipped,
             due_at=due_at,
             lag_ms=round(lag_s * 1000, 3),
-            wake_ms=round((now - due_at) * 1000, 3),
+            wake_ms=round((woke_at - due_at) * 1000, 3),
             next_fire_at=next_at,
         )
         self.arm(schedule_id, schedule.next_fire_at)
         self._on_fired()
         return Fired(schedule_id, due_at, decision, task_id, lag_s)
-
-    async def _previous_running(self, record: ScheduleRecord) -> bool:
-        if record.trigger.overlap == "allow":
-            return False
-        return await self._last_running(record)
 
     async def _last_running(self, record: ScheduleRecord) -> bool:
         if record.last_task_id is None or record.last_status is not None:
