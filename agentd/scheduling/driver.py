@@ -113,12 +113,12 @@ class Scheduler:
             self._wake.set()
 
     async def load(self) -> int:
-        """Arm every active schedule from the journal; account loop runs that ended while no
+        """Arm every active schedule from the journal; account fires that ended while no
         scheduler listened (the daemon stopped between a run's end and its accounting)."""
         for record in await self.journal.active_schedules():
             if record.next_fire_at is not None:
                 self.arm(record.schedule_id, record.next_fire_at)
-            elif record.last_task_id is not None and record.last_status is None:
+            if record.last_task_id is not None and record.last_status is None:
                 task = await self.journal.get(record.last_task_id)
                 if task is not None and task.state == "terminal":
                     await self.fire_ended(task, False)

@@ -166,3 +166,19 @@ async def test_load_rearms_from_the_journal_and_pause_resume_delete_change_the_t
     assert (resumed.state, resumed.next_fire_at, fresh.armed) == ("active", 1050.0, 1)
     await fresh.delete(record.schedule_id)
     assert fresh.armed == 0 and await journal.get_schedule(record.schedule_id) is None
+
+
+async def test_load_accounts_a_fire_that_ended_while_no_scheduler_listened(journal: Journal) -> None:
+    clock = Clock(1000.0)
+    scheduler, _ = _scheduler(journal, clock)
+    record, _ = await scheduler.create(7, ScheduleSpec(kind="loop", interval_s=5), SPEC)
+    fired = await scheduler.fire_due(record.schedule_id, 1000.0)
+    assert fired is not None and fired.task_id is not None
+    # The run ends, but the daemon dies before the scheduler hears of it.
+    await journal.mark_terminal(fired.task_id, TerminalStatus.CRASHED)
+    clock.now = 1010.0
+    restarted, _ = _scheduler(journal, clock)
+    assert await restarted.load() == 1
+    after = await journal.get_schedule(record.schedule_id)
+    assert after is not None
+    assert (after.last_status, after.failures, after.next_fire_at) == (TerminalStatus.CRASHED, 1, 1015.0)
