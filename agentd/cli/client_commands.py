@@ -323,7 +323,10 @@ def cmd_cancel(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_list(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
     params = ListParams(
-        state=args.state or None, limit=args.limit, before=args.before, schedule_id=args.schedule
+        state=args.state or None,
+        limit=args.limit,
+        before=args.before,
+        schedule_id=getattr(args, "schedule", None),
     )
     views = client.call(ListRequest(params=params))
     for view in views:
