@@ -32,6 +32,10 @@ MAX_CANDIDATES = 10_000
 MAX_COUNTED_MISSES = 1000
 # The first pause of an idle backoff when a loop has no interval of its own.
 MIN_IDLE_PAUSE_S = 1.0
+# After a crashed loop run the next waits at least this, doubling per crash in a row up to the cap
+# (DESIGN §6's restart governor), so a loop that crashes at once does not spin.
+CRASH_BACKOFF_S = 0.5
+CRASH_BACKOFF_MAX_S = 30.0
 
 # `quota` is the driver's: the owner's per-uid cap refused the fire's task.
 DueReason = Literal["on_time", "catch_up", "missed", "overlap", "quota"]
@@ -229,7 +233,10 @@ def after_run(trigger: Trigger, progress: Progress, outcome: RunOutcome, now: fl
     pause_s = loop_pause(
         spec, progress.pause_s, idle=outcome.idle and outcome.status == TerminalStatus.COMPLETED
     )
-    return AfterRun(replace(progress, pause_s=pause_s), next_at=now + pause_s)
+    wait_s = pause_s
+    if failed:
+        wait_s = max(pause_s, min(CRASH_BACKOFF_S * 2 ** (progress.failures - 1), CRASH_BACKOFF_MAX_S))
+    return AfterRun(replace(progress, pause_s=pause_s), next_at=now + wait_s)
 
 
 def loop_pause(spec: ScheduleSpec, previous_s: float | None, *, idle: bool) -> float:

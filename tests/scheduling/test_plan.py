@@ -229,3 +229,15 @@ def test_spending_the_total_token_budget_pauses_the_schedule() -> None:
     step = after_run(trigger, Progress(runs=2, tokens_used=90), _done(tokens=15), 0.0)
     assert step.pause == "token budget spent (105 of max_total_tokens 100)"
     assert step.progress.tokens_used == 105
+
+
+def test_a_crashed_loop_run_backs_off_before_the_next() -> None:
+    trigger = parse_trigger(ScheduleSpec(kind="loop", interval_s=0, max_failures=10), 0.0)
+    progress, waits = Progress(runs=1), []
+    for _ in range(8):
+        step = after_run(trigger, progress, _done(TerminalStatus.CRASHED), 100.0)
+        progress = step.progress
+        assert step.next_at is not None
+        waits.append(step.next_at - 100.0)
+    assert waits == [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
+    assert after_run(trigger, progress, _done(), 100.0).next_at == 100.0  # a success: no wait
