@@ -182,3 +182,16 @@ async def test_load_accounts_a_fire_that_ended_while_no_scheduler_listened(journ
     after = await journal.get_schedule(record.schedule_id)
     assert after is not None
     assert (after.last_status, after.failures, after.next_fire_at) == (TerminalStatus.CRASHED, 1, 1015.0)
+
+
+async def test_the_same_idempotency_key_from_the_same_owner_returns_the_same_schedule(
+    journal: Journal,
+) -> None:
+    scheduler, _ = _scheduler(journal, Clock(1000.0))
+    trigger = ScheduleSpec(kind="interval", every_s=60)
+    first, created = await scheduler.create(7, trigger, SPEC, idempotency_key="nightly")
+    again, created_again = await scheduler.create(7, trigger, SPEC, idempotency_key="nightly")
+    other, created_other = await scheduler.create(8, trigger, SPEC, idempotency_key="nightly")
+    assert (created, created_again, created_other) == (True, False, True)
+    assert again.schedule_id == first.schedule_id != other.schedule_id
+    assert scheduler.armed == 2
