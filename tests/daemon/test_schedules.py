@@ -287,3 +287,24 @@ def test_another_uid_cannot_see_or_delete_a_schedule(tmp_path: Path) -> None:
         view = _schedule(daemon, schedule_id)
         assert view["state"] == "active" and view["owner_uid"] != NOBODY
         assert daemon.cli("schedules", "delete", schedule_id).returncode == 0
+
+
+def test_a_loop_stops_after_k_crashed_runs_in_a_row_with_the_last_error(tmp_path: Path) -> None:
+    with running_daemon(tmp_path, rogue_daemon(tmp_path)) as daemon:
+        done = daemon.cli("submit", "segfault", "--loop", "--max-failures", "2", "--json")
+        assert done.returncode == 0, done.stderr
+        schedule_id = json.loads(done.stdout)["schedule_id"]
+        ended = daemon.wait_log("schedule.ended", schedule_id=schedule_id)
+        assert str(ended["reason"]).startswith("2 failed runs in a row: ")
+        view = _schedule(daemon, schedule_id)
+        assert (view["state"], view["runs"], view["failures"], view["last_status"]) == (
+            "ended",
+            2,
+            2,
+            "crashed",
+        )
+        assert view["last_error"] and view["last_error"] in str(view["note"])
+        fires = _fires(daemon, schedule_id)
+        assert [f["status"] for f in fires] == ["crashed", "crashed"]
+        # The second run waited out the crash backoff after the first.
+        assert float(fires[1]["created_at"]) - float(fires[0]["ended_at"]) >= 0.5
