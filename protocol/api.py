@@ -232,6 +232,8 @@ class ScheduleSpec(_Model):
                 raise ValueError(f"{name} does not apply to a {self.kind} schedule")
         if self.tz is not None and self.kind != "cron":
             raise ValueError(f"tz applies only to a cron schedule, not {self.kind}")
+        if self.interval_s and self.kind != "loop":
+            raise ValueError(f"interval_s applies only to a loop schedule, not {self.kind}")
         return self
 
 

@@ -146,6 +146,10 @@ def schedule_from_args(args: argparse.Namespace) -> ScheduleSpec | None:
         raise UsageError(f"--{given[0].replace('_', '-')} needs one of --cron, --every or --loop")
     if args.wait or args.follow:
         raise UsageError("--wait and --follow apply to one task, not to a schedule")
+    if args.interval is not None and not args.loop:
+        raise UsageError("--interval applies only with --loop (use --every for a fixed period)")
+    if args.tz is not None and not args.cron:
+        raise UsageError("--tz applies only with --cron")
     durations: dict[str, float | None] = {}
     for flag in ("every", "interval"):
         value = getattr(args, flag)
