@@ -34,8 +34,9 @@ from agentd.api.server import serve_api
 from agentd.config.load import Config, ConfigError, load_config
 from agentd.errors import JournalError, ListenerError, UnsafeDirectory
 from agentd.journal.store import open_journal
-from agentd.options import journal_options, supervisor_options
+from agentd.options import config_schedules, journal_options, submit_quota, supervisor_options
 from agentd.root_payload import build_payload
+from agentd.scheduling.driver import Scheduler
 from agentd.service.reporting import ServiceStatus, run_watchdog, wedge_event_loop, wedge_seconds
 from agentd.service.sdnotify import Notifier
 from agentd.spawning import cgroup
@@ -185,6 +186,22 @@ async def _signals(
         os.close(read_fd)
 
 
+async def _sync_schedules(scheduler: Scheduler, config: Config) -> None:
+    """The `[[schedule]]` tables into the journal, owned by the daemon's user."""
+    try:
+        await scheduler.sync_named(os.getuid(), config_schedules(config))
+    except JournalError as exc:
+        logs.get().error("config.invalid", source=config.source, err=f"schedules not synced: journal: {exc}")
+
+
+async def _resync_schedules(
+    scheduler: Scheduler, holder: ConfigHolder, changed: Callable[[], anyio.Event]
+) -> None:
+    while True:
+        await changed().wait()
+        await _sync_schedules(scheduler, holder.get())
+
+
 async def serve(
     config: Config,
     *,
@@ -236,9 +253,20 @@ async def serve(
             supervisor_options(config),
             cgroup_root,
         )
+        scheduler = Scheduler(
+            journal,
+            on_fired=supervisor.notify_submitted,
+            log=log,
+            stopped=lambda: supervisor.draining,
+            quota=lambda: submit_quota(holder.get()),
+        )
+        supervisor.on_fire_ended = scheduler.fire_ended
         recovered = await supervisor.recover()
+        await scheduler.load()
+        await _sync_schedules(scheduler, config)
+        schedules_changed = anyio.Event()
         with _listener(config) as sock:
-            backend = DaemonBackend(journal, supervisor, holder.get)
+            backend = DaemonBackend(journal, supervisor, holder.get, scheduler)
             limits = api_limits(config)  # fixed for the daemon's life: a reload does not change them
             status = ServiceStatus(notifier, supervisor, journal, lambda: holder.reload_error)
             await status.refresh_queued()
@@ -248,6 +276,9 @@ async def serve(
                 reload_config()
                 # Tasks started from now on get the new limits, supervision and concurrency.
                 supervisor.options = supervisor_options(holder.get())
+                nonlocal schedules_changed
+                schedules_changed.set()
+                schedules_changed = anyio.Event()
                 notifier.ready(status.text())
 
             stop_accepting = anyio.Event()
@@ -259,6 +290,8 @@ async def serve(
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(supervisor.serve)
+                tg.start_soon(scheduler.serve)
+                tg.start_soon(_resync_schedules, scheduler, holder, lambda: schedules_changed)
                 if isinstance(spawner, ZygoteSpawner):
                     tg.start_soon(spawner.serve)
                 tg.start_soon(

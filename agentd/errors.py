@@ -9,6 +9,7 @@ AgentdError
  │    ├── TaskNotFound         no task has that id
  │    ├── NodeNotFound         no node of that task has that handle
  │    ├── InvalidTransition    the task's state does not allow the requested transition
+ │    ├── ScheduleNotFound     no schedule has that id (or it changed under a fire)
  │    ├── QuotaExceeded        retryable: the submitting uid is at a per-uid cap
  │    │                        (agentd/journal/quota.py)
  │    └── IdempotencyConflict  the uid's idempotency key names a task with a different spec
@@ -28,6 +29,8 @@ AgentdError
  ├── UsageError            a bad command-line flag value: exit 2 before anything is sent
  │                         (agentd/cli/client_commands.py)
  ├── SpecRejected          a submitted spec the daemon cannot run (agentd/admission.py)
+ ├── TriggerError          also a ValueError: a schedule's cron, zone or interval cannot be
+ │                         evaluated; names the field (agentd/scheduling/plan.py)
  ├── PayloadError          a queued task can no longer be built into a spawn payload
  │                         (agentd/supervision/supervisor.py)
  └── UnsafeDirectory       a state or socket directory another user could change, or a symlink
@@ -87,6 +90,14 @@ class InvalidTransition(JournalError):
         self.task_id = task_id
         self.state = state
         self.wanted = wanted
+
+
+class ScheduleNotFound(JournalError):
+    """No schedule has that id, or it is no longer in the state an operation expected."""
+
+    def __init__(self, schedule_id: str) -> None:
+        super().__init__(f"no schedule {schedule_id!r}")
+        self.schedule_id = schedule_id
 
 
 class QuotaExceeded(JournalError):

@@ -7,6 +7,7 @@ so neither of them reads the configuration itself.
 from __future__ import annotations
 
 from agentd.config.load import Config
+from agentd.config.sections import ScheduleSection
 from agentd.journal.quota import Quota
 from agentd.journal.store import JournalOptions
 from agentd.spawning.spawner import RLimits
@@ -14,6 +15,7 @@ from agentd.supervision.liveness import LivenessPolicy
 from agentd.supervision.ports import RunOptions
 from agentd.supervision.supervisor import SupervisorOptions
 from processes.ladder import LadderPolicy
+from protocol.api import ScheduleSpec, SpecLimits, TaskSpec
 
 
 def _finite(value: int | float | None) -> int | None:
@@ -68,3 +70,35 @@ def supervisor_options(config: Config) -> SupervisorOptions:
         orphan_sweep_interval_s=sup.orphan_sweep_interval_s,
         run=run,
     )
+
+
+def config_schedules(config: Config) -> dict[str, tuple[ScheduleSpec, TaskSpec]]:
+    """The `[[schedule]]` tables as the trigger and the task spec of each, by name."""
+    return {section.name: _schedule(section) for section in config.file.schedule}
+
+
+def _schedule(section: ScheduleSection) -> tuple[ScheduleSpec, TaskSpec]:
+    kind = "cron" if section.cron is not None else "interval" if section.every is not None else "loop"
+    trigger = ScheduleSpec(
+        kind=kind,
+        cron=section.cron,
+        tz=section.tz,
+        every_s=section.every,
+        interval_s=section.interval,
+        max_runs=section.max_runs,
+        missed=section.missed,
+        overlap=section.overlap,
+        max_failures=section.max_failures,
+        idle_backoff_max_s=section.idle_backoff_max,
+        max_total_tokens=section.max_total_tokens,
+    )
+    spec = TaskSpec(
+        instruction=section.instruction,
+        model=section.model,
+        mcp=list(section.mcp or []),
+        limits=SpecLimits(
+            max_steps=section.max_steps, max_tokens=section.max_tokens, deadline_s=section.deadline
+        ),
+        labels={"schedule": section.name},
+    )
+    return trigger, spec

@@ -48,4 +48,6 @@ def build_payload(config: Config, record: TaskRecord) -> SpawnPayload:
             traceparent=new_traceparent(),
         ),
         notes_path=str(notes),
+        # A schedule's fire may report that it found nothing to do (a loop backs off on it).
+        idle_signal=record.schedule_id is not None,
     )

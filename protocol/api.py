@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar, cast, get_args
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, JsonValue, Tag, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, JsonValue, Tag, TypeAdapter, model_validator
 
 from protocol.jsonrpc import ErrorResponse, Message, RequestId, Response, message_kind
 from protocol.result import AbortKind, RunError, RunUsage, TerminalStatus
@@ -99,6 +99,8 @@ class TaskView(_Model):
     started_at: float | None = None
     ended_at: float | None = None
     pid: int | None = None
+    # The schedule this task is a fire of (`agentd list --schedule ID`); None for a plain submit.
+    schedule_id: str | None = None
 
 
 class NodeView(_Model):
@@ -160,6 +162,8 @@ class ListParams(_Model):
     state: TaskState | None = None
     limit: int = Field(default=50, ge=1, le=1000)
     before: str | None = Field(default=None, min_length=1, max_length=64)
+    # Only the fires of this schedule.
+    schedule_id: str | None = Field(default=None, min_length=1, max_length=64)
 
 
 class EventsParams(_Model):
@@ -186,6 +190,97 @@ class DaemonStatus(_Model):
     # "daemon": queued/running/children count everyone's (the caller is an admin); "caller": only
     # the caller's own tasks, and `children` is 0 — other users' load is not a non-admin's business.
     scope: Literal["daemon", "caller"] = "daemon"
+
+
+# ---- schedules (DESIGN §11) ------------------------------------------------------------------
+
+ScheduleKind = Literal["cron", "interval", "loop"]
+ScheduleState = Literal["active", "paused", "ended"]
+MAX_EVERY_S = 366 * 24 * 3600.0
+
+
+class ScheduleSpec(_Model):
+    """When a schedule's task runs. `cron`: a 5-field expression on the wall clock of `tz` (UTC
+    without one); `interval`: every `every_s` from creation; `loop`: again after each run ends,
+    `interval_s` later. The cron syntax and the zone's name are checked by the daemon."""
+
+    kind: ScheduleKind
+    cron: str | None = Field(default=None, min_length=1, max_length=256)
+    tz: str | None = Field(default=None, min_length=1, max_length=64)
+    every_s: float | None = Field(default=None, ge=1, le=MAX_EVERY_S)
+    interval_s: float = Field(default=0.0, ge=0, le=MAX_EVERY_S)
+    # Invariant: the schedule ends once this many fires have run.
+    max_runs: int | None = Field(default=None, ge=1, le=10_000_000)
+    # A fire due while the daemon was down (or more than a second late): `skip` it, or fire once.
+    missed: Literal["skip", "catch_up_one"] = "skip"
+    # A fire due while the previous fire still runs: `skip` it (recorded), or `allow` both.
+    overlap: Literal["skip", "allow"] = "skip"
+    # This many crashed runs in a row end the schedule (the last error is kept).
+    max_failures: int = Field(default=3, ge=1, le=1000)
+    # A loop run that reports nothing done doubles the pause up to this.
+    idle_backoff_max_s: float = Field(default=900.0, ge=1, le=MAX_EVERY_S)
+    # Tokens all fires together may spend; once spent the schedule pauses.
+    max_total_tokens: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _fields_match_kind(self) -> ScheduleSpec:
+        wanted = {"cron": "cron", "interval": "every_s"}.get(self.kind)
+        for name in ("cron", "every_s"):
+            value = getattr(self, name)
+            if name == wanted and value is None:
+                raise ValueError(f"{name} is required for a {self.kind} schedule")
+            if name != wanted and value is not None:
+                raise ValueError(f"{name} does not apply to a {self.kind} schedule")
+        if self.tz is not None and self.kind != "cron":
+            raise ValueError(f"tz applies only to a cron schedule, not {self.kind}")
+        if self.interval_s and self.kind != "loop":
+            raise ValueError(f"interval_s applies only to a loop schedule, not {self.kind}")
+        return self
+
+
+class ScheduleView(_Model):
+    """A schedule as the API reports it. Times are UTC seconds since the epoch."""
+
+    schedule_id: str
+    owner_uid: int
+    name: str | None = None  # a `[[schedule]]` from the daemon's config
+    trigger: ScheduleSpec
+    instruction: str = ""
+    state: ScheduleState
+    note: str | None = None  # why it is paused or ended
+    next_fire_at: float | None = None
+    runs: int = 0
+    failures: int = 0
+    skipped: int = 0
+    tokens_used: int = 0
+    pause_s: float | None = None
+    last_task_id: str | None = None
+    last_status: TerminalStatus | None = None
+    last_error: str | None = None
+    last_fire_at: float | None = None
+    created_at: float = 0.0
+
+
+class ScheduleCreateParams(_Model):
+    spec: TaskSpec  # what each fire runs; its limits are per fire
+    trigger: ScheduleSpec
+    idempotency_key: str | None = Field(default=None, min_length=1, max_length=128)
+
+
+class ScheduleCreateResult(_Model):
+    schedule_id: str
+    state: ScheduleState
+    next_fire_at: float | None
+    created: bool
+
+
+class ScheduleRef(_Model):
+    schedule_id: str = Field(min_length=1, max_length=64)
+
+
+class ScheduleListParams(_Model):
+    state: ScheduleState | None = None
+    limit: int = Field(default=100, ge=1, le=1000)
 
 
 # ---- requests: one model per method, typed by its result ----------------------------------
@@ -267,6 +362,38 @@ class StatusRequest(Request[DaemonStatus]):
     params: NoParams = NoParams()
 
 
+class ScheduleCreateRequest(Request[ScheduleCreateResult]):
+    method: Literal["schedule.create"] = "schedule.create"
+    params: ScheduleCreateParams
+
+
+class ScheduleListRequest(Request[list[ScheduleView]]):
+    method: Literal["schedule.list"] = "schedule.list"
+    params: ScheduleListParams = ScheduleListParams()
+
+
+class ScheduleGetRequest(Request[ScheduleView]):
+    method: Literal["schedule.get"] = "schedule.get"
+    params: ScheduleRef
+
+
+class SchedulePauseRequest(Request[ScheduleView]):
+    method: Literal["schedule.pause"] = "schedule.pause"
+    params: ScheduleRef
+
+
+class ScheduleResumeRequest(Request[ScheduleView]):
+    method: Literal["schedule.resume"] = "schedule.resume"
+    params: ScheduleRef
+
+
+class ScheduleDeleteRequest(Request[ScheduleView]):
+    """Ends the schedule for good (no more fires; a fire already running goes on)."""
+
+    method: Literal["schedule.delete"] = "schedule.delete"
+    params: ScheduleRef
+
+
 ApiRequest = Annotated[
     SubmitRequest
     | GetRequest
@@ -275,7 +402,13 @@ ApiRequest = Annotated[
     | WaitRequest
     | EventsRequest
     | TreeRequest
-    | StatusRequest,
+    | StatusRequest
+    | ScheduleCreateRequest
+    | ScheduleListRequest
+    | ScheduleGetRequest
+    | SchedulePauseRequest
+    | ScheduleResumeRequest
+    | ScheduleDeleteRequest,
     Field(discriminator="method"),
 ]
 

@@ -50,6 +50,15 @@ EventName = Literal[
     # fault-injection wedge of the event loop (only with AGENTD_TEST_WEDGE_ON_SIGUSR2 set).
     "proc.notify",
     "proc.wedge",
+    # Schedules (DESIGN §11; docs/schedules.md): created, each fire or skipped occurrence, paused
+    # (by a client or a spent token budget), resumed, ended (max_runs, failures, a cancel), deleted.
+    "schedule.created",
+    "schedule.fired",
+    "schedule.skipped",
+    "schedule.paused",
+    "schedule.resumed",
+    "schedule.ended",
+    "schedule.deleted",
 ]
 
 EVENT_NAMES: frozenset[str] = frozenset(get_args(EventName))

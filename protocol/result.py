@@ -75,6 +75,8 @@ class RunResult(_Wire):
     usage: RunUsage = RunUsage()
     abort: AbortKind | None = None
     error: RunError | None = None
+    # The model called `nothing_to_do`: the run found no work (a loop schedule backs off).
+    idle: bool = False
 
 
 def interrupted_status(*, cancelled: bool, past_deadline: bool) -> TerminalStatus | None:

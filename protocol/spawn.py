@@ -171,6 +171,9 @@ class SpawnPayload(_Wire):
     telemetry: Telemetry = Telemetry()
     notes_path: str | None = Field(default=None, max_length=4096)
     warm: bool = False
+    # A loop schedule's run: offer the `nothing_to_do` self-tool, whose call makes the run's
+    # result `idle` (the schedule then backs off; DESIGN §11).
+    idle_signal: bool = False
 
     @model_validator(mode="after")
     def _unique_servers(self) -> SpawnPayload:

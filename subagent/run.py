@@ -71,6 +71,8 @@ class Driver:
     started: float = field(default_factory=anyio.current_time)
     connecting: bool = True
     sent: RunResult | None = None
+    # The tool router, once connected (its `idle_reported` goes into the result).
+    tools: ToolRouter | None = None
 
     @property
     def cancelled(self) -> bool:
@@ -210,11 +212,13 @@ class Driver:
         self.channel.send(control.Result(params=result))
 
     def result(self, terminal: Terminal) -> RunResult:
+        idle = self.tools is not None and self.tools.idle_reported
         return RunResult(
             status=terminal.status,
             result=distill(terminal.result),
             partial=terminal.partial,
             usage=self.usage(),
+            idle=idle and terminal.status == TerminalStatus.COMPLETED,
         )
 
     def usage(self) -> RunUsage:
@@ -283,6 +287,7 @@ async def run_async(payload: SpawnPayload, channel: ControlChannel) -> RunResult
             # Connected: from here on a cancel or the deadline aborts single operations instead.
             outer.deadline = math.inf
             driver.connecting = False
+            driver.tools = tools
             if (fault := faults.armed(payload.handle, os.environ)) is not None:
                 faults.commit(fault, channel.out_fd)
             driver.report(driver.result(await driver.drive(intel, tools)))

@@ -38,7 +38,8 @@ ALLOWED_THIRD_PARTY = {
         "structlog",
         "psutil",
     },
-    "agentd": {"anyio", "pydantic", "structlog", "psutil", "jsonschema"},
+    # cronsim evaluates cron expressions (agentd/config/cron.py, agentd/scheduling/plan.py).
+    "agentd": {"anyio", "pydantic", "structlog", "psutil", "jsonschema", "cronsim"},
 }
 # Which first-party packages each may import.
 ALLOWED_FIRST_PARTY = {
@@ -55,6 +56,7 @@ FLOORS: tuple[frozenset[str], ...] = (
     frozenset({"daemon"}),
     frozenset({"api", "service"}),
     frozenset({"admission", "root_payload", "options"}),
+    frozenset({"scheduling"}),
     frozenset({"supervision"}),
     frozenset({"config", "journal", "spawning"}),
     frozenset({"private_dirs", "logs"}),

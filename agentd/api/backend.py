@@ -18,6 +18,11 @@ from protocol.api import (
     EventView,
     ListParams,
     NodeView,
+    ScheduleCreateParams,
+    ScheduleCreateResult,
+    ScheduleListParams,
+    ScheduleRef,
+    ScheduleView,
     SubmitParams,
     SubmitResult,
     TaskRef,
@@ -43,12 +48,26 @@ class Backend(Protocol):
     def events(self, caller: Caller, params: EventsParams) -> AsyncIterator[EventView]: ...
     async def tree(self, caller: Caller, params: TaskRef) -> builtins.list[NodeView]: ...
     async def status(self, caller: Caller) -> DaemonStatus: ...
+    # Schedules (DESIGN §11) keep the same rule: another uid's schedule is a missing one.
+    async def schedule_create(self, caller: Caller, params: ScheduleCreateParams) -> ScheduleCreateResult: ...
+    async def schedule_list(
+        self, caller: Caller, params: ScheduleListParams
+    ) -> builtins.list[ScheduleView]: ...
+    async def schedule_get(self, caller: Caller, params: ScheduleRef) -> ScheduleView: ...
+    async def schedule_pause(self, caller: Caller, params: ScheduleRef) -> ScheduleView: ...
+    async def schedule_resume(self, caller: Caller, params: ScheduleRef) -> ScheduleView: ...
+    async def schedule_delete(self, caller: Caller, params: ScheduleRef) -> ScheduleView: ...
 
 
 def task_not_found(task_id: str | None = None) -> ApiError:
     """The one NOT_FOUND error for a task, whether it is missing or belongs to someone else."""
     what = f"no task {task_id!r}" if task_id is not None else "no such task"
     return ApiError(NOT_FOUND, what)
+
+
+def schedule_not_found(schedule_id: str) -> ApiError:
+    """The one NOT_FOUND error for a schedule, whether it is missing or someone else's."""
+    return ApiError(NOT_FOUND, f"no schedule {schedule_id!r}")
 
 
 def check_owner(caller: Caller, owner_uid: int, *, task_id: str | None = None) -> None:

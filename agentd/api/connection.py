@@ -38,6 +38,12 @@ from protocol.api import (
     EventView,
     GetRequest,
     ListRequest,
+    ScheduleCreateRequest,
+    ScheduleDeleteRequest,
+    ScheduleGetRequest,
+    ScheduleListRequest,
+    SchedulePauseRequest,
+    ScheduleResumeRequest,
     StatusRequest,
     SubmitRequest,
     TaskRef,
@@ -291,6 +297,18 @@ class Connection:
                 return request.dump_result(await backend.tree(caller, request.params))
             case StatusRequest():
                 return request.dump_result(await backend.status(caller))
+            case ScheduleCreateRequest():
+                return request.dump_result(await backend.schedule_create(caller, request.params))
+            case ScheduleListRequest():
+                return request.dump_result(await backend.schedule_list(caller, request.params))
+            case ScheduleGetRequest():
+                return request.dump_result(await backend.schedule_get(caller, request.params))
+            case SchedulePauseRequest():
+                return request.dump_result(await backend.schedule_pause(caller, request.params))
+            case ScheduleResumeRequest():
+                return request.dump_result(await backend.schedule_resume(caller, request.params))
+            case ScheduleDeleteRequest():
+                return request.dump_result(await backend.schedule_delete(caller, request.params))
             case _:
                 assert_never(request)
 

@@ -15,13 +15,15 @@ from collections.abc import AsyncIterator, Callable
 import anyio
 
 from agentd.admission import SpecRejected, check_spec
-from agentd.api.backend import check_owner, task_not_found
+from agentd.api.backend import check_owner, schedule_not_found, task_not_found
 from agentd.api.peercred import Caller
 from agentd.config.load import Config
-from agentd.errors import ApiError, IdempotencyConflict, JournalUnavailable, QuotaExceeded
-from agentd.journal.records import TaskRecord
+from agentd.errors import ApiError, IdempotencyConflict, JournalUnavailable, QuotaExceeded, ScheduleNotFound
+from agentd.journal.records import ScheduleRecord, TaskRecord
 from agentd.journal.store import Journal
 from agentd.options import submit_quota
+from agentd.scheduling.driver import Scheduler
+from agentd.scheduling.plan import TriggerError
 from agentd.supervision.supervisor import Supervisor
 from protocol.api import (
     DRAINING,
@@ -35,6 +37,11 @@ from protocol.api import (
     EventView,
     ListParams,
     NodeView,
+    ScheduleCreateParams,
+    ScheduleCreateResult,
+    ScheduleListParams,
+    ScheduleRef,
+    ScheduleView,
     SubmitParams,
     SubmitResult,
     TaskRef,
@@ -48,10 +55,17 @@ FOLLOW_POLL_S = 5.0
 
 
 class DaemonBackend:
-    def __init__(self, journal: Journal, supervisor: Supervisor, config: Callable[[], Config]) -> None:
+    def __init__(
+        self,
+        journal: Journal,
+        supervisor: Supervisor,
+        config: Callable[[], Config],
+        scheduler: Scheduler | None = None,
+    ) -> None:
         self.journal = journal
         self.supervisor = supervisor
         self._config = config
+        self.scheduler = scheduler
         self.started = time.monotonic()
 
     async def _owned(self, caller: Caller, task_id: str) -> TaskRecord:
@@ -94,7 +108,9 @@ class DaemonBackend:
 
     async def list(self, caller: Caller, params: ListParams) -> builtins.list[TaskView]:
         owner = None if caller.is_admin else caller.uid
-        records = await self.journal.list(owner, params.state, params.limit, params.before)
+        records = await self.journal.list(
+            owner, params.state, params.limit, params.before, params.schedule_id
+        )
         return [self._view(r) for r in records]
 
     async def cancel(self, caller: Caller, params: CancelParams) -> TaskView:
@@ -174,6 +190,79 @@ class DaemonBackend:
             children=children,
             scope="daemon" if owner is None else "caller",
         )
+
+    # ---- schedules (DESIGN §11) ---------------------------------------------------------------
+
+    def _scheduler(self) -> Scheduler:
+        if self.scheduler is None:
+            raise ApiError(UNAVAILABLE, "this daemon runs no scheduler", retryable=False)
+        return self.scheduler
+
+    async def _owned_schedule(self, caller: Caller, schedule_id: str) -> ScheduleRecord:
+        record = await self.journal.get_schedule(schedule_id)
+        if record is None or (record.owner_uid != caller.uid and not caller.is_admin):
+            raise schedule_not_found(schedule_id)
+        return record
+
+    async def schedule_create(self, caller: Caller, params: ScheduleCreateParams) -> ScheduleCreateResult:
+        scheduler = self._scheduler()
+        if self.supervisor.draining:
+            raise ApiError(DRAINING, "agentd is shutting down and accepts no new schedules", retryable=True)
+        try:
+            check_spec(self._config(), params.spec)
+            scheduler.check(params.trigger)
+        except SpecRejected as exc:
+            raise ApiError(INVALID_SPEC, str(exc)) from None
+        except TriggerError as exc:
+            raise ApiError(INVALID_SPEC, f"invalid schedule: {exc}") from None
+        try:
+            record, created = await scheduler.create(
+                caller.uid, params.trigger, params.spec, idempotency_key=params.idempotency_key
+            )
+        except JournalUnavailable as exc:
+            raise ApiError(UNAVAILABLE, f"the schedule was not accepted: {exc}", retryable=True) from None
+        return ScheduleCreateResult(
+            schedule_id=record.schedule_id,
+            state=record.state,
+            next_fire_at=record.next_fire_at,
+            created=created,
+        )
+
+    async def schedule_list(self, caller: Caller, params: ScheduleListParams) -> builtins.list[ScheduleView]:
+        owner = None if caller.is_admin else caller.uid
+        return [r.to_view() for r in await self.journal.list_schedules(owner, params.state, params.limit)]
+
+    async def schedule_get(self, caller: Caller, params: ScheduleRef) -> ScheduleView:
+        return (await self._owned_schedule(caller, params.schedule_id)).to_view()
+
+    async def schedule_pause(self, caller: Caller, params: ScheduleRef) -> ScheduleView:
+        return await self._change(caller, params.schedule_id, "pause")
+
+    async def schedule_resume(self, caller: Caller, params: ScheduleRef) -> ScheduleView:
+        return await self._change(caller, params.schedule_id, "resume")
+
+    async def schedule_delete(self, caller: Caller, params: ScheduleRef) -> ScheduleView:
+        return await self._change(caller, params.schedule_id, "delete")
+
+    async def _change(self, caller: Caller, schedule_id: str, action: str) -> ScheduleView:
+        scheduler = self._scheduler()
+        current = await self._owned_schedule(caller, schedule_id)
+        if current.state == "ended" and action != "delete":
+            raise ApiError(
+                INVALID_SPEC, f"schedule {schedule_id!r} has ended ({current.note}); it cannot {action}"
+            )
+        try:
+            if action == "pause":
+                record = await scheduler.pause(schedule_id)
+            elif action == "resume":
+                record = await scheduler.resume(schedule_id)
+            else:
+                record = await scheduler.delete(schedule_id)
+        except ScheduleNotFound:
+            raise schedule_not_found(schedule_id) from None
+        except JournalUnavailable as exc:
+            raise ApiError(UNAVAILABLE, f"the schedule was not changed: {exc}", retryable=True) from None
+        return record.to_view()
 
     def _view(self, record: TaskRecord) -> TaskView:
         view = record.to_view()

@@ -1,4 +1,5 @@
-"""Client commands: `submit`, `status`, `list`, `cancel`, `logs`, `tree` against a running daemon.
+"""Client commands: `submit`, `status`, `list`, `cancel`, `logs`, `tree`, `schedules` against a
+running daemon.
 
 Every command accepts `--socket` and `--json`. `submit --wait` and `submit --follow` exit with the
 task's exit code (DESIGN §12); a daemon that cannot be reached is exit 1 with a hint.
@@ -32,6 +33,16 @@ from protocol.api import (
     GetRequest,
     ListParams,
     ListRequest,
+    ScheduleCreateParams,
+    ScheduleCreateRequest,
+    ScheduleDeleteRequest,
+    ScheduleGetRequest,
+    ScheduleListRequest,
+    SchedulePauseRequest,
+    ScheduleRef,
+    ScheduleResumeRequest,
+    ScheduleSpec,
+    ScheduleView,
     SpecLimits,
     SubmitParams,
     SubmitRequest,
@@ -116,6 +127,75 @@ def spec_from_args(args: argparse.Namespace, *, model: str | None, mcp: list[str
         raise UsageError(_invalid("task", exc)) from None
 
 
+SCHEDULE_FLAGS = (
+    *("cron", "every", "loop", "tz", "interval", "max_runs"),
+    *("missed", "overlap", "max_failures", "max_total_tokens"),
+)
+# A schedule's field as the flag that sets it, so an error names what the user typed.
+_FLAG_OF = {
+    "cron": "--cron",
+    "tz": "--tz",
+    "every_s": "--every",
+    "interval_s": "--interval",
+    "max_runs": "--max-runs",
+    "max_failures": "--max-failures",
+    "max_total_tokens": "--max-total-tokens",
+}
+
+
+def schedule_from_args(args: argparse.Namespace) -> ScheduleSpec | None:
+    """The schedule the flags describe (None: a plain task); raises UsageError naming the flag.
+
+    Checked here, before anything is sent, with the same checks the daemon applies."""
+    from agentd.config.duration import DurationError, parse_duration
+    from agentd.scheduling.plan import TriggerError, parse_trigger
+
+    given = [name for name in SCHEDULE_FLAGS if getattr(args, name, None) not in (None, False)]
+    if not given:
+        return None
+    if not (args.cron or args.every or args.loop):
+        raise UsageError(f"--{given[0].replace('_', '-')} needs one of --cron, --every or --loop")
+    if args.wait or args.follow:
+        raise UsageError("--wait and --follow apply to one task, not to a schedule")
+    if args.interval is not None and not args.loop:
+        raise UsageError("--interval applies only with --loop (use --every for a fixed period)")
+    if args.tz is not None and not args.cron:
+        raise UsageError("--tz applies only with --cron")
+    durations: dict[str, float | None] = {}
+    for flag in ("every", "interval"):
+        value = getattr(args, flag)
+        try:
+            durations[flag] = parse_duration(value) if value is not None else None
+        except DurationError as exc:
+            raise UsageError(f"--{flag}: {exc}") from None
+    kind = "cron" if args.cron else "interval" if args.every else "loop"
+    fields: dict[str, object] = {
+        "kind": kind,
+        "cron": args.cron,
+        "tz": args.tz,
+        "every_s": durations["every"],
+        "max_runs": args.max_runs,
+        "max_total_tokens": args.max_total_tokens,
+    }
+    if durations["interval"] is not None:
+        fields["interval_s"] = durations["interval"]
+    for name in ("missed", "overlap", "max_failures"):
+        if getattr(args, name) is not None:
+            fields[name] = getattr(args, name)
+    try:
+        spec = ScheduleSpec.model_validate({k: v for k, v in fields.items() if v is not None})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = str(first["loc"][0]) if first["loc"] else ""
+        flag = _FLAG_OF.get(field, "schedule")
+        raise UsageError(f"{flag}: {first['msg'].removeprefix('Value error, ')}") from None
+    try:
+        parse_trigger(spec, 0.0)
+    except TriggerError as exc:
+        raise UsageError(f"{_FLAG_OF.get(exc.field, exc.field)}: {str(exc).split(': ', 1)[1]}") from None
+    return spec
+
+
 def _invalid(what: str, exc: ValidationError) -> str:
     first = exc.errors()[0]
     where = ".".join(str(p) for p in first["loc"])
@@ -139,6 +219,8 @@ def describe(view: TaskView) -> str:
         parts.append(f"exit {view.exit_code}")
     parts.append(f"steps {view.usage.steps}")
     parts.append(f"tokens {view.usage.tokens}")
+    if view.schedule_id:
+        parts.append(f"schedule {view.schedule_id}")
     if view.abort:
         parts.append(f"abort {view.abort}")
     if view.error:
@@ -199,8 +281,24 @@ def follow(client: ApiClient, task_id: str, out: TextIO, *, human: bool) -> None
 # ---- commands ------------------------------------------------------------------------------
 
 
+def preflight_submit(args: argparse.Namespace) -> None:
+    """Check every flag before connecting: a bad value is exit 2 whether or not a daemon runs."""
+    args.spec = spec_from_args(args, model=args.model, mcp=list(args.mcp))
+    args.schedule = schedule_from_args(args)
+
+
 def cmd_submit(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
-    spec = spec_from_args(args, model=args.model, mcp=list(args.mcp))
+    spec: TaskSpec = args.spec
+    if args.schedule is not None:
+        created = client.call(
+            ScheduleCreateRequest(
+                params=ScheduleCreateParams(
+                    spec=spec, trigger=args.schedule, idempotency_key=args.idempotency_key or None
+                )
+            )
+        )
+        out.write((created.model_dump_json() if args.json else created.schedule_id) + "\n")
+        return ExitCode.OK
     params = SubmitParams(spec=spec, idempotency_key=args.idempotency_key or None)
     submitted = client.call(SubmitRequest(params=params))
     task_id = submitted.task_id
@@ -243,7 +341,12 @@ def cmd_cancel(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_list(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
-    params = ListParams(state=args.state or None, limit=args.limit, before=args.before)
+    params = ListParams(
+        state=args.state or None,
+        limit=args.limit,
+        before=args.before,
+        schedule_id=getattr(args, "schedule", None),
+    )
     views = client.call(ListRequest(params=params))
     for view in views:
         out.write((view.model_dump_json() if args.json else describe(view)) + "\n")
@@ -278,6 +381,70 @@ def cmd_tree(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
     return ExitCode.OK
 
 
+def _when(at: float | None) -> str:
+    if at is None:
+        return "-"
+    import datetime
+
+    return datetime.datetime.fromtimestamp(at, datetime.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def describe_schedule(view: ScheduleView) -> str:
+    """One line: id, kind, expression, next fire, last run and its status, state."""
+    trigger = view.trigger
+    if trigger.kind == "cron":
+        expression = f"{trigger.cron}" + (f" ({trigger.tz})" if trigger.tz else "")
+    elif trigger.kind == "interval":
+        expression = f"every {trigger.every_s:g}s"
+    else:
+        expression = f"loop, pause {view.pause_s if view.pause_s is not None else trigger.interval_s:g}s"
+    last = f"{view.last_task_id} {view.last_status.value if view.last_status else 'running'}"
+    parts = [
+        view.schedule_id,
+        trigger.kind,
+        repr(expression),
+        f"next {_when(view.next_fire_at)}",
+        f"last {last if view.last_task_id else '-'}",
+        f"runs {view.runs}" + (f"/{trigger.max_runs}" if trigger.max_runs else ""),
+        f"skipped {view.skipped}",
+        view.state + (f" ({view.note})" if view.note else ""),
+    ]
+    if view.name:
+        parts.insert(1, f"[{view.name}]")
+    return "  ".join(parts)
+
+
+def cmd_schedules(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
+    if args.action is None:
+        for view in client.call(ScheduleListRequest()):
+            out.write((view.model_dump_json() if args.json else describe_schedule(view)) + "\n")
+        return ExitCode.OK
+    ref = ScheduleRef(schedule_id=args.schedule)
+    request = {
+        "show": ScheduleGetRequest,
+        "pause": SchedulePauseRequest,
+        "resume": ScheduleResumeRequest,
+        "delete": ScheduleDeleteRequest,
+    }[args.action](params=ref)
+    view = client.call(request)
+    out.write(
+        (view.model_dump_json() if args.json or args.action == "show" else describe_schedule(view)) + "\n"
+    )
+    return ExitCode.OK
+
+
+def preflight_schedules(args: argparse.Namespace) -> None:
+    if args.action is not None and not args.schedule:
+        raise UsageError(f"{args.action} needs a schedule ID")
+    if args.action is None and args.schedule:
+        raise UsageError("give an action (show, pause, resume, delete) before the schedule ID")
+
+
+PREFLIGHT: dict[str, Callable[[argparse.Namespace], None]] = {
+    "submit": preflight_submit,
+    "schedules": preflight_schedules,
+}
+
 COMMANDS: dict[str, Callable[[ApiClient, argparse.Namespace, TextIO], int]] = {
     "submit": cmd_submit,
     "status": cmd_status,
@@ -285,11 +452,15 @@ COMMANDS: dict[str, Callable[[ApiClient, argparse.Namespace, TextIO], int]] = {
     "list": cmd_list,
     "logs": cmd_logs,
     "tree": cmd_tree,
+    "schedules": cmd_schedules,
 }
 
 
 def dispatch(command: str, args: argparse.Namespace) -> int:
     try:
+        preflight = PREFLIGHT.get(command)
+        if preflight is not None:
+            preflight(args)
         path = resolve_socket(args.socket)
         with ApiClient(path) as client:
             return COMMANDS[command](client, args, sys.stdout)

@@ -70,6 +70,31 @@ def _run_model_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _schedule_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("recurring (a schedule instead of one task; see docs/schedules.md)")
+    when = group.add_mutually_exclusive_group()
+    when.add_argument("--cron", metavar="EXPR", help='5-field cron expression, e.g. "0 7 * * 1-5"')
+    when.add_argument("--every", metavar="DURATION", help="fire every DURATION (1s or more): 30s, 15m, 2h")
+    when.add_argument("--loop", action="store_true", help="run again after each run ends")
+    group.add_argument("--tz", metavar="ZONE", help="IANA time zone of --cron (default UTC)")
+    group.add_argument("--interval", metavar="DURATION", help="--loop: pause between runs (default 0)")
+    group.add_argument("--max-runs", type=int, metavar="N", help="end the schedule after N fires")
+    group.add_argument(
+        "--missed",
+        choices=["skip", "catch_up_one"],
+        help="a fire missed while the daemon was down: skip it (default) or run it once",
+    )
+    group.add_argument(
+        "--overlap",
+        choices=["skip", "allow"],
+        help="a fire due while the previous one runs: skip it (default, recorded) or allow",
+    )
+    group.add_argument("--max-failures", type=int, metavar="K", help="crashed runs in a row that end it (3)")
+    group.add_argument(
+        "--max-total-tokens", type=int, metavar="N", help="tokens all fires may spend; then it pauses"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agentd",
@@ -113,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--wait", action="store_true", help="wait for the result and exit with the task's code")
     mode.add_argument("--follow", action="store_true", help="show progress live, then the result")
     _json_arg(p)
+    _schedule_args(p)
 
     for name, text in (
         ("status", "show one task"),
@@ -132,6 +158,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--state", choices=["queued", "starting", "running", "terminal"])
     p.add_argument("--limit", type=int, default=50, help="tasks per page (1 to 1000; default 50)")
     p.add_argument("--before", metavar="TASK", help="only tasks submitted before TASK (the next page)")
+    p.add_argument("--schedule", metavar="ID", help="only the fires of schedule ID")
+    _socket_arg(p)
+    _json_arg(p)
+    p = sub.add_parser(
+        "schedules",
+        help="list your schedules, or pause, resume or delete one",
+        description="Without an action: every schedule of yours (all for admins) with its kind, "
+        "expression, next fire, last run and state. `show ID` prints one as JSON.",
+    )
+    p.add_argument("action", nargs="?", choices=["show", "pause", "resume", "delete"])
+    p.add_argument("schedule", nargs="?", metavar="ID")
     _socket_arg(p)
     _json_arg(p)
     p = sub.add_parser("logs", help="show a task's events")

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from pydantic import TypeAdapter, ValidationError
 
+from agentd.config.cron import cron_problem, zone_problem
 from agentd.config.file import EMBEDDED_SCRIPT, AgentdFile
 from agentd.config.redact import argv_credentials, url_credentials
 from agentd.config.secrets import SecretSource, SecretUnavailable
@@ -254,6 +255,43 @@ def _check_triggers(
             out.append(ConfigProblem(f"{key}.mcp", why))
 
 
+def _check_schedules(
+    file: AgentdFile, servers: Mapping[str, McpServer], allow_all: bool, out: list[ConfigProblem]
+) -> None:
+    names: set[str] = set()
+    for index, schedule in enumerate(file.schedule):
+        key = f"schedule[{index}]"
+        if schedule.name in names:
+            out.append(ConfigProblem(f"{key}.name", f"another schedule is already named {schedule.name!r}"))
+        names.add(schedule.name)
+        kinds = [
+            k for k, on in (("cron", schedule.cron), ("every", schedule.every), ("loop", schedule.loop)) if on
+        ]
+        if len(kinds) != 1:
+            out.append(ConfigProblem(key, "set exactly one of cron, every or loop = true"))
+        if schedule.cron is not None and (problem := cron_problem(schedule.cron)):
+            out.append(ConfigProblem(f"{key}.cron", problem))
+        if schedule.tz is not None:
+            if schedule.cron is None:
+                out.append(ConfigProblem(f"{key}.tz", "applies only with cron"))
+            elif problem := zone_problem(schedule.tz):
+                out.append(ConfigProblem(f"{key}.tz", problem))
+        if not schedule.loop:
+            for loop_only in ("interval", "idle_backoff_max"):
+                if loop_only in schedule.model_fields_set:
+                    out.append(ConfigProblem(f"{key}.{loop_only}", "applies only with loop = true"))
+        if schedule.model is not None and schedule.model not in file.intelligence:
+            out.append(
+                ConfigProblem(
+                    f"{key}.model", f"no endpoint named {schedule.model!r} ({available(file.intelligence)})"
+                )
+            )
+        out.extend(_check_names(f"{key}.mcp", schedule.mcp or [], servers, "MCP server"))
+        grant = list(dict.fromkeys(schedule.mcp if schedule.mcp is not None else file.defaults.mcp))
+        if why := rule_of_two_violation(servers, grant, allow_all):
+            out.append(ConfigProblem(f"{key}.mcp", why))
+
+
 def check_file(file: AgentdFile, servers: Mapping[str, McpServer]) -> tuple[list[ConfigProblem], list[str]]:
     """Every cross-key problem of `file` with its merged MCP `servers`, and non-blocking notices."""
     out: list[ConfigProblem] = []
@@ -321,6 +359,7 @@ def check_file(file: AgentdFile, servers: Mapping[str, McpServer]) -> tuple[list
     if file.loop.backoff_initial_s > file.loop.backoff_max_s:
         out.append(ConfigProblem("loop.backoff_initial_s", "must not exceed backoff_max_s"))
     _check_triggers(file, servers, allow_all, out)
+    _check_schedules(file, servers, allow_all, out)
     return out, notices
 
 

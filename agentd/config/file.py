@@ -16,6 +16,7 @@ from agentd.config.sections import (
     DefaultsSection,
     LimitsSection,
     LoopSection,
+    ScheduleSection,
     Section,
     SecuritySection,
     SupervisionSection,
@@ -67,4 +68,9 @@ class AgentdFile(Section):
     )
     trigger: list[TriggerSection] = Field(
         default_factory=list, max_length=256, description="Reactive triggers ([[trigger]] entries)."
+    )
+    schedule: list[ScheduleSection] = Field(
+        default_factory=list,
+        max_length=1000,
+        description="Schedules the daemon owns ([[schedule]] entries): cron, interval or loop.",
     )

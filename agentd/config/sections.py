@@ -1,5 +1,5 @@
 """The daemon-wide sections of `agentd.toml`: `[daemon]`, `[defaults]`, `[limits]`,
-`[supervision]`, `[loop]`, `[security]` and `[[trigger]]`.
+`[supervision]`, `[loop]`, `[security]`, `[[trigger]]` and `[[schedule]]`.
 
 These models check shape and single-value ranges; rules that span keys or sections live in
 `agentd.config.check`, which names the exact key of each problem. Every field's `description`
@@ -306,3 +306,41 @@ class TriggerSection(Section):
     overflow: Literal["coalesce", "drop_oldest", "drop_newest"] = Field(
         default="coalesce", description="What happens to deliveries beyond max_inflight."
     )
+
+
+class ScheduleSection(Section):
+    """A schedule the daemon owns (DESIGN §11): recurring work shipped with the service. Exactly
+    one of `cron`, `every`, `loop = true`. Its fires run as the daemon's user."""
+
+    name: Name = Field(description="The schedule's name; unique. `agentd schedules` shows it.")
+    instruction: str = Field(min_length=1, max_length=100_000, description="What each fire's task does.")
+    cron: str | None = Field(
+        default=None, min_length=1, max_length=256, description="5-field cron expression (minute first)."
+    )
+    tz: str | None = Field(
+        default=None, min_length=1, max_length=64, description="IANA time zone of `cron`. Default: UTC."
+    )
+    every: Duration | None = Field(default=None, ge=1, description="Fire every this long (at least 1s).")
+    loop: bool = Field(default=False, description="Run again after each run ends (loop mode).")
+    interval: Duration = Field(default=0.0, ge=0, description="Loop mode: the pause between runs.")
+    max_runs: int | None = Field(default=None, ge=1, description="Fires in all; then the schedule ends.")
+    missed: Literal["skip", "catch_up_one"] = Field(
+        default="skip", description="A fire missed while the daemon was down: `skip` it, or run it once."
+    )
+    overlap: Literal["skip", "allow"] = Field(
+        default="skip", description="A fire due while the previous one runs: `skip` (recorded) or `allow`."
+    )
+    max_failures: int = Field(
+        default=3, ge=1, le=1000, description="Crashed runs in a row that end the schedule."
+    )
+    idle_backoff_max: Duration = Field(
+        default=900.0, ge=1, description="Loop mode: the longest pause idle runs back off to."
+    )
+    max_total_tokens: int | None = Field(
+        default=None, ge=1, description="Tokens all fires may spend; then the schedule pauses."
+    )
+    model: Name | None = Field(default=None, description="Intelligence endpoint. Default: defaults.model.")
+    mcp: list[Name] | None = Field(default=None, description="MCP grant of each fire. Default: defaults.mcp.")
+    max_steps: int | None = Field(default=None, ge=1, description="Per fire: model turns.")
+    max_tokens: int | None = Field(default=None, ge=1, description="Per fire: tokens.")
+    deadline: Duration | None = Field(default=None, gt=0, description="Per fire: wall-clock limit.")

@@ -30,7 +30,8 @@ ROOT_HANDLE = "0"
 
 _TASK_COLUMNS = (
     "task_id, run_id, owner_uid, idempotency_key, spec, state, status, exit_code, result, partial, "
-    "usage, abort, error, attempts, pid, pid_start_time, created_at, started_at, ended_at"
+    "usage, abort, error, attempts, pid, pid_start_time, created_at, started_at, ended_at, schedule_id, "
+    "fire_at, idle"
 )
 
 
@@ -59,6 +60,9 @@ def task_from_row(row: sqlite3.Row) -> TaskRecord:
         created_at=row["created_at"],
         started_at=row["started_at"],
         ended_at=row["ended_at"],
+        schedule_id=row["schedule_id"],
+        fire_at=row["fire_at"],
+        idle=bool(row["idle"]),
     )
 
 
@@ -96,8 +100,11 @@ def insert_task(
     idempotency_key: str | None,
     quota: Quota,
     now: float,
+    schedule_id: str | None = None,
+    fire_at: float | None = None,
 ) -> tuple[TaskRecord, bool]:
     """Insert a queued task, or return the task this owner already submitted under the same key.
+    A schedule's fire names the schedule and the occurrence (`fire_at`) it is for.
 
     Raises:
         QuotaExceeded: the owner is at a cap of `quota` (checked in the writer's transaction, so
@@ -119,9 +126,19 @@ def insert_task(
             return existing, False
     _check_quota(conn, owner_uid, len(spec_json.encode()), quota)
     conn.execute(
-        "INSERT INTO tasks (task_id, run_id, owner_uid, idempotency_key, spec, spec_bytes, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (task_id, run_id, owner_uid, idempotency_key, spec_json, len(spec_json.encode()), now),
+        "INSERT INTO tasks (task_id, run_id, owner_uid, idempotency_key, spec, spec_bytes, created_at,"
+        " schedule_id, fire_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            task_id,
+            run_id,
+            owner_uid,
+            idempotency_key,
+            spec_json,
+            len(spec_json.encode()),
+            now,
+            schedule_id,
+            fire_at,
+        ),
     )
     record = TaskRecord(
         task_id=task_id,
@@ -131,6 +148,8 @@ def insert_task(
         spec=spec,
         state="queued",
         created_at=now,
+        schedule_id=schedule_id,
+        fire_at=fire_at,
     )
     return record, True
 
@@ -254,6 +273,7 @@ def mark_terminal(
     error: RunError | None,
     now: float,
     only_queued: bool = False,
+    idle: bool = False,
 ) -> TaskRecord:
     return _transition(
         conn,
@@ -262,7 +282,7 @@ def mark_terminal(
         wanted="terminal",
         assignments=(
             "status = ?, exit_code = ?, result = ?, partial = ?, usage = ?, abort = ?, error = ?,"
-            " ended_at = ?"
+            " ended_at = ?, idle = ?"
         ),
         params=(
             status.value,
@@ -273,6 +293,7 @@ def mark_terminal(
             abort,
             error.model_dump_json() if error is not None else None,
             now,
+            int(idle),
         ),
     )
 
@@ -405,6 +426,7 @@ def list_tasks(
     state: TaskState | None,
     limit: int,
     before: str | None = None,
+    schedule_id: str | None = None,
 ) -> tuple[TaskRecord, ...]:
     """Summaries (see `LIST_INSTRUCTION_CHARS`) of tasks newest first, after the cursor `before`
     (a task id: only tasks submitted before it)."""
@@ -416,6 +438,9 @@ def list_tasks(
     if state is not None:
         clauses.append("state = :state")
         params["state"] = state
+    if schedule_id is not None:
+        clauses.append("schedule_id = :schedule")
+        params["schedule"] = schedule_id
     if before is not None:
         clauses.append("seq < coalesce((SELECT seq FROM tasks WHERE task_id = :before), -1)")
         params["before"] = before

@@ -15,7 +15,16 @@ from typing import Literal
 
 from pydantic import JsonValue
 
-from protocol.api import EventView, NodeView, TaskSpec, TaskState, TaskView
+from protocol.api import (
+    EventView,
+    NodeView,
+    ScheduleSpec,
+    ScheduleState,
+    ScheduleView,
+    TaskSpec,
+    TaskState,
+    TaskView,
+)
 from protocol.result import AbortKind, RunError, RunUsage, TerminalStatus
 
 NodeState = Literal["starting", "running", "terminal"]
@@ -36,6 +45,11 @@ def _ulid() -> str:
 def new_task_id() -> str:
     """A fresh task id, e.g. `t_01J9Z3K6W8M2Q4R5S7T9V0X1Y2`; later ids sort after earlier ones."""
     return "t_" + _ulid()
+
+
+def new_schedule_id() -> str:
+    """A fresh schedule id (`s_` + 26 characters)."""
+    return "s_" + _ulid()
 
 
 def new_run_id() -> str:
@@ -72,6 +86,11 @@ class TaskRecord:
     pid_start_time: float | None = None
     started_at: float | None = None
     ended_at: float | None = None
+    # A fire of a schedule: which one, and the occurrence (UTC instant) it fired for.
+    schedule_id: str | None = None
+    fire_at: float | None = None
+    # The finished run reported that it found nothing to do (a loop's idle backoff reads it).
+    idle: bool = False
 
     @property
     def may_requeue(self) -> bool:
@@ -99,6 +118,56 @@ class TaskRecord:
             started_at=self.started_at,
             ended_at=self.ended_at,
             pid=self.pid,
+            schedule_id=self.schedule_id,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleRecord:
+    """One schedule as journaled: its trigger, the task each fire runs, and its counters."""
+
+    schedule_id: str
+    owner_uid: int
+    idempotency_key: str | None
+    name: str | None
+    trigger: ScheduleSpec
+    spec: TaskSpec
+    state: ScheduleState
+    created_at: float
+    note: str | None = None
+    # Invariant: set exactly while the schedule waits for a clock-driven fire (or a loop for its
+    # next run); None while a loop run goes on, and once paused or ended.
+    next_fire_at: float | None = None
+    runs: int = 0
+    failures: int = 0
+    skipped: int = 0
+    tokens_used: int = 0
+    pause_s: float | None = None
+    last_task_id: str | None = None
+    last_status: TerminalStatus | None = None
+    last_error: str | None = None
+    last_fire_at: float | None = None
+
+    def to_view(self) -> ScheduleView:
+        return ScheduleView(
+            schedule_id=self.schedule_id,
+            owner_uid=self.owner_uid,
+            name=self.name,
+            trigger=self.trigger,
+            instruction=self.spec.instruction,
+            state=self.state,
+            note=self.note,
+            next_fire_at=self.next_fire_at,
+            runs=self.runs,
+            failures=self.failures,
+            skipped=self.skipped,
+            tokens_used=self.tokens_used,
+            pause_s=self.pause_s,
+            last_task_id=self.last_task_id,
+            last_status=self.last_status,
+            last_error=self.last_error,
+            last_fire_at=self.last_fire_at,
+            created_at=self.created_at,
         )
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from agentd.errors import JournalError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 BUSY_TIMEOUT_MS = 5000
 
 # Invariant: `seq` is the rowid alias, so it is the submission order and survives VACUUM (an
@@ -86,8 +86,45 @@ UPDATE tasks SET spec_bytes = length(CAST(spec AS BLOB));
 CREATE INDEX tasks_by_state_owner ON tasks (state, owner_uid);
 """
 
+# v3: recurring work (DESIGN §11). A schedule row holds its trigger and counters; each fire is a
+# task carrying `schedule_id` and the occurrence it fired for (`fire_at`). A fire's task insert and
+# the schedule's advance to its next occurrence commit together, and (schedule_id, fire_at) is
+# unique, so no occurrence fires twice, across restarts included. `idle` is a finished run's
+# "nothing done" report, which a loop's backoff reads.
+_V3 = """
+CREATE TABLE schedules (
+    seq             INTEGER PRIMARY KEY,
+    schedule_id     TEXT    NOT NULL UNIQUE,
+    owner_uid       INTEGER NOT NULL,
+    idempotency_key TEXT,
+    name            TEXT,
+    kind            TEXT    NOT NULL CHECK (kind IN ('cron', 'interval', 'loop')),
+    trigger_spec    TEXT    NOT NULL,
+    spec            TEXT    NOT NULL,
+    state           TEXT    NOT NULL DEFAULT 'active' CHECK (state IN ('active', 'paused', 'ended')),
+    note            TEXT,
+    next_fire_at    REAL,
+    runs            INTEGER NOT NULL DEFAULT 0,
+    failures        INTEGER NOT NULL DEFAULT 0,
+    skipped         INTEGER NOT NULL DEFAULT 0,
+    tokens_used     INTEGER NOT NULL DEFAULT 0,
+    pause_s         REAL,
+    last_task_id    TEXT,
+    last_status     TEXT,
+    last_error      TEXT,
+    last_fire_at    REAL,
+    created_at      REAL    NOT NULL,
+    UNIQUE (owner_uid, idempotency_key)
+);
+CREATE INDEX schedules_by_owner ON schedules (owner_uid);
+ALTER TABLE tasks ADD COLUMN schedule_id TEXT;
+ALTER TABLE tasks ADD COLUMN fire_at REAL;
+ALTER TABLE tasks ADD COLUMN idle INTEGER NOT NULL DEFAULT 0;
+CREATE UNIQUE INDEX tasks_by_fire ON tasks (schedule_id, fire_at) WHERE schedule_id IS NOT NULL;
+"""
+
 # Index i holds the script that takes a database from version i to i + 1.
-_MIGRATIONS: tuple[str, ...] = (_V1, _V2)
+_MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 
 # SQLite primary result codes (the low byte of an extended code) that describe the environment

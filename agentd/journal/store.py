@@ -35,10 +35,12 @@ from agentd.journal.records import (
     JournalStats,
     NodeRecord,
     NodeState,
+    ScheduleRecord,
     TaskRecord,
     new_run_id,
     new_task_id,
 )
+from agentd.journal.schedule_store import ScheduleJournal
 from agentd.journal.schema import unavailable_reason
 from agentd.journal.writer import Completion, JournalWriter, Pending
 from protocol.api import TaskSpec, TaskState
@@ -51,6 +53,7 @@ __all__ = [
     "JournalOptions",
     "JournalStats",
     "NodeRecord",
+    "ScheduleRecord",
     "TaskRecord",
     "new_run_id",
     "new_task_id",
@@ -89,8 +92,9 @@ class _Followers:
         self.count = 0
 
 
-class Journal:
-    """Async access to the journal. Obtain one with `open_journal`."""
+class Journal(ScheduleJournal):
+    """Async access to the journal. Obtain one with `open_journal`. The schedule operations come
+    from `ScheduleJournal` (agentd/journal/schedule_store.py)."""
 
     def __init__(
         self,
@@ -197,9 +201,11 @@ class Journal:
         abort: AbortKind | None = None,
         error: RunError | None = None,
         only_queued: bool = False,
+        idle: bool = False,
     ) -> TaskRecord:
         """queued|starting|running → terminal (`only_queued`: queued → terminal, for a task no
-        run has claimed). Events appended before this call commit with it."""
+        run has claimed). Events appended before this call commit with it. `idle`: the run
+        reported it found nothing to do."""
         op = functools.partial(
             q.mark_terminal,
             task_id=task_id,
@@ -212,6 +218,7 @@ class Journal:
             error=error,
             now=time.time(),
             only_queued=only_queued,
+            idle=idle,
         )
         return await self._write(op, wakes=task_id)
 
@@ -347,12 +354,20 @@ class Journal:
         state: TaskState | None = None,
         limit: int = 100,
         before: str | None = None,
+        schedule_id: str | None = None,
     ) -> tuple[TaskRecord, ...]:
         """Summaries of tasks newest first (the instruction cut, no result: `queries.list_tasks`),
-        optionally only one owner's and/or one state's, and only those submitted before the task
-        `before`."""
+        optionally only one owner's, one state's and/or one schedule's, and only those submitted
+        before the task `before`."""
         return await self._read(
-            functools.partial(q.list_tasks, owner_uid=owner_uid, state=state, limit=limit, before=before)
+            functools.partial(
+                q.list_tasks,
+                owner_uid=owner_uid,
+                state=state,
+                limit=limit,
+                before=before,
+                schedule_id=schedule_id,
+            )
         )
 
     async def counts(self, owner_uid: int | None = None) -> dict[TaskState, int]:

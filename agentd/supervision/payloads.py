@@ -65,6 +65,8 @@ def child_payload(
             ),
             "notes_path": notes,
             "warm": False,
+            # Only the root run speaks for a schedule's fire.
+            "idle_signal": False,
         }
     )
     return with_deadline(payload, grant.deadline, now=now)

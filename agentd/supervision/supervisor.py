@@ -14,7 +14,7 @@ import os
 import signal
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import anyio
@@ -35,6 +35,9 @@ from protocol.result import RunError, RunResult, TerminalStatus, exit_code
 from protocol.spawn import SpawnPayload
 
 PayloadBuilder = Callable[[TaskRecord], SpawnPayload]
+# Told of every schedule fire that reached its terminal state: the record, and whether the daemon
+# was draining (a drain's cancel is not a user's). Must not raise (agentd/scheduling/driver.py).
+FireEnded = Callable[[TaskRecord, bool], Awaitable[None]]
 
 
 class PayloadError(AgentdError):
@@ -83,6 +86,7 @@ class Supervisor:
         # Fair scheduling (supervision/fairness.py): when each owner last had a task started.
         self._starts = 0
         self._last_started: dict[int, int] = {}
+        self.on_fire_ended: FireEnded | None = None
 
     # ---- public --------------------------------------------------------------------------------
 
@@ -268,6 +272,7 @@ class Supervisor:
             abort=result.abort,
             error=result.error,
             only_queued=only_queued,
+            idle=result.idle,
         )
         self.log.info(
             "task.terminal",
@@ -280,6 +285,8 @@ class Supervisor:
             err=result.error.kind if result.error else None,
         )
         self.terminal_event(record.task_id).set()
+        if record.schedule_id is not None and self.on_fire_ended is not None:
+            await self.on_fire_ended(record, self.draining)
         return record
 
     # ---- restart recovery (DESIGN §8) -----------------------------------------------------------

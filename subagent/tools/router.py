@@ -31,8 +31,10 @@ from subagent.tools.connection import Failure, ServerLink
 from subagent.tools.naming import ToolRef, assign_wire_names, offered_spec
 from subagent.tools.render import render_tool_result
 from subagent.tools.selftools import (
+    IDLE_SPEC,
     NOTE_READ,
     NOTE_WRITE,
+    NOTHING_TO_DO,
     RESERVED_NAMES,
     RESOURCE_READ,
     SPECS,
@@ -134,6 +136,8 @@ class ToolRouter:
         self._specs: tuple[ToolSpec, ...] = ()
         self._catalogue = ""
         self._version = 0
+        # Invariant: True once the model called `nothing_to_do` in this run (never reset).
+        self.idle_reported = False
 
     def specs(self) -> tuple[ToolSpec, ...]:
         """Every tool in scope, wire-named: the granted MCP tools, then the self-tools."""
@@ -180,6 +184,9 @@ class ToolRouter:
             if spec.name != RESOURCE_READ or has_resources:
                 specs.append(spec)
                 routes[spec.name] = _Route(None, spec.name)
+        if self._payload.idle_signal:
+            specs.append(IDLE_SPEC)
+            routes[IDLE_SPEC.name] = _Route(None, IDLE_SPEC.name)
         # Offered even at the depth cap: the supervisor's refusal then names the cap.
         if self._supervisor is not None:
             for spec in delegate.SPECS:
@@ -318,6 +325,9 @@ class ToolRouter:
             return invalid_arguments(tool, exc)
         if tool == NOTE_READ:
             return await self._notes.read()
+        if tool == NOTHING_TO_DO and self._payload.idle_signal:
+            self.idle_reported = True
+            return ToolOutcome("noted: this run did nothing; the next run will wait longer")
         return ToolOutcome(f"tool `{tool}` is not available yet", is_error=True)
 
 

@@ -28,9 +28,11 @@ from subagent.tools.render import render_resource
 RESOURCE_READ = "resource_read"
 NOTE_WRITE = "note_write"
 NOTE_READ = "note_read"
+# Offered only to a loop schedule's runs (`SpawnPayload.idle_signal`).
+NOTHING_TO_DO = "nothing_to_do"
 # The supervisor-routed tools (`delegate`): reserved so no MCP tool can take their names.
 SUPERVISOR_TOOLS = ("subagent_spawn", "subagent_wait", "subagent_status", "subagent_cancel")
-RESERVED_NAMES = frozenset({RESOURCE_READ, NOTE_WRITE, NOTE_READ, *SUPERVISOR_TOOLS})
+RESERVED_NAMES = frozenset({RESOURCE_READ, NOTE_WRITE, NOTE_READ, NOTHING_TO_DO, *SUPERVISOR_TOOLS})
 MAX_NOTES_BYTES = 1024 * 1024
 
 
@@ -101,6 +103,16 @@ SPECS: tuple[ToolSpec, ...] = (
         ),
     ),
     ToolSpec(NOTE_READ, "Read back every note saved with note_write during this task.", _schema({}, [])),
+)
+
+# The structured "nothing done" signal of a loop run (DESIGN §11): a tool call, not a phrase in
+# the answer, so no text is ever matched.
+IDLE_SPEC = ToolSpec(
+    NOTHING_TO_DO,
+    "Call this when you checked and found no work to do in this run (for example an empty queue). "
+    "This task runs again later; reporting that nothing was done makes the next run wait longer. "
+    "Then finish with a short final answer.",
+    _schema({}, []),
 )
 
 

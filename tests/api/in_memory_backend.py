@@ -26,6 +26,11 @@ from protocol.api import (
     EventView,
     ListParams,
     NodeView,
+    ScheduleCreateParams,
+    ScheduleCreateResult,
+    ScheduleListParams,
+    ScheduleRef,
+    ScheduleView,
     SubmitParams,
     SubmitResult,
     TaskRef,
@@ -169,3 +174,26 @@ class InMemoryBackend:
             max_concurrent_tasks=4,
             journal_ok=True,
         )
+
+    # ---- schedules: not kept here (the real daemon's are tested end to end) -------------------
+
+    def _no_schedules(self) -> ApiError:
+        return ApiError(UNAVAILABLE, "the in-memory backend keeps no schedules")
+
+    async def schedule_create(self, caller: Caller, params: ScheduleCreateParams) -> ScheduleCreateResult:
+        raise self._no_schedules()
+
+    async def schedule_list(self, caller: Caller, params: ScheduleListParams) -> builtins.list[ScheduleView]:
+        return []
+
+    async def schedule_get(self, caller: Caller, params: ScheduleRef) -> ScheduleView:
+        raise self._no_schedules()
+
+    async def schedule_pause(self, caller: Caller, params: ScheduleRef) -> ScheduleView:
+        raise self._no_schedules()
+
+    async def schedule_resume(self, caller: Caller, params: ScheduleRef) -> ScheduleView:
+        raise self._no_schedules()
+
+    async def schedule_delete(self, caller: Caller, params: ScheduleRef) -> ScheduleView:
+        raise self._no_schedules()

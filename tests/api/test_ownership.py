@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -65,8 +66,15 @@ def _scenario(root_task: str, path: str) -> dict[str, Any]:
     return out
 
 
-def _fork_as_nobody(cwd: Path, root_task: str, path: str, extra_groups: list[int]) -> dict[str, Any]:
-    """Run `_scenario` in a forked child that has dropped to nobody; return what it saw.
+def _fork_as_nobody(
+    cwd: Path,
+    root_task: str,
+    path: str,
+    extra_groups: list[int],
+    scenario: Callable[[str, str], dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Run `scenario` (default `_scenario`) in a forked child that has dropped to nobody; return
+    what it saw.
 
     A fork, not an exec: the interpreter lives under /root, which nobody cannot enter.
     """
@@ -81,7 +89,7 @@ def _fork_as_nobody(cwd: Path, root_task: str, path: str, extra_groups: list[int
             os.setgid(NOGROUP)
             os.setuid(NOBODY)
             with os.fdopen(write_end, "wb") as out:
-                out.write(json.dumps(_scenario(root_task, path)).encode())
+                out.write(json.dumps((scenario or _scenario)(root_task, path)).encode())
             code = 0
         except BaseException:
             traceback.print_exc()

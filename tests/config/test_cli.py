@@ -101,6 +101,7 @@ def test_schema_is_json_schema_of_every_table() -> None:
         "mcp",
         "mcp_servers_json",
         "trigger",
+        "schedule",
     }
     intelligence = schema["$defs"]["IntelligenceSection"]
     assert "api_key" not in intelligence["properties"]

@@ -75,7 +75,7 @@ def write_schema_version(state_dir: Path, version: int) -> None:
 async def test_a_database_from_a_newer_agentd_is_refused(state_dir: Path) -> None:
     write_schema_version(state_dir, 99)
 
-    with pytest.raises(JournalError, match="schema v99, newer than this agentd's v2"):
+    with pytest.raises(JournalError, match=f"schema v99, newer than this agentd's v{SCHEMA_VERSION}"):
         async with open_journal(state_dir, FAST):
             pass
     # The failed open released the lock.

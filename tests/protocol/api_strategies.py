@@ -25,6 +25,18 @@ from protocol.api import (
     NodeView,
     Request,
     RetryPolicy,
+    ScheduleCreateParams,
+    ScheduleCreateRequest,
+    ScheduleCreateResult,
+    ScheduleDeleteRequest,
+    ScheduleGetRequest,
+    ScheduleListParams,
+    ScheduleListRequest,
+    SchedulePauseRequest,
+    ScheduleRef,
+    ScheduleResumeRequest,
+    ScheduleSpec,
+    ScheduleView,
     SpecLimits,
     StatusRequest,
     SubmitParams,
@@ -104,7 +116,11 @@ list_requests = st.builds(
     ListRequest,
     id=request_ids,
     params=st.builds(
-        ListParams, state=_maybe(task_states), limit=st.integers(1, 1000), before=_maybe(task_ids)
+        ListParams,
+        state=_maybe(task_states),
+        limit=st.integers(1, 1000),
+        before=_maybe(task_ids),
+        schedule_id=_maybe(task_ids),
     ),
 )
 cancel_requests = st.builds(
@@ -158,6 +174,7 @@ task_views = st.builds(
     started_at=_maybe(finite_floats),
     ended_at=_maybe(finite_floats),
     pid=_maybe(st.integers(1, 2**22)),
+    schedule_id=_maybe(task_ids),
 )
 node_views = st.builds(
     NodeView,
@@ -187,6 +204,81 @@ daemon_statuses = st.builds(
 submit_results = st.builds(SubmitResult, task_id=task_ids, state=task_states, created=st.booleans())
 event_views = st.builds(EventView, seq=non_negative, ts=finite_floats, event=short_text, fields=json_objects)
 
+# ---- schedules ---------------------------------------------------------------------------------
+
+_common = {
+    "max_runs": _maybe(st.integers(1, 10_000_000)),
+    "missed": st.sampled_from(["skip", "catch_up_one"]),
+    "overlap": st.sampled_from(["skip", "allow"]),
+    "max_failures": st.integers(1, 1000),
+    "idle_backoff_max_s": st.floats(1, 366 * 86400.0),
+    "max_total_tokens": _maybe(st.integers(min_value=1, max_value=2**40)),
+}
+schedule_specs = (
+    st.builds(
+        ScheduleSpec,
+        kind=st.just("cron"),
+        cron=st.sampled_from(["0 7 * * 1-5", "*/7 * * * *"]),
+        tz=_maybe(st.sampled_from(["UTC", "Europe/Berlin"])),
+        **_common,
+    )
+    | st.builds(ScheduleSpec, kind=st.just("interval"), every_s=st.floats(1, 366 * 86400.0), **_common)
+    | st.builds(ScheduleSpec, kind=st.just("loop"), interval_s=st.floats(0, 366 * 86400.0), **_common)
+)
+schedule_refs = st.builds(ScheduleRef, schedule_id=task_ids)
+schedule_create_requests = st.builds(
+    ScheduleCreateRequest,
+    id=request_ids,
+    params=st.builds(
+        ScheduleCreateParams,
+        spec=task_specs,
+        trigger=schedule_specs,
+        idempotency_key=_maybe(st.text(min_size=1, max_size=128)),
+    ),
+)
+schedule_list_requests = st.builds(
+    ScheduleListRequest,
+    id=request_ids,
+    params=st.builds(
+        ScheduleListParams,
+        state=_maybe(st.sampled_from(["active", "paused", "ended"])),
+        limit=st.integers(1, 1000),
+    ),
+)
+schedule_views = st.builds(
+    ScheduleView,
+    schedule_id=task_ids,
+    owner_uid=non_negative,
+    name=_maybe(short_text),
+    trigger=schedule_specs,
+    instruction=short_text,
+    state=st.sampled_from(["active", "paused", "ended"]),
+    note=_maybe(short_text),
+    next_fire_at=_maybe(finite_floats),
+    runs=non_negative,
+    failures=non_negative,
+    skipped=non_negative,
+    tokens_used=non_negative,
+    pause_s=_maybe(finite_floats),
+    last_task_id=_maybe(task_ids),
+    last_status=statuses,
+    last_error=_maybe(short_text),
+    last_fire_at=_maybe(finite_floats),
+    created_at=finite_floats,
+)
+schedule_create_results = st.builds(
+    ScheduleCreateResult,
+    schedule_id=task_ids,
+    state=st.sampled_from(["active", "paused", "ended"]),
+    next_fire_at=_maybe(finite_floats),
+    created=st.booleans(),
+)
+
+
+def _ref_requests(cls: type[Request[ScheduleView]]) -> st.SearchStrategy[Request[Any]]:
+    return st.builds(cls, id=request_ids, params=schedule_refs)
+
+
 # Every method: its requests, and the results that answer them.
 METHOD_STRATEGIES: dict[str, tuple[st.SearchStrategy[Request[Any]], st.SearchStrategy[Any]]] = {
     "task.submit": (submit_requests, submit_results),
@@ -197,4 +289,10 @@ METHOD_STRATEGIES: dict[str, tuple[st.SearchStrategy[Request[Any]], st.SearchStr
     "task.events": (events_requests, task_views),
     "task.tree": (tree_requests, st.lists(node_views, max_size=3)),
     "daemon.status": (status_requests, daemon_statuses),
+    "schedule.create": (schedule_create_requests, schedule_create_results),
+    "schedule.list": (schedule_list_requests, st.lists(schedule_views, max_size=3)),
+    "schedule.get": (_ref_requests(ScheduleGetRequest), schedule_views),
+    "schedule.pause": (_ref_requests(SchedulePauseRequest), schedule_views),
+    "schedule.resume": (_ref_requests(ScheduleResumeRequest), schedule_views),
+    "schedule.delete": (_ref_requests(ScheduleDeleteRequest), schedule_views),
 }

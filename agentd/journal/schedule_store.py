@@ -1,0 +1,168 @@
+"""The journal's schedule operations (DESIGN §11), mixed into `agentd.journal.store.Journal`.
+
+Each method is one write or read through the journal's single writer or its read pool, over the
+SQL of `agentd.journal.schedule_queries`; the write-ahead and acknowledgement rules are the
+journal's own (a write returns only once its COMMIT did).
+"""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
+
+from agentd.journal import schedule_queries as sq
+from agentd.journal.quota import Quota
+from agentd.journal.records import ScheduleRecord, TaskRecord, new_run_id, new_schedule_id, new_task_id
+from protocol.api import ScheduleSpec, ScheduleState, TaskSpec, TaskState
+from protocol.result import TerminalStatus
+
+T = TypeVar("T")
+
+
+class ScheduleJournal:
+    """The schedule half of `Journal` (which provides `_write` and `_read`)."""
+
+    if TYPE_CHECKING:
+
+        async def _write(self, fn: Callable[[sqlite3.Connection], T], *, wakes: str | None = None) -> T: ...
+        async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T: ...
+
+    async def create_schedule(
+        self,
+        owner_uid: int,
+        trigger: ScheduleSpec,
+        spec: TaskSpec,
+        *,
+        next_fire_at: float | None,
+        now: float,
+        idempotency_key: str | None = None,
+        name: str | None = None,
+    ) -> tuple[ScheduleRecord, bool]:
+        """Journal a new active schedule; returns `(record, created)` (an existing one for the same
+        owner and key). Raises `JournalUnavailable` if not committed."""
+        op = functools.partial(
+            sq.insert_schedule,
+            schedule_id=new_schedule_id(),
+            owner_uid=owner_uid,
+            idempotency_key=idempotency_key,
+            name=name,
+            trigger=trigger,
+            spec=spec,
+            next_fire_at=next_fire_at,
+            now=now,
+        )
+        return await self._write(op)
+
+    async def fire_schedule(
+        self,
+        schedule_id: str,
+        *,
+        expect_next: float,
+        next_at: float | None,
+        skipped: int,
+        spec: TaskSpec,
+        quota: Quota | None = None,
+    ) -> tuple[ScheduleRecord, TaskRecord]:
+        """Fire the occurrence `expect_next`: a queued task and the schedule's advance, one commit.
+        Raises `ScheduleNotFound` (nothing written) if the schedule moved on meanwhile,
+        `QuotaExceeded` (nothing written) if the owner is at one of `quota`'s caps."""
+        op = functools.partial(
+            sq.fire,
+            schedule_id=schedule_id,
+            expect_next=expect_next,
+            next_at=next_at,
+            skipped=skipped,
+            task_id=new_task_id(),
+            run_id=new_run_id(),
+            spec=spec,
+            now=time.time(),
+            quota=quota or Quota(),
+        )
+        return await self._write(op)
+
+    async def skip_schedule(
+        self, schedule_id: str, *, expect_next: float, next_at: float | None, skipped: int
+    ) -> ScheduleRecord:
+        """Pass over due occurrences without firing (missed, or overlapping a running fire)."""
+        op = functools.partial(
+            sq.skip, schedule_id=schedule_id, expect_next=expect_next, next_at=next_at, skipped=skipped
+        )
+        return await self._write(op)
+
+    async def account_schedule_run(
+        self,
+        schedule_id: str,
+        task_id: str,
+        *,
+        status: TerminalStatus,
+        error: str | None,
+        failures: int,
+        tokens_used: int,
+        pause_s: float | None,
+        next_at: float | None,
+        state: ScheduleState,
+        note: str | None,
+        set_next: bool,
+    ) -> ScheduleRecord:
+        """Record a finished fire on its schedule, once (see `schedule_queries.account_run`)."""
+        op = functools.partial(
+            sq.account_run,
+            schedule_id=schedule_id,
+            task_id=task_id,
+            status=status,
+            error=error,
+            failures=failures,
+            tokens_used=tokens_used,
+            pause_s=pause_s,
+            next_at=next_at,
+            state=state,
+            note=note,
+            set_next=set_next,
+        )
+        return await self._write(op)
+
+    async def set_schedule_state(
+        self,
+        schedule_id: str,
+        state: ScheduleState,
+        *,
+        allowed: tuple[ScheduleState, ...],
+        note: str | None = None,
+        next_fire_at: float | None = None,
+    ) -> ScheduleRecord:
+        """Pause, resume or end a schedule found in an `allowed` state, else `ScheduleNotFound`."""
+        op = functools.partial(
+            sq.set_state,
+            schedule_id=schedule_id,
+            state=state,
+            note=note,
+            next_fire_at=next_fire_at,
+            allowed=allowed,
+        )
+        return await self._write(op)
+
+    async def delete_schedule(self, schedule_id: str) -> ScheduleRecord:
+        return await self._write(functools.partial(sq.delete, schedule_id=schedule_id))
+
+    async def get_schedule(self, schedule_id: str) -> ScheduleRecord | None:
+        return await self._read(functools.partial(sq.get, schedule_id=schedule_id))
+
+    async def schedule_for_fire(self, schedule_id: str) -> tuple[ScheduleRecord | None, TaskState | None]:
+        """The schedule and its last fire's task state (None without one), in one read."""
+        return await self._read(functools.partial(sq.get_for_fire, schedule_id=schedule_id))
+
+    async def list_schedules(
+        self, owner_uid: int | None = None, state: ScheduleState | None = None, limit: int = 100
+    ) -> tuple[ScheduleRecord, ...]:
+        return await self._read(
+            functools.partial(sq.list_schedules, owner_uid=owner_uid, state=state, limit=limit)
+        )
+
+    async def active_schedules(self) -> tuple[ScheduleRecord, ...]:
+        return await self._read(sq.active)
+
+    async def named_schedules(self, owner_uid: int) -> dict[str, ScheduleRecord]:
+        return await self._read(functools.partial(sq.by_name, owner_uid=owner_uid))

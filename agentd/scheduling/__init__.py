@@ -1,0 +1,2 @@
+"""Recurring work (DESIGN §11): the pure schedule decisions (`plan`) and the scheduler that
+drives them from the journal (`driver`)."""
