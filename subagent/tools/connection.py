@@ -24,7 +24,7 @@ from pydantic import JsonValue, ValidationError
 
 from protocol.spawn import LoopKnobs, McpServerSpec
 from subagent.telemetry import EventSink
-from subagent.tools.http import TRANSPORT_FAILED, open_http_transport
+from subagent.tools.http import SESSION_LOST, TRANSPORT_FAILED, open_http_transport
 from subagent.tools.stdio import KILL_REAP_TIMEOUT_S, open_stdio_transport
 
 logger = logging.getLogger(__name__)
@@ -38,13 +38,15 @@ TIMEOUT_SLACK_S = 1.0
 # Upper bound on retiring a connection: the whole stdio shutdown ladder plus the writer flush.
 TEARDOWN_BOUND_S = 4 * KILL_REAP_TIMEOUT_S
 
-FailureKind = Literal["timeout", "protocol", "invalid", "transport", "lost"]
+FailureKind = Literal["timeout", "protocol", "invalid", "transport", "lost", "session"]
 T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
 class Failure:
-    """A request that produced no result. `lost`: the connection died under it."""
+    """A request that produced no result. `lost`: the connection died under it (the request may
+    have run); `session`: an HTTP server refused it because it no longer knows the session (it
+    did not run)."""
 
     kind: FailureKind
     detail: str
@@ -73,6 +75,8 @@ def failure_from(exc: MCPError) -> Failure:
         return Failure("lost", brief(exc.message))
     if exc.code == mcp_types.INVALID_REQUEST and exc.message == "Session terminated":
         return Failure("lost", "the server ended the HTTP session")
+    if exc.code == SESSION_LOST:
+        return Failure("session", brief(exc.message))
     if exc.code == TRANSPORT_FAILED:
         return Failure("transport", brief(exc.message))
     return Failure("protocol", f"protocol error {exc.code}: {brief(exc.message)}")

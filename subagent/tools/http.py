@@ -6,16 +6,18 @@ request — with the loop's backoff knobs (doubling, jittered, honouring `Retry-
 retries run out, or a failure may have reached the server (a reset mid-response: repeating a
 non-idempotent call is not ours to decide), the request is answered with a synthetic JSON-RPC
 error carrying `TRANSPORT_FAILED`, so the session reports it as that call's failure instead of
-the transport task crashing.
+the transport task crashing. A request the server refused because it no longer knows the session
+(it restarted) is answered with `SESSION_LOST`: the caller opens a new session and may resend.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import time
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from email.utils import parsedate_to_datetime
 
 import anyio
@@ -29,7 +31,16 @@ logger = logging.getLogger(__name__)
 
 # A JSON-RPC code in the implementation-defined range, minted locally and never sent on a wire.
 TRANSPORT_FAILED = -32099
+# Same range: the server no longer knows our session (it restarted, or expired it).
+SESSION_LOST = -32098
+SESSION_LOST_STATUS = frozenset({400, 404})
+MCP_SESSION_ID = "mcp-session-id"
+MAX_ERROR_BODY_BYTES = 64 * 1024
+# Dropped when an error body is re-served from memory (it is already de-chunked and decoded).
+_FRAMING_HEADERS = frozenset({"content-length", "transfer-encoding", "content-encoding"})
 RETRYABLE_STATUS = frozenset({429, 503})
+# Time the session's goodbye (`DELETE`) may take when the connection is retired.
+CLOSE_TIMEOUT_S = 2.0
 # Failures where the request provably never reached the server, so repeating it is harmless.
 RETRYABLE_ERRORS: tuple[type[Exception], ...] = (
     httpx2.ConnectError,
@@ -65,10 +76,31 @@ def parse_retry_after(value: str | None, *, now_s: float) -> float | None:
     return max(0.0, when.timestamp() - now_s)
 
 
-def failure_response(request: httpx2.Request, reason: str) -> httpx2.Response:
+def failure_response(
+    request: httpx2.Request, reason: str, *, code: int = TRANSPORT_FAILED
+) -> httpx2.Response:
     """A response the SDK turns into a JSON-RPC error for exactly this request (`id` is re-bound)."""
-    body = {"jsonrpc": "2.0", "id": None, "error": {"code": TRANSPORT_FAILED, "message": reason}}
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": reason}}
     return httpx2.Response(503, json=body, request=request)
+
+
+def session_lost(status: int, body: bytes) -> bool:
+    """Whether a 400/404 answer to a request in a session says the session is unknown (pure).
+
+    The spec's answer is 404; servers built on some SDKs answer 400 "No valid session ID". A
+    JSON-RPC error in the body is believed as written (a 404 can also mean an unknown method).
+    The request was refused before it ran, so it is safe to send again in a new session.
+    """
+    if status not in SESSION_LOST_STATUS:
+        return False
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        parsed = None
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return "session" in error["message"].lower()
+    return status == 404 or b"session" in body.lower()
 
 
 class RetryingTransport(httpx2.AsyncBaseTransport):
@@ -103,6 +135,12 @@ class RetryingTransport(httpx2.AsyncBaseTransport):
                     request, f"{type(exc).__name__}: {exc} (not retried: it may have been received)"
                 )
             else:
+                if (
+                    request.method == "POST"
+                    and response.status_code in SESSION_LOST_STATUS
+                    and MCP_SESSION_ID in request.headers
+                ):
+                    return await self._check_session(request, response)
                 if response.status_code not in RETRYABLE_STATUS:
                     return response
                 retry_after_s = parse_retry_after(response.headers.get("retry-after"), now_s=self._now())
@@ -127,6 +165,24 @@ class RetryingTransport(httpx2.AsyncBaseTransport):
                 await anyio.sleep(delay)
         return failure_response(request, f"{reason} after {attempts} attempts")
 
+    async def _check_session(self, request: httpx2.Request, response: httpx2.Response) -> httpx2.Response:
+        """A 400/404 to a request in a session: the server forgot the session, or refused this one."""
+        body = bytearray()
+        try:
+            async for chunk in response.aiter_bytes():
+                body += chunk
+                if len(body) > MAX_ERROR_BODY_BYTES:
+                    break
+        except httpx2.HTTPError as exc:
+            return failure_response(request, f"HTTP {response.status_code}, then {type(exc).__name__}: {exc}")
+        finally:
+            await response.aclose()
+        if session_lost(response.status_code, bytes(body)):
+            reason = f"the server does not know this session (HTTP {response.status_code})"
+            return failure_response(request, reason, code=SESSION_LOST)
+        headers = [(k, v) for k, v in response.headers.items() if k.lower() not in _FRAMING_HEADERS]
+        return httpx2.Response(response.status_code, headers=headers, content=bytes(body), request=request)
+
     async def aclose(self) -> None:
         await self._inner.aclose()
 
@@ -146,11 +202,42 @@ def http_client(
 
 
 @asynccontextmanager
-async def open_http_transport(spec: McpServerSpec, knobs: LoopKnobs) -> AsyncIterator[TransportStreams]:
-    """Connect to the streamable HTTP server in `spec`; yield the session's `(read, write)` pair."""
+async def shielded_close(
+    opened: AbstractAsyncContextManager[TransportStreams], bound_s: float
+) -> AsyncIterator[TransportStreams]:
+    """Enter `opened`; run its exit shielded from the caller's cancellation but within `bound_s`.
+
+    A session's goodbye (the streamable HTTP `DELETE`) is sent from the transport's exit, which
+    usually runs because the caller's scope was cancelled: unshielded, the request would be
+    cancelled before it left and the server would keep the session forever. The scope encloses
+    the whole of `opened` (its task group's scope must nest inside it) and turns shielded only
+    once the caller's body is done.
+    """
+    scope = anyio.CancelScope()
+    with scope:
+        async with opened as streams:
+            try:
+                yield streams
+            finally:
+                scope.shield = True
+                scope.deadline = anyio.current_time() + bound_s
+
+
+@asynccontextmanager
+async def _streamable_http(spec: McpServerSpec, knobs: LoopKnobs) -> AsyncIterator[TransportStreams]:
     assert spec.url is not None  # guaranteed by McpServerSpec's validator
     async with (
         http_client(spec, knobs) as client,
         streamable_http_client(spec.url, http_client=client) as streams,
     ):
         yield streams
+
+
+def open_http_transport(
+    spec: McpServerSpec, knobs: LoopKnobs
+) -> AbstractAsyncContextManager[TransportStreams]:
+    """Connect to the streamable HTTP server in `spec`; yield the session's `(read, write)` pair.
+
+    Leaving ends the session with a `DELETE`, bounded by `CLOSE_TIMEOUT_S` even when cancelled.
+    """
+    return shielded_close(_streamable_http(spec, knobs), CLOSE_TIMEOUT_S)

@@ -3,7 +3,8 @@
 It offers every granted MCP tool under its wire name plus the self-tools, maps a call back to
 its server, and turns every failure into an observation for the model. It raises only `McpFatal`
 (a required server is gone for good) or cancellation. A server that dies mid-call is restarted
-once; the call itself is never repeated, because it may not be idempotent.
+once; the call itself is never repeated, because it may not be idempotent. An HTTP server that
+refused a call because it forgot the session gets a new session and the call once more: it never ran.
 """
 
 from __future__ import annotations
@@ -105,7 +106,7 @@ class _LinkSource:
     async def read(self, uri: str) -> mcp_types.ReadResourceResult | Failure:
         generation = self._link.generation
         result = await self._link.read_resource(uri, timeout_s=self._timeout_s)
-        if isinstance(result, Failure) and result.kind == "lost":
+        if isinstance(result, Failure) and result.kind in ("lost", "session"):
             error = await self._restart(self._link, generation)
             if error is not None:
                 return Failure("lost", f"the server died and could not be restarted ({error})")
@@ -274,9 +275,22 @@ class ToolRouter:
             return ToolOutcome(text, is_error=True), "timeout"
         generation = link.generation
         result = await link.call_tool(tool, arguments, timeout_s=timeout_s, meta=self._meta)
+        if isinstance(result, Failure) and result.kind == "session":
+            # Refused unrun (the server restarted and forgot us): a new session, then the call
+            # once more — safe for any tool, because the first attempt never ran.
+            error = await self._restart(link, generation)
+            if error is not None:
+                text = (
+                    f"tool `{wire_name}` was not run: MCP server `{link.name}` lost the session and a "
+                    f"new one could not be opened ({error}); its tools are no longer available."
+                )
+                return ToolOutcome(text, is_error=True), "server_withdrawn"
+            result = await link.call_tool(tool, arguments, timeout_s=timeout_s, meta=self._meta)
         if not isinstance(result, Failure):
             outcome = ToolOutcome(render_tool_result(result), is_error=bool(result.is_error))
             return outcome, "tool_error" if outcome.is_error else None
+        if result.kind == "session":
+            return ToolOutcome(failure_text(wire_name, result, timeout_s), is_error=True), "transport"
         if result.kind != "lost":
             return ToolOutcome(failure_text(wire_name, result, timeout_s), is_error=True), result.kind
         error = await self._restart(link, generation)

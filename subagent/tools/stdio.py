@@ -26,7 +26,7 @@ from mcp.types import jsonrpc_message_adapter
 
 from processes.climb import LadderTarget, climb
 from processes.ladder import LadderPolicy, plan
-from processes.linux import open_pidfd, pdeathsig_preexec
+from processes.linux import open_pidfd, pdeathsig_preexec, trade_address_space_for_data
 from processes.pipes import read_chunk
 from protocol.framing import LineSplitter, Oversize
 from protocol.spawn import McpServerSpec
@@ -64,6 +64,11 @@ def server_environment(spec: McpServerSpec) -> dict[str, str]:
     return env
 
 
+def _server_preexec(parent_pid: int) -> None:
+    pdeathsig_preexec(parent_pid)
+    trade_address_space_for_data()
+
+
 def _spawn(spec: McpServerSpec) -> subprocess.Popen[bytes]:
     # Must run on the event-loop thread: PDEATHSIG fires when the *thread* that forked the child
     # exits, so a worker-thread spawn would kill the server when that worker retires.
@@ -76,7 +81,7 @@ def _spawn(spec: McpServerSpec) -> subprocess.Popen[bytes]:
         cwd=spec.cwd,
         close_fds=True,
         start_new_session=True,
-        preexec_fn=functools.partial(pdeathsig_preexec, os.getpid()),
+        preexec_fn=functools.partial(_server_preexec, os.getpid()),
     )
     for pipe in (process.stdin, process.stdout, process.stderr):
         assert pipe is not None
