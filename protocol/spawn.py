@@ -95,7 +95,7 @@ class McpServerSpec(_Wire):
     """One granted MCP server: how to reach it and which of its tools are in scope."""
 
     name: Name
-    transport: Literal["stdio", "http"]
+    transport: Literal["stdio", "http", "sse"]
     command: list[str] = Field(default_factory=list, max_length=256)
     env: dict[str, SecretStr] = Field(default_factory=dict)
     cwd: str | None = None
@@ -116,8 +116,8 @@ class McpServerSpec(_Wire):
     def _check_transport(self) -> McpServerSpec:
         if self.transport == "stdio" and not self.command:
             raise ValueError("a stdio MCP server needs a command")
-        if self.transport == "http" and not self.url:
-            raise ValueError("an http MCP server needs a url")
+        if self.transport in ("http", "sse") and not self.url:
+            raise ValueError(f"an {self.transport} MCP server needs a url")
         return self
 
 

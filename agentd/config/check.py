@@ -149,8 +149,8 @@ def _check_server(server: McpServer, out: list[ConfigProblem], notices: list[str
     transport = section.effective_transport
     if transport == "stdio" and not section.argv:
         out.append(ConfigProblem(f"{key}.command", "required for a stdio server (the program to start)"))
-    if transport == "http" and section.url is None:
-        out.append(ConfigProblem(f"{key}.url", "required for an http server (or set command for stdio)"))
+    if transport != "stdio" and section.url is None:
+        out.append(ConfigProblem(f"{key}.url", f"required for an {transport} server (or set command for stdio)"))
     _check_url(f"{key}.url", section.url, out, notices, hint="headers_from")
     flags = argv_credentials(section.argv)
     if flags:
@@ -160,8 +160,8 @@ def _check_server(server: McpServer, out: list[ConfigProblem], notices: list[str
         )
     stdio_only = ("command", "args", "env", "env_from", "env_file", "cwd")
     http_only = ("headers", "headers_from")
-    other = "stdio" if transport == "http" else "http"
-    for field in stdio_only if transport == "http" else http_only:
+    other = "http/sse" if transport == "stdio" else "stdio"
+    for field in http_only if transport == "stdio" else stdio_only:
         if field in section.model_fields_set and getattr(section, field):
             out.append(
                 ConfigProblem(f"{key}.{field}", f"applies to {other} servers only; this one is {transport}")

@@ -1,7 +1,8 @@
 """Import of MCP servers from the `mcpServers` JSON format written for desktop MCP clients.
 
 `{"mcpServers": {"name": {"command": "...", "args": [...], "env": {...}}, "web": {"url": "...",
-"headers": {...}}}}`, with an optional `"type": "stdio" | "http" | "streamable-http"`. Each entry
+"headers": {...}}}}`, with an optional `"type": "stdio" | "http" | "streamable-http" | "sse"` (a
+url whose path ends in `/sse` means the legacy SSE transport when no type is given). Each entry
 becomes an `McpServer` with the same meaning it has in those clients: `command` is one program
 (not split), and `env`/`headers` values are treated as secrets (masked by `config show`); a
 value that is exactly `${NAME}` reads the daemon's environment variable NAME at call time.
@@ -13,6 +14,7 @@ import json
 import re
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
@@ -70,18 +72,8 @@ def _sources(
 
 def _server(name: str, entry: JsonServer, path: Path, problems: list[ConfigProblem]) -> McpServer | None:
     where = f"{file_key(path)}: {render_key(('mcpServers', name))}"
-    if entry.type == "sse":
-        problems.append(
-            ConfigProblem(
-                f"{where}.type", "the legacy SSE transport is not supported; use a streamable-HTTP url"
-            )
-        )
-        return None
-    transport: Literal["stdio", "http"] | None = None
-    if entry.type is not None:
-        transport = "stdio" if entry.type == "stdio" else "http"
     raw = {
-        "transport": transport,
+        "transport": json_transport(entry),
         "command": [entry.command] if entry.command is not None else None,
         "args": entry.args,
         "url": entry.url,
@@ -103,6 +95,16 @@ def _server(name: str, entry: JsonServer, path: Path, problems: list[ConfigProbl
         env=_sources(entry.env, f"{where}.env", origin, problems),
         headers=_sources(entry.headers, f"{where}.headers", origin, problems),
     )
+
+
+def json_transport(entry: JsonServer) -> Literal["stdio", "http", "sse"] | None:
+    """The transport an entry means: its `type`, else an SSE url (path ending in `/sse`), else
+    unset (stdio for a command, streamable HTTP for a url)."""
+    if entry.type is not None:
+        return "http" if entry.type == "streamable-http" else entry.type
+    if entry.url is not None and urlsplit(entry.url).path.rstrip("/").endswith("/sse"):
+        return "sse"
+    return None
 
 
 def file_key(path: Path) -> str:

@@ -113,10 +113,12 @@ class IntelligenceSection(Section):
 
 
 class McpSection(Section):
-    """One MCP server: a stdio command the subagent starts, or a streamable-HTTP URL."""
+    """One MCP server: a stdio command the subagent starts, or a streamable-HTTP (or legacy SSE) URL."""
 
-    transport: Literal["stdio", "http"] | None = Field(
-        default=None, description="Default: stdio when command is set, http when url is set."
+    transport: Literal["stdio", "http", "sse"] | None = Field(
+        default=None,
+        description="Default: stdio when command is set, http when url is set. `sse`: the legacy "
+        "HTTP+SSE transport (protocol 2024-11-05), for servers that offer only that.",
     )
     command: Command | None = Field(
         default=None,
@@ -124,7 +126,11 @@ class McpSection(Section):
         "would (no expansion, no shell).",
     )
     args: list[str] = Field(default_factory=list, description="stdio: arguments appended to command.")
-    url: str | None = Field(default=None, max_length=2048, description="http: the streamable-HTTP endpoint.")
+    url: str | None = Field(
+        default=None,
+        max_length=2048,
+        description="http: the streamable-HTTP endpoint; sse: the SSE endpoint (usually ending in /sse).",
+    )
     env: dict[EnvName, str] = Field(
         default_factory=dict, description="stdio: environment variables with plain (non-secret) values."
     )
@@ -171,7 +177,7 @@ class McpSection(Section):
     )
 
     @property
-    def effective_transport(self) -> Literal["stdio", "http"]:
+    def effective_transport(self) -> Literal["stdio", "http", "sse"]:
         if self.transport is not None:
             return self.transport
         return "stdio" if self.command is not None else "http"

@@ -1,8 +1,9 @@
 """One granted MCP server: its connection's lifecycle, listings and requests (the SDK adapter).
 
-A `ServerLink` owns one task that opens the transport and a `ClientSession`, runs the
-2025-11-25 `initialize` handshake and the cursor-paginated listings, then parks until that
-connection is retired (a reconnect, or the router closing). Requests come from any task. SDK
+A `ServerLink` owns one task that opens the transport and a `ClientSession`, negotiates the
+server's newest era the SDK's way (`server/discover` for 2026-07-28, else the `initialize`
+handshake), runs the cursor-paginated listings, then parks until that connection is retired (a
+reconnect, or the router closing), following list changes meanwhile. Requests come from any task. SDK
 exceptions are translated here and nowhere else: a request returns the server's result or a
 `Failure` value, and a `list_changed` notification refreshes the listing in place.
 """
@@ -10,6 +11,7 @@ exceptions are translated here and nowhere else: a request returns the server's 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass, replace
@@ -19,13 +21,16 @@ import anyio
 import mcp_types
 from mcp import ClientSession, MCPError
 from mcp.client._transport import TransportStreams
+from mcp.client._probe import negotiate_auto  # the policy `Client(mode="auto")` runs, for a bare session
 from mcp.client.session import IncomingMessage
+from mcp.client.subscriptions import SubscriptionLost, ToolsListChanged, listen
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import JsonValue, ValidationError
 
 from protocol.spawn import LoopKnobs, McpServerSpec
 from subagent.telemetry import EventSink
 from subagent.tools.http import SESSION_LOST, TRANSPORT_FAILED, open_http_transport
-from subagent.tools.stdio import KILL_REAP_TIMEOUT_S, open_stdio_transport
+from subagent.tools.stdio import KILL_REAP_TIMEOUT_S, StdioNotes, open_stdio_transport
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +42,10 @@ CLIENT_INFO = mcp_types.Implementation(name="agentd", version="0.1.0")
 TIMEOUT_SLACK_S = 1.0
 # Upper bound on retiring a connection: the whole stdio shutdown ladder plus the writer flush.
 TEARDOWN_BOUND_S = 4 * KILL_REAP_TIMEOUT_S
+# How long a connect failure waits to learn the server's exit status, when its pipe closed first.
+EXIT_SEEN_WITHIN_S = 0.5
 
+_SDK_PREFIX = re.compile(r"^\s*MCP error -?\d+:\s*")
 FailureKind = Literal["timeout", "protocol", "invalid", "transport", "lost", "session"]
 T = TypeVar("T")
 
@@ -79,13 +87,33 @@ def failure_from(exc: MCPError) -> Failure:
         return Failure("session", brief(exc.message))
     if exc.code == TRANSPORT_FAILED:
         return Failure("transport", brief(exc.message))
-    return Failure("protocol", f"protocol error {exc.code}: {brief(exc.message)}")
+    # The TS SDK spells its errors "MCP error -32602: ..."; the code is already in our prefix.
+    message = _SDK_PREFIX.sub("", exc.message, count=1)
+    return Failure("protocol", f"protocol error {exc.code}: {brief(message)}")
 
 
-def open_transport(spec: McpServerSpec, knobs: LoopKnobs) -> AbstractAsyncContextManager[TransportStreams]:
+def open_transport(
+    spec: McpServerSpec, knobs: LoopKnobs, notes: StdioNotes
+) -> AbstractAsyncContextManager[TransportStreams]:
     if spec.transport == "stdio":
-        return open_stdio_transport(spec)
+        return open_stdio_transport(spec, notes)
     return open_http_transport(spec, knobs)
+
+
+def start_error(exc: OSError) -> str:
+    """Why a stdio server's command could not start, naming the program (`No such file: /x/y`)."""
+    what = exc.strerror or str(exc)
+    return f"could not start the server: {what}: {exc.filename}" if exc.filename else f"could not start the server: {what}"
+
+
+def connect_error(failure: str, notes: StdioNotes) -> str:
+    """The reason a connect failed, preferring what the transport saw over the bare protocol error."""
+    if notes.verdict is not None:
+        return notes.verdict
+    exited = notes.exit_text()
+    if exited is not None:
+        return f"the server {exited} before answering initialize"
+    return failure
 
 
 async def _all_pages(
@@ -151,6 +179,8 @@ class ServerLink:
         self._sink = sink
         self._on_change = on_change
         self._session: ClientSession | None = None
+        # The negotiated protocol version of the current connection (its era).
+        self._protocol: str | None = None
         self._retire = anyio.Event()
         self._attempts, self._attempt_queue = anyio.create_memory_object_stream[_Attempt](1)
         self._reconnect_lock = anyio.Lock()
@@ -206,17 +236,22 @@ class ServerLink:
         closing_at: float | None = None
         try:
             async with AsyncExitStack() as stack:
+                self._protocol = None
                 opened = await self._open(stack)
                 if isinstance(opened, str):
                     self._emit_connect("failed", started, listing=Listing(), err=opened)
                     attempt.finish(opened)
                     return
                 self._session, self.listing = opened
+                self._protocol = opened[0].protocol_version
                 self.generation += 1
                 self._emit_connect(attempt.reason, started, listing=self.listing)
                 attempt.finish(None)
                 try:
-                    await self._retire.wait()
+                    async with anyio.create_task_group() as watch:
+                        watch.start_soon(self._listen, opened[0])
+                        await self._retire.wait()
+                        watch.cancel_scope.cancel()
                 finally:
                     self._session = None
                     closing_at = anyio.current_time()
@@ -231,24 +266,36 @@ class ServerLink:
                 self._sink("mcp.disconnect", {"server": self.name, "dur_ms": dur_ms})
 
     async def _open(self, stack: AsyncExitStack) -> tuple[ClientSession, Listing] | str:
+        notes = StdioNotes()
         try:
-            read, write = await stack.enter_async_context(open_transport(self.spec, self._knobs))
+            read, write = await stack.enter_async_context(open_transport(self.spec, self._knobs, notes))
         except OSError as exc:
-            return f"could not start the server: {type(exc).__name__}: {brief(exc.strerror or exc)}"
+            return brief(start_error(exc))
         session = ClientSession(read, write, message_handler=self._on_message, client_info=CLIENT_INFO)
         await stack.enter_async_context(session)
         timeout_s = self.spec.connect_timeout_s
         try:
             with anyio.fail_after(timeout_s):
-                await session.initialize()
+                # Each server gets its newest era: `server/discover` (2026-07-28), falling back to
+                # the `initialize` handshake (2025-11-25 and older) on servers that lack it.
+                await negotiate_auto(session)
                 capabilities = session.server_capabilities
                 has_resources = capabilities is not None and capabilities.resources is not None
                 tools = await list_tools(session) if capabilities and capabilities.tools is not None else ()
                 resources = await list_resources(session) if has_resources else ()
         except TimeoutError:
-            return f"no answer to initialize and listing within {timeout_s:g} s"
+            return connect_error(f"no answer to initialize and listing within {timeout_s:g} s", notes)
         except MCPError as exc:
-            return failure_from(exc).detail
+            failure = failure_from(exc)
+            if failure.kind == "lost" and self.spec.transport == "stdio":
+                with anyio.move_on_after(EXIT_SEEN_WITHIN_S):
+                    await notes.exited.wait()
+            if exc.code == mcp_types.METHOD_NOT_FOUND and self.spec.transport == "http":
+                return (
+                    f"{failure.detail} (the url answers neither server/discover nor initialize; if it "
+                    'is a legacy HTTP+SSE server, set transport = "sse" and its /sse url)'
+                )
+            return connect_error(failure.detail, notes)
         except (RuntimeError, ValidationError) as exc:
             return f"invalid handshake: {brief(exc)}"
         return session, Listing(tools, resources, has_resources)
@@ -259,6 +306,7 @@ class ServerLink:
         fields: dict[str, JsonValue] = {
             "server": self.name,
             "transport": self.spec.transport,
+            "protocol": self._protocol,
             "outcome": outcome,
             "tools": len(listing.tools),
             "resources": len(listing.resources),
@@ -267,10 +315,30 @@ class ServerLink:
         }
         self._sink("mcp.connect", fields)
 
+    async def _listen(self, session: ClientSession) -> None:
+        """On a 2026-07-28 connection, list changes arrive only on a `subscriptions/listen` stream."""
+        capabilities = session.server_capabilities
+        if session.protocol_version not in MODERN_PROTOCOL_VERSIONS or capabilities is None:
+            return
+        tools = capabilities.tools is not None and bool(capabilities.tools.list_changed)
+        resources = capabilities.resources is not None and bool(capabilities.resources.list_changed)
+        if not (tools or resources):
+            return
+        try:
+            async with listen(session, tools_list_changed=tools, resources_list_changed=resources) as stream:
+                async for event in stream:
+                    await self._list_changed("tools" if isinstance(event, ToolsListChanged) else "resources")
+        except (MCPError, SubscriptionLost, TimeoutError, RuntimeError) as exc:
+            # The listing stays as it is; the next reconnect lists afresh.
+            logger.info("MCP server %s: no change stream: %s", self.name, brief(exc))
+
     async def _on_message(self, message: IncomingMessage) -> None:
         # Server traffic is untrusted: an unreadable line is noted and dropped, never raised.
+        modern = self._session is not None and self._session.protocol_version in MODERN_PROTOCOL_VERSIONS
         if isinstance(message, Exception):
             logger.warning("MCP server %s sent an unreadable message: %s", self.name, brief(message))
+        elif modern:
+            return  # list changes come through `_listen` (copies also reach this handler)
         elif isinstance(message, mcp_types.ToolListChangedNotification):
             await self._list_changed("tools")
         elif isinstance(message, mcp_types.ResourceListChangedNotification):

@@ -23,6 +23,7 @@ from email.utils import parsedate_to_datetime
 import anyio
 import httpx2
 from mcp.client._transport import TransportStreams  # the alias the public `mcp.client.Transport` is built on
+from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
 from protocol.spawn import LoopKnobs, McpServerSpec
@@ -233,11 +234,33 @@ async def _streamable_http(spec: McpServerSpec, knobs: LoopKnobs) -> AsyncIterat
         yield streams
 
 
+@asynccontextmanager
+async def _legacy_sse(spec: McpServerSpec, knobs: LoopKnobs) -> AsyncIterator[TransportStreams]:
+    assert spec.url is not None  # guaranteed by McpServerSpec's validator
+
+    def client_factory(
+        headers: dict[str, str] | None = None,
+        timeout: httpx2.Timeout | None = None,
+        auth: httpx2.Auth | None = None,
+    ) -> httpx2.AsyncClient:
+        # Ours, not the SDK's: the same headers, timeouts and retries as streamable HTTP (whose
+        # unbounded read suits the event stream, which idles for as long as the session lives).
+        client = http_client(spec, knobs)
+        if auth is not None:
+            client.auth = auth
+        return client
+
+    async with sse_client(spec.url, httpx_client_factory=client_factory) as streams:
+        yield streams
+
+
 def open_http_transport(
     spec: McpServerSpec, knobs: LoopKnobs
 ) -> AbstractAsyncContextManager[TransportStreams]:
-    """Connect to the streamable HTTP server in `spec`; yield the session's `(read, write)` pair.
+    """Connect to the streamable HTTP (or legacy HTTP+SSE) server in `spec`; yield `(read, write)`.
 
     Leaving ends the session with a `DELETE`, bounded by `CLOSE_TIMEOUT_S` even when cancelled.
     """
+    if spec.transport == "sse":
+        return shielded_close(_legacy_sse(spec, knobs), CLOSE_TIMEOUT_S)
     return shielded_close(_streamable_http(spec, knobs), CLOSE_TIMEOUT_S)

@@ -17,6 +17,7 @@ import signal
 import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, field
 
 import anyio
 import anyio.lowlevel
@@ -31,6 +32,7 @@ from processes.pipes import read_chunk
 from protocol.framing import LineSplitter, Oversize
 from protocol.spawn import McpServerSpec
 from subagent.errors import AgentError
+from subagent.tools.unreadable import UnreadableLines, example
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +57,34 @@ PIPES_EOF_AFTER_EXIT_S = 0.5
 
 class OversizedLine(AgentError, ValueError):
     """The server wrote a stdout line over the cap; it was dropped unread."""
+
+
+@dataclass(slots=True)
+class StdioNotes:
+    """What the transport saw that explains a connection failing: the caller reads it afterwards."""
+
+    # Set when the transport gave up on the server (its stdout is not JSON-RPC).
+    verdict: str | None = None
+    # The server's exit status once it exited (negative: the signal that ended it).
+    exit_status: int | None = None
+    # The last line it wrote to stderr (capped), the usual place for a dying server's reason.
+    last_stderr: str | None = None
+    unreadable: UnreadableLines | None = None
+    # Set once `exit_status` is known (stdout's EOF can arrive just before the exit is seen).
+    exited: anyio.Event = field(default_factory=anyio.Event)
+
+    def exit_text(self) -> str | None:
+        """`exited with status 3` / `was killed by SIGKILL`, with its last stderr line; None if alive."""
+        if self.exit_status is None:
+            return None
+        if self.exit_status < 0:
+            try:
+                how = f"was killed by {signal.Signals(-self.exit_status).name}"
+            except ValueError:
+                how = f"was killed by signal {-self.exit_status}"
+        else:
+            how = f"exited with status {self.exit_status}"
+        return f"{how} (last stderr: {self.last_stderr})" if self.last_stderr else how
 
 
 def server_environment(spec: McpServerSpec) -> dict[str, str]:
@@ -93,6 +123,9 @@ def parse_line(line: bytes | Oversize) -> SessionMessage | Exception:
     """One stdout line as a session message, or the reason it is not one (returned, not raised)."""
     if isinstance(line, Oversize):
         return OversizedLine(f"MCP server wrote a {line.size}-byte line (cap {MAX_LINE_BYTES}); dropped")
+    if not line.lstrip().startswith(b"{"):
+        # Not even a JSON object: skip the parser (a flood of log lines must stay cheap).
+        return ValueError("not a JSON-RPC message")
     try:
         return SessionMessage(jsonrpc_message_adapter.validate_json(line, by_name=False))
     except ValueError as exc:
@@ -148,12 +181,20 @@ async def _write_all(fd: int, data: bytes) -> None:
 
 
 @asynccontextmanager
-async def open_stdio_transport(spec: McpServerSpec) -> AsyncIterator[TransportStreams]:
+async def open_stdio_transport(
+    spec: McpServerSpec, notes: StdioNotes | None = None
+) -> AsyncIterator[TransportStreams]:
     """Spawn the server in `spec` and yield the session's `(read_stream, write_stream)` pair.
+
+    Lines that are not JSON-RPC never reach the session: they are counted and summarised in the
+    log (`UnreadableLines`), and if more than a few arrive before the first readable message the
+    read side is closed, so `initialize` fails at once; `notes` then says why.
 
     Raises:
         OSError: the command could not be started.
     """
+    notes = notes if notes is not None else StdioNotes()
+    unreadable = notes.unreadable = UnreadableLines(spec.name)
     process = _spawn(spec)
     stdin, stdout, stderr = process.stdin, process.stdout, process.stderr
     assert stdin is not None and stdout is not None and stderr is not None
@@ -175,21 +216,38 @@ async def open_stdio_transport(spec: McpServerSpec) -> AsyncIterator[TransportSt
     writer_scope = anyio.CancelScope()
     prefix = f"[mcp:{spec.name}] ".encode()
 
+    async def deliver(line: bytes | Oversize) -> None:
+        if not isinstance(line, Oversize) and not line.strip():
+            return
+        item = parse_line(line)
+        if isinstance(item, SessionMessage):
+            unreadable.readable()
+            await read_writer.send(item)
+            return
+        report = unreadable.note(line.size if isinstance(line, Oversize) else line, anyio.current_time())
+        if report is not None:
+            logger.warning("%s", report)
+        if unreadable.hopeless:
+            notes.verdict = unreadable.verdict()
+            logger.warning("MCP server %s: %s", spec.name, notes.verdict)
+            raise anyio.ClosedResourceError  # ends the session's read side, as an EOF would
+
     async def read_stdout() -> None:
         splitter = LineSplitter(MAX_LINE_BYTES)
         try:
             async with read_writer:
                 while chunk := await read_chunk(stdout_fd):
                     for line in splitter.feed(chunk):
-                        if isinstance(line, Oversize) or line.strip():
-                            await read_writer.send(parse_line(line))
+                        await deliver(line)
                 for line in splitter.close():
-                    await read_writer.send(parse_line(line))
+                    await deliver(line)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             # The session is gone; keep draining so a server blocked on a full pipe can exit.
             while await read_chunk(stdout_fd):
                 pass
         finally:
+            if (report := unreadable.summary(anyio.current_time())) is not None:
+                logger.warning("%s", report)
             stdout_done.set()
 
     async def write_stdin() -> None:
@@ -205,13 +263,19 @@ async def open_stdio_transport(spec: McpServerSpec) -> AsyncIterator[TransportSt
         finally:
             writer_done.set()
 
+    def keep_last(line: bytes) -> None:
+        if line.strip():
+            notes.last_stderr = example(line.strip())
+
     async def forward_stderr() -> None:
         lines = _CappedLines(STDERR_LINE_BYTES)
         try:
             while chunk := await read_chunk(stderr_fd):
                 for line in lines.feed(chunk):
+                    keep_last(line)
                     _write_stderr(prefix + line + b"\n")
             for line in lines.close():
+                keep_last(line)
                 _write_stderr(prefix + line + b"\n")
         finally:
             stderr_done.set()
@@ -224,6 +288,8 @@ async def open_stdio_transport(spec: McpServerSpec) -> AsyncIterator[TransportSt
         with suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, signal.SIGKILL)
         process.poll()  # reaps this pid only (waitpid(pid)), never another child of ours
+        notes.exit_status = process.returncode
+        notes.exited.set()
         exited.set()
         with anyio.move_on_after(PIPES_EOF_AFTER_EXIT_S):
             await stdout_done.wait()
