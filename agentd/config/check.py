@@ -150,7 +150,8 @@ def _check_server(server: McpServer, out: list[ConfigProblem], notices: list[str
     if transport == "stdio" and not section.argv:
         out.append(ConfigProblem(f"{key}.command", "required for a stdio server (the program to start)"))
     if transport != "stdio" and section.url is None:
-        out.append(ConfigProblem(f"{key}.url", f"required for an {transport} server (or set command for stdio)"))
+        need = f"required for an {transport} server (or set command for stdio)"
+        out.append(ConfigProblem(f"{key}.url", need))
     _check_url(f"{key}.url", section.url, out, notices, hint="headers_from")
     flags = argv_credentials(section.argv)
     if flags:

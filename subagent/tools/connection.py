@@ -20,8 +20,8 @@ from typing import Any, Literal, TypeVar
 import anyio
 import mcp_types
 from mcp import ClientSession, MCPError
-from mcp.client._transport import TransportStreams
 from mcp.client._probe import negotiate_auto  # the policy `Client(mode="auto")` runs, for a bare session
+from mcp.client._transport import TransportStreams
 from mcp.client.session import IncomingMessage
 from mcp.client.subscriptions import SubscriptionLost, ToolsListChanged, listen
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -103,7 +103,7 @@ def open_transport(
 def start_error(exc: OSError) -> str:
     """Why a stdio server's command could not start, naming the program (`No such file: /x/y`)."""
     what = exc.strerror or str(exc)
-    return f"could not start the server: {what}: {exc.filename}" if exc.filename else f"could not start the server: {what}"
+    return f"could not start the server: {what}" + (f": {exc.filename}" if exc.filename else "")
 
 
 def connect_error(failure: str, notes: StdioNotes) -> str:

@@ -47,7 +47,8 @@ class UnreadableLines:
             self.first = example(line)
             self._last_report = now
             self.unreported = 0
-            return f"MCP server {self.server} wrote a line to stdout that is not JSON-RPC (dropped): {self.first}"
+            what = "wrote a line to stdout that is not JSON-RPC (dropped)"
+            return f"MCP server {self.server} {what}: {self.first}"
         if self._last_report is not None and now - self._last_report >= REPORT_INTERVAL_S:
             return self.summary(now)
         return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 import sys
 import tracemalloc
@@ -13,6 +14,8 @@ from mcp.shared.message import SessionMessage
 from pydantic import SecretStr
 
 from protocol.spawn import REVEAL_SECRETS, McpServerSpec
+from subagent.messages import ToolOutcome
+from subagent.tools import open_tools
 from subagent.tools.stdio import (
     MAX_LINE_BYTES,
     STDERR_LINE_BYTES,
@@ -20,7 +23,7 @@ from subagent.tools.stdio import (
     open_stdio_transport,
     server_environment,
 )
-from tests.tools.servers import FIXTURES, make_payload, stdio_server, wait_until
+from tests.tools.servers import FIXTURES, EventLog, make_payload, stdio_server, tool_call, wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -96,3 +99,20 @@ async def test_server_stderr_is_forwarded_line_by_line_prefixed_and_capped(
     lines = capfd.readouterr().err.splitlines()
     assert f"[mcp:noisy] {'x' * STDERR_LINE_BYTES} […{10000 - STDERR_LINE_BYTES} bytes dropped]" in lines
     assert "[mcp:noisy] last words" in lines
+
+
+@pytest.mark.processes
+async def test_a_junk_flood_after_initialize_costs_a_few_log_records_and_the_call_still_answers(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="subagent.tools.stdio")
+    payload = make_payload(stdio_server("junk", "mcp_junk.py"))
+    async with open_tools(payload, sink=EventLog()) as router:
+        with anyio.fail_after(30):
+            outcome = await router.call(tool_call("junk__flood", count=100_000), timeout_s=30)
+    assert outcome == ToolOutcome("wrote 100000 junk lines")
+    records = [r.getMessage() for r in caplog.records if r.name == "subagent.tools.stdio"]
+    # The first line at once, then a summary per interval and one at the end: never one per line.
+    assert 2 <= len(records) <= 5, records
+    assert records[0].endswith("not JSON-RPC (dropped): this is not JSON-RPC")
+    assert "(100000 in all; first: this is not JSON-RPC)" in records[-1]
