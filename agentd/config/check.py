@@ -161,7 +161,7 @@ def _check_server(server: McpServer, out: list[ConfigProblem], notices: list[str
         )
     stdio_only = ("command", "args", "env", "env_from", "env_file", "cwd")
     http_only = ("headers", "headers_from")
-    other = "http/sse" if transport == "stdio" else "stdio"
+    other = "http and sse" if transport == "stdio" else "stdio"
     for field in http_only if transport == "stdio" else stdio_only:
         if field in section.model_fields_set and getattr(section, field):
             out.append(

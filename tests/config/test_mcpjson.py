@@ -57,6 +57,23 @@ def test_a_url_entry_becomes_an_http_server(load: Load, tmp_path: Path, kind: st
     assert spec.headers["Authorization"].get_secret_value() == f"Bearer {SECRET}"
 
 
+@pytest.mark.parametrize(
+    ("entry", "transport"),
+    [
+        ({"type": "sse", "url": "https://mcp.example/events"}, "sse"),
+        ({"url": "https://mcp.example/sse"}, "sse"),
+        ({"url": "https://mcp.example/sse/"}, "sse"),
+        ({"type": "http", "url": "https://mcp.example/sse"}, "http"),
+        ({"url": "https://mcp.example/mcp?next=/sse"}, "http"),
+    ],
+)
+def test_an_sse_entry_becomes_a_legacy_sse_server(
+    load: Load, tmp_path: Path, entry: dict[str, object], transport: str
+) -> None:
+    spec = load(_json(tmp_path, {"web": entry})).mcp_spec("web")
+    assert (spec.transport, spec.url) == (transport, entry["url"])
+
+
 def test_an_env_reference_reads_the_daemons_variable_at_call_time(load: Load, tmp_path: Path) -> None:
     config = load(
         _json(tmp_path, {"gh": {"command": "gh-mcp", "env": {"TOKEN": "${GH_TOKEN}"}}}), {"GH_TOKEN": SECRET}
@@ -89,12 +106,6 @@ def test_imported_servers_can_be_granted_by_default(load: Load, tmp_path: Path) 
 @pytest.mark.parametrize(
     ("servers", "key_suffix", "fragment"),
     [
-        pytest.param(
-            {"x": {"type": "sse", "url": "https://h/sse"}},
-            "mcpServers.x.type",
-            "SSE transport is not supported",
-            id="sse",
-        ),
         pytest.param(
             {"x": {"command": "a", "autoApprove": ["t"]}},
             "mcpServers.x.autoApprove",
