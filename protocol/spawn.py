@@ -91,6 +91,9 @@ class EndpointSpec(_Wire):
         return self
 
 
+McpLogLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
+
+
 class McpServerSpec(_Wire):
     """One granted MCP server: how to reach it and which of its tools are in scope."""
 
@@ -107,6 +110,8 @@ class McpServerSpec(_Wire):
     trust: list[str] = Field(default_factory=list)
     connect_timeout_s: float = Field(default=30.0, gt=0)
     call_timeout_s: float = Field(default=120.0, gt=0)
+    # The `logging/setLevel` sent after connecting (2026: the per-request log opt-in); None: none.
+    log_level: McpLogLevel | None = None
 
     @field_serializer("env", "headers")
     def _ser_secret_map(self, value: dict[str, SecretStr], info: SerializationInfo) -> dict[str, str | None]:

@@ -18,7 +18,7 @@ from pydantic.json_schema import SkipJsonSchema
 from agentd.config.secrets import SecretSource
 from agentd.config.sections import Section, TrustTag
 from agentd.config.types import Command, ConfigPath, EnvName, HeaderName, Name, Seconds
-from protocol.spawn import EndpointSpec, McpServerSpec
+from protocol.spawn import EndpointSpec, McpLogLevel, McpServerSpec
 
 DEFAULT_BASE_URLS: dict[str, str] = {
     "openai": "https://api.openai.com/v1",
@@ -170,6 +170,11 @@ class McpSection(Section):
         gt=0,
         description="One tool call, at most (also clamped to the task's remaining time).",
     )
+    log_level: McpLogLevel | None = Field(
+        default=None,
+        description="Ask the server for log messages at this level and above (`logging/setLevel`); "
+        "they become `mcp.log` events. Unset: none is asked for.",
+    )
     allow_rule_of_two_violation: bool = Field(
         default=False,
         description="Consent to grants that break the Rule of Two; a violating grant passes only when "
@@ -252,4 +257,5 @@ class McpServer:
             trust=sorted(section.effective_trust),
             connect_timeout_s=section.connect_timeout_s,
             call_timeout_s=section.call_timeout_s,
+            log_level=section.log_level,
         )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
+import warnings
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass, replace
@@ -19,7 +20,7 @@ from typing import Any, Literal, TypeVar
 
 import anyio
 import mcp_types
-from mcp import ClientSession, MCPError
+from mcp import ClientSession, MCPDeprecationWarning, MCPError
 from mcp.client._probe import negotiate_auto  # the policy `Client(mode="auto")` runs, for a bare session
 from mcp.client._transport import TransportStreams
 from mcp.client.session import IncomingMessage
@@ -30,9 +31,13 @@ from pydantic import JsonValue, ValidationError
 from protocol.spawn import LoopKnobs, McpServerSpec
 from subagent.telemetry import EventSink
 from subagent.tools.http import SESSION_LOST, TRANSPORT_FAILED, open_http_transport
+from subagent.tools.server_events import EventBudget, log_fields, progress_fields
 from subagent.tools.stdio import KILL_REAP_TIMEOUT_S, StdioNotes, open_stdio_transport
 
 logger = logging.getLogger(__name__)
+# `log_level` is an explicit opt-in to a 2025 server's logging; the SDK's 2026 deprecation notice
+# would only repeat on every connect.
+warnings.filterwarnings("ignore", "The logging capability is deprecated", MCPDeprecationWarning)
 
 MAX_PAGES = 100
 MAX_ITEMS = 10_000
@@ -187,6 +192,8 @@ class ServerLink:
         self._failed_restart: tuple[int, str] | None = None
         self._stale: set[str] = set()
         self._refreshing = False
+        # Bounds the log and progress events this server can cause.
+        self._budget = EventBudget()
 
     @property
     def name(self) -> str:
@@ -271,7 +278,13 @@ class ServerLink:
             read, write = await stack.enter_async_context(open_transport(self.spec, self._knobs, notes))
         except OSError as exc:
             return brief(start_error(exc))
-        session = ClientSession(read, write, message_handler=self._on_message, client_info=CLIENT_INFO)
+        session = ClientSession(
+            read,
+            write,
+            message_handler=self._on_message,
+            client_info=CLIENT_INFO,
+            log_level=self.spec.log_level,
+        )
         await stack.enter_async_context(session)
         timeout_s = self.spec.connect_timeout_s
         try:
@@ -280,6 +293,13 @@ class ServerLink:
                 # the `initialize` handshake (2025-11-25 and older) on servers that lack it.
                 await negotiate_auto(session)
                 capabilities = session.server_capabilities
+                if (
+                    self.spec.log_level is not None
+                    and capabilities is not None
+                    and capabilities.logging is not None
+                    and session.protocol_version not in MODERN_PROTOCOL_VERSIONS
+                ):
+                    await session.set_logging_level(self.spec.log_level)
                 has_resources = capabilities is not None and capabilities.resources is not None
                 tools = await list_tools(session) if capabilities and capabilities.tools is not None else ()
                 resources = await list_resources(session) if has_resources else ()
@@ -337,6 +357,13 @@ class ServerLink:
         modern = self._session is not None and self._session.protocol_version in MODERN_PROTOCOL_VERSIONS
         if isinstance(message, Exception):
             logger.warning("MCP server %s sent an unreadable message: %s", self.name, brief(message))
+        elif isinstance(message, mcp_types.LoggingMessageNotification):
+            if self._budget.take(anyio.current_time()):
+                params = message.params
+                dropped = self._budget.drain_dropped()
+                self._sink(
+                    "mcp.log", log_fields(self.name, params.level, params.logger, params.data, dropped)
+                )
         elif modern:
             return  # list changes come through `_listen` (copies also reach this handler)
         elif isinstance(message, mcp_types.ToolListChangedNotification):
@@ -357,6 +384,8 @@ class ServerLink:
                 await self._refresh(kinds)
         finally:
             self._refreshing = False
+        # Bounds the log and progress events this server can cause.
+        self._budget = EventBudget()
 
     async def _refresh(self, kinds: frozenset[str]) -> None:
         session = self._session
@@ -380,16 +409,36 @@ class ServerLink:
         self._on_change()
 
     async def call_tool(
-        self, tool: str, arguments: Mapping[str, Any], *, timeout_s: float, meta: mcp_types.RequestParamsMeta
+        self,
+        tool: str,
+        arguments: Mapping[str, Any],
+        *,
+        timeout_s: float,
+        meta: mcp_types.RequestParamsMeta,
+        call_id: str = "",
     ) -> mcp_types.CallToolResult | Failure:
-        """`tools/call`, bounded by `timeout_s`; cancelling the caller sends `notifications/cancelled`."""
+        """`tools/call`, bounded by `timeout_s`; cancelling the caller sends `notifications/cancelled`.
+
+        Progress the server reports becomes `mcp.progress` events naming `call_id`.
+        """
         session = self._session
         if session is None:
             return Failure("lost", "the server is not connected")
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            if self._budget.take(anyio.current_time()):
+                dropped = self._budget.drain_dropped()
+                fields = progress_fields(self.name, tool, call_id, progress, total, message, dropped)
+                self._sink("mcp.progress", fields)
+
         try:
             with anyio.fail_after(timeout_s + TIMEOUT_SLACK_S):
                 return await session.call_tool(
-                    tool, dict(arguments), read_timeout_seconds=timeout_s, meta=meta
+                    tool,
+                    dict(arguments),
+                    read_timeout_seconds=timeout_s,
+                    meta=meta,
+                    progress_callback=on_progress,
                 )
         except TimeoutError:
             return Failure("timeout", "no response")

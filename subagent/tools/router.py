@@ -264,17 +264,18 @@ class ToolRouter:
             outcome = await self._self_tool(route.tool, call.arguments, timeout_s)
             return outcome, "tool_error" if outcome.is_error else None
         link = next(link for link in self._links if link.name == route.server)
-        return await self._mcp_call(link, route.tool, call.name, call.arguments, timeout_s)
+        return await self._mcp_call(link, route.tool, call, timeout_s)
 
     async def _mcp_call(
-        self, link: ServerLink, tool: str, wire_name: str, arguments: JsonObject, timeout_s: float
+        self, link: ServerLink, tool: str, call: ToolCall, timeout_s: float
     ) -> tuple[ToolOutcome, ErrorKind | None]:
+        wire_name, arguments = call.name, call.arguments or {}
         timeout_s = min(timeout_s, link.spec.call_timeout_s)
         if timeout_s <= 0:
             text = f"tool `{wire_name}` was not run: no time is left before the deadline"
             return ToolOutcome(text, is_error=True), "timeout"
         generation = link.generation
-        result = await link.call_tool(tool, arguments, timeout_s=timeout_s, meta=self._meta)
+        result = await link.call_tool(tool, arguments, timeout_s=timeout_s, meta=self._meta, call_id=call.id)
         if isinstance(result, Failure) and result.kind == "session":
             # Refused unrun (the server restarted and forgot us): a new session, then the call
             # once more — safe for any tool, because the first attempt never ran.
@@ -285,7 +286,9 @@ class ToolRouter:
                     f"new one could not be opened ({error}); its tools are no longer available."
                 )
                 return ToolOutcome(text, is_error=True), "server_withdrawn"
-            result = await link.call_tool(tool, arguments, timeout_s=timeout_s, meta=self._meta)
+            result = await link.call_tool(
+                tool, arguments, timeout_s=timeout_s, meta=self._meta, call_id=call.id
+            )
         if not isinstance(result, Failure):
             outcome = ToolOutcome(render_tool_result(result), is_error=bool(result.is_error))
             return outcome, "tool_error" if outcome.is_error else None

@@ -87,3 +87,35 @@ async def test_a_legacy_sse_server_reached_as_streamable_http_fails_saying_sse()
             assert not any(s.name.startswith("ev__") for s in router.specs())
     (failed,) = events.named("mcp.connect", server="ev")
     assert 'transport = "sse"' in str(failed["err"])
+
+
+async def test_server_log_messages_at_the_configured_level_become_mcp_log_events() -> None:
+    events = EventLog()
+    node_server = {"name": "ev", "transport": "stdio", "command": everything_argv(), "log_level": "debug"}
+    async with open_tools(make_payload(node_server), sink=events) as router:  # type: ignore[arg-type]
+        await router.call(tool_call("ev__toggle-simulated-logging"), timeout_s=10)
+        logged = await events.wait_for("mcp.log", server="ev", timeout_s=15)
+    assert logged["level"] in (
+        "debug",
+        "info",
+        "notice",
+        "warning",
+        "error",
+        "critical",
+        "alert",
+        "emergency",
+    )
+    assert "message" in str(logged["message"]).lower()
+    assert logged["dropped"] == 0
+
+
+async def test_progress_of_a_long_tool_call_becomes_mcp_progress_events() -> None:
+    events = EventLog()
+    node_server = {"name": "ev", "transport": "stdio", "command": everything_argv()}
+    async with open_tools(make_payload(node_server), sink=events) as router:  # type: ignore[arg-type]
+        call = tool_call("ev__trigger-long-running-operation", call_id="long-1", duration=0.6, steps=3)
+        outcome = await router.call(call, timeout_s=20)
+    assert not outcome.is_error
+    progress = events.named("mcp.progress", server="ev", call_id="long-1")
+    assert sorted((p["progress"], p["total"]) for p in progress) == [(1, 3), (2, 3), (3, 3)]
+    assert {p["tool"] for p in progress} == {"trigger-long-running-operation"}
