@@ -72,6 +72,12 @@ class Listing:
     tools: tuple[mcp_types.Tool, ...] = ()
     resources: tuple[mcp_types.Resource, ...] = ()
     has_resources: bool = False
+    templates: tuple[mcp_types.ResourceTemplate, ...] = ()
+
+    @property
+    def readable(self) -> bool:
+        """Whether `resource_read` has anything to name here: listed resources or templates."""
+        return bool(self.resources or self.templates)
 
 
 def brief(text: object) -> str:
@@ -145,6 +151,22 @@ async def list_tools(session: ClientSession) -> tuple[mcp_types.Tool, ...]:
         return result.tools, result.next_cursor
 
     return await _all_pages(page, "tools/list")
+
+
+async def list_templates(session: ClientSession) -> tuple[mcp_types.ResourceTemplate, ...]:
+    """The server's resource templates; none when it does not implement the listing."""
+
+    async def page(cursor: str | None) -> tuple[list[mcp_types.ResourceTemplate], str | None]:
+        params = mcp_types.PaginatedRequestParams(cursor=cursor)
+        result = await session.list_resource_templates(params=params)
+        return result.resource_templates, result.next_cursor
+
+    try:
+        return await _all_pages(page, "resources/templates/list")
+    except MCPError as exc:
+        if exc.code != mcp_types.METHOD_NOT_FOUND:
+            raise
+        return ()
 
 
 async def list_resources(session: ClientSession) -> tuple[mcp_types.Resource, ...]:
@@ -303,6 +325,7 @@ class ServerLink:
                 has_resources = capabilities is not None and capabilities.resources is not None
                 tools = await list_tools(session) if capabilities and capabilities.tools is not None else ()
                 resources = await list_resources(session) if has_resources else ()
+                templates = await list_templates(session) if has_resources else ()
         except TimeoutError:
             return connect_error(f"no answer to initialize and listing within {timeout_s:g} s", notes)
         except MCPError as exc:
@@ -318,7 +341,7 @@ class ServerLink:
             return connect_error(failure.detail, notes)
         except (RuntimeError, ValidationError) as exc:
             return f"invalid handshake: {brief(exc)}"
-        return session, Listing(tools, resources, has_resources)
+        return session, Listing(tools, resources, has_resources, templates)
 
     def _emit_connect(
         self, outcome: str, started: float, *, listing: Listing, err: str | None = None
@@ -398,7 +421,11 @@ class ServerLink:
                 if "tools" in kinds:
                     listing = replace(listing, tools=await list_tools(session))
                 if "resources" in kinds and listing.has_resources:
-                    listing = replace(listing, resources=await list_resources(session))
+                    listing = replace(
+                        listing,
+                        resources=await list_resources(session),
+                        templates=await list_templates(session),
+                    )
         except (TimeoutError, MCPError, ValidationError) as exc:
             logger.warning("MCP server %s: re-listing failed: %s", self.name, brief(repr(exc)))
             return

@@ -50,9 +50,28 @@ def _block(block: mcp_types.ContentBlock) -> str:
     if isinstance(block, mcp_types.EmbeddedResource):
         resource = block.resource
         if isinstance(resource, mcp_types.TextResourceContents):
-            return resource.text
-        return f"[resource {resource.uri}: blob {_blob(resource.mime_type, resource.blob)}]"
-    return f"[resource {block.uri}]"
+            facts = f" ({_field(resource.mime_type)})" if resource.mime_type else ""
+            return f"[resource {_field(resource.uri)}{facts}]\n{resource.text}"
+        return f"[resource {_field(resource.uri)}: blob {_blob(resource.mime_type, resource.blob)}]"
+    return _link(block)
+
+
+def _field(text: str, limit: int = 300) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else f"{line[: limit - 1]}…"
+
+
+def _link(link: mcp_types.ResourceLink) -> str:
+    """A resource link with what the server said about it; the model may read it with `resource_read`."""
+    parts = [f"[resource link {_field(link.uri)}"]
+    if link.name and link.name != link.uri:
+        parts.append(f'"{_field(link.name)}"')
+    facts = [f for f in (link.mime_type, None if link.size is None else f"{link.size} bytes") if f]
+    if facts:
+        parts.append(f"({', '.join(_field(f) for f in facts)})")
+    text = " ".join(parts)
+    description = _field(link.description or "", 500)
+    return f"{text}: {description}]" if description else f"{text}]"
 
 
 def _join(parts: Iterable[str]) -> str:

@@ -26,7 +26,7 @@ from subagent.errors import McpFatal
 from subagent.messages import JsonObject, ToolCall, ToolOutcome, ToolSpec
 from subagent.telemetry import EventSink, describe
 from subagent.tools import delegate
-from subagent.tools.catalogue import CatalogueEntry, render_catalogue
+from subagent.tools.catalogue import CatalogueEntry, render_catalogue, template_matches
 from subagent.tools.connection import Failure, ServerLink
 from subagent.tools.naming import ToolRef, assign_wire_names, offered_spec
 from subagent.tools.render import render_tool_result
@@ -101,7 +101,10 @@ class _LinkSource:
         self.name = link.name
 
     def lists(self, uri: str) -> bool:
-        return any(r.uri == uri for r in self._link.listing.resources)
+        listing = self._link.listing
+        return any(r.uri == uri for r in listing.resources) or any(
+            template_matches(t.uri_template, uri) for t in listing.templates
+        )
 
     async def read(self, uri: str) -> mcp_types.ReadResourceResult | Failure:
         generation = self._link.generation
@@ -170,7 +173,7 @@ class ToolRouter:
         wire = {ref: name for name, ref in names.items()}
         specs = [offered_spec(wire[ref], tool.description, tool.input_schema) for ref, tool in tools.items()]
         routes = {name: _Route(ref.server, ref.tool) for name, ref in names.items()}
-        has_resources = any(link.listing.has_resources for link in offered)
+        has_resources = any(link.listing.readable for link in offered)
         for spec in SPECS:
             if spec.name != RESOURCE_READ or has_resources:
                 specs.append(spec)
@@ -184,6 +187,11 @@ class ToolRouter:
             CatalogueEntry(link.name, r.uri, r.name, r.description or "", r.mime_type, r.size)
             for link in offered
             for r in link.listing.resources
+        ]
+        entries += [
+            CatalogueEntry(link.name, t.uri_template, t.name, t.description or "", t.mime_type, template=True)
+            for link in offered
+            for t in link.listing.templates
         ]
         catalogue = render_catalogue(entries, self._payload.loop.catalogue_bytes)
         if tuple(specs) != self._specs or catalogue != self._catalogue:
@@ -315,7 +323,7 @@ class ToolRouter:
         try:
             if tool == RESOURCE_READ:
                 args = ResourceReadArgs.model_validate(arguments)
-                links = [link for link in self._offered() if link.listing.has_resources]
+                links = [link for link in self._offered() if link.listing.readable]
                 sources = [_LinkSource(link, timeout_s, self._restart) for link in links]
                 return await read_resource(args, sources)
             if tool == NOTE_WRITE:

@@ -143,3 +143,15 @@ async def test_a_server_that_exits_before_initialize_is_reported_with_its_status
         "required MCP server `dies` could not connect: the server exited with status 3 "
         "(last stderr: missing API_TOKEN) before answering initialize"
     )
+
+
+async def test_resource_read_is_not_offered_when_no_server_lists_a_resource_or_template() -> None:
+    events = EventLog()
+    payload = make_payload(stdio_server("bare", "mcp_junk.py", "--empty-resources"))
+    async with open_tools(payload, sink=events) as router:
+        assert "bare__flood" in names(router)
+        # It declares the resources capability, lists nothing and has no templates listing (-32601).
+        assert "resource_read" not in names(router)
+        assert router.resource_catalogue() == ""
+    (connected,) = events.named("mcp.connect", server="bare")
+    assert connected["outcome"] == "ok"
