@@ -45,6 +45,7 @@ from subagent.tools.selftools import (
     read_resource,
 )
 
+MAX_WITHHELD_SHOWN = 10
 _TRACEPARENT = re.compile(r"^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
 
 # The `err` of a `tool.result` event: what went wrong, as a kind (an observation's text may
@@ -62,6 +63,23 @@ ErrorKind = Literal[
     "mcp_fatal",
     "cancelled",
 ]
+
+
+def needs_tasks(tool: mcp_types.Tool) -> bool:
+    """A tool that can only run task-augmented (MCP Tasks), which agentd does not support yet."""
+    return tool.execution is not None and tool.execution.task_support == "required"
+
+
+def withheld_note(names: list[str], *, shown: int = MAX_WITHHELD_SHOWN) -> str:
+    """The line telling the model which tools exist but are not offered, and why ("" if none)."""
+    if not names:
+        return ""
+    listed = ", ".join(f"`{n}`" for n in names[:shown])
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return (
+        f"Not offered: {listed}{more} — they need MCP Tasks (task-augmented execution), which "
+        "agentd does not support yet."
+    )
 
 
 def call_meta(payload: SpawnPayload) -> mcp_types.RequestParamsMeta:
@@ -142,7 +160,8 @@ class ToolRouter:
         return self._specs
 
     def resource_catalogue(self) -> str:
-        """The compact resource awareness block (RFC 0007 §3.8), or "" when there is none."""
+        """The compact resource awareness block (RFC 0007 §3.8), then a line naming the tools withheld
+        because they need MCP Tasks; "" when there is neither."""
         return self._catalogue
 
     @property
@@ -164,11 +183,16 @@ class ToolRouter:
         """Recompute the offered tools and the catalogue from the latest listings."""
         offered = self._offered()
         tools: dict[ToolRef, mcp_types.Tool] = {}
+        withheld: list[str] = []
         for link in offered:
             allowed = None if link.spec.tools is None else frozenset(link.spec.tools)
             for tool in link.listing.tools:
-                if allowed is None or tool.name in allowed:
-                    tools.setdefault(ToolRef(link.name, tool.name), tool)
+                if allowed is not None and tool.name not in allowed:
+                    continue
+                if needs_tasks(tool):
+                    withheld.append(f"{link.name}/{tool.name}")
+                    continue
+                tools.setdefault(ToolRef(link.name, tool.name), tool)
         names = assign_wire_names(tools, reserved=RESERVED_NAMES)
         wire = {ref: name for name, ref in names.items()}
         specs = [offered_spec(wire[ref], tool.description, tool.input_schema) for ref, tool in tools.items()]
@@ -193,7 +217,8 @@ class ToolRouter:
             for link in offered
             for t in link.listing.templates
         ]
-        catalogue = render_catalogue(entries, self._payload.loop.catalogue_bytes)
+        resources = render_catalogue(entries, self._payload.loop.catalogue_bytes)
+        catalogue = "\n\n".join(part for part in (resources, withheld_note(withheld)) if part)
         if tuple(specs) != self._specs or catalogue != self._catalogue:
             self._version += 1
         self._specs, self._routes, self._catalogue = tuple(specs), routes, catalogue

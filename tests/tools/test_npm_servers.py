@@ -119,3 +119,17 @@ async def test_progress_of_a_long_tool_call_becomes_mcp_progress_events() -> Non
     progress = events.named("mcp.progress", server="ev", call_id="long-1")
     assert sorted((p["progress"], p["total"]) for p in progress) == [(1, 3), (2, 3), (3, 3)]
     assert {p["tool"] for p in progress} == {"trigger-long-running-operation"}
+
+
+async def test_a_tool_that_needs_mcp_tasks_is_not_offered_and_the_catalogue_says_why() -> None:
+    node_server = {"name": "ev", "transport": "stdio", "command": everything_argv()}
+    async with open_tools(make_payload(node_server), sink=EventLog()) as router:  # type: ignore[arg-type]
+        offered = {spec.name for spec in router.specs()}
+        assert "ev__echo" in offered
+        assert "ev__simulate-research-query" not in offered
+        assert (
+            "Not offered: `ev/simulate-research-query` — they need MCP Tasks (task-augmented execution), "
+            "which agentd does not support yet."
+        ) in router.resource_catalogue()
+        outcome = await router.call(tool_call("ev__simulate-research-query", topic="x"), timeout_s=5)
+        assert outcome.is_error and "not in this agent's granted scope" in outcome.text
