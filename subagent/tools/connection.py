@@ -341,6 +341,14 @@ class ServerLink:
             return connect_error(failure.detail, notes)
         except (RuntimeError, ValidationError) as exc:
             return f"invalid handshake: {brief(exc)}"
+        if self.spec.tools is not None:
+            unlisted = sorted(set(self.spec.tools) - {t.name for t in tools})
+            if unlisted:
+                logger.warning(
+                    "MCP server %s: the tools allow-list names %s, which the server does not list",
+                    self.name,
+                    ", ".join(brief(name) for name in unlisted),
+                )
         return session, Listing(tools, resources, has_resources, templates)
 
     def _emit_connect(
