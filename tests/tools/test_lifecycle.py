@@ -155,3 +155,15 @@ async def test_resource_read_is_not_offered_when_no_server_lists_a_resource_or_t
         assert router.resource_catalogue() == ""
     (connected,) = events.named("mcp.connect", server="bare")
     assert connected["outcome"] == "ok"
+
+
+async def test_an_allow_list_entry_naming_no_tool_is_a_warning_at_connect(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    payload = make_payload(stdio_server("junk", "mcp_junk.py", tools=["flood", "no_such_tool"]))
+    async with open_tools(payload, sink=EventLog()) as router:
+        assert "junk__flood" in names(router)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert (
+        "MCP server junk: the tools allow-list names no_such_tool, which the server does not list" in warnings
+    )
