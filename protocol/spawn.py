@@ -77,6 +77,8 @@ class EndpointSpec(_Wire):
     request_timeout_s: float = Field(default=120.0, gt=0)
     first_token_timeout_s: float = Field(default=60.0, gt=0)
     stream_idle_timeout_s: float = Field(default=30.0, gt=0)
+    # The endpoint accepts images (OpenAI `image_url` parts, Anthropic `image` blocks).
+    images: bool = False
 
     @field_serializer("api_key")
     def _ser_api_key(self, value: SecretStr | None, info: SerializationInfo) -> str | None:

@@ -135,6 +135,7 @@ class Config:
             request_timeout_s=section.request_timeout_s,
             first_token_timeout_s=section.first_token_timeout_s,
             stream_idle_timeout_s=section.stream_idle_timeout_s,
+            images=section.images,
         )
 
     def endpoint_chain(self, name: str | None) -> list[EndpointSpec]:

@@ -87,6 +87,11 @@ class IntelligenceSection(Section):
         gt=0,
         description="Streaming: longest silence between chunks.",
     )
+    images: bool = Field(
+        default=False,
+        description="The model accepts images: images from tool results and resources are sent (data "
+        "URLs / image blocks, capped per result and per request) instead of only described.",
+    )
     script: ConfigPath | None = Field(
         default=None, description="kind scripted: the JSON script to play (docs/scripted-model.md)."
     )

@@ -15,6 +15,7 @@ from pydantic import JsonValue
 from protocol.spawn import EndpointSpec
 from subagent.intel.encode_once import EncodeOnceCache, join_array, json_bytes, with_fields
 from subagent.intel.endpoint import Prepared, Sent, as_text_turn
+from subagent.intel.images import ImageSelection
 from subagent.intel.openai import new_call_id
 from subagent.intel.replies import arguments_object, object_arguments, with_estimated_usage
 from subagent.intel.reply_body import reply_from_body
@@ -49,10 +50,21 @@ def encode_blocks(message: Message) -> tuple[str, bytes]:
     if isinstance(message, UserMessage):
         return "user", json_bytes({"type": "text", "text": message.text or EMPTY_TURN})
     if isinstance(message, ToolResultMessage):
+        content: JsonValue = message.text
+        if message.images:
+            parts: list[JsonValue] = [{"type": "text", "text": message.text}]
+            for image in message.images:
+                source: dict[str, JsonValue] = {
+                    "type": "base64",
+                    "media_type": image.mime_type,
+                    "data": image.data,
+                }
+                parts.append({"type": "image", "source": source})
+            content = parts
         block: dict[str, JsonValue] = {
             "type": "tool_result",
             "tool_use_id": message.call_id,
-            "content": message.text,
+            "content": content,
         }
         if message.is_error:
             block["is_error"] = True
@@ -167,6 +179,7 @@ class AnthropicMessages:
         self._headers = checked_headers(self._headers)
         encoder = encode_blocks if spec.tool_mode == "native" else _encode_text_blocks
         self._messages: EncodeOnceCache[Message, tuple[str, bytes]] = EncodeOnceCache(encoder)
+        self._images = ImageSelection(enabled=spec.images and spec.tool_mode == "native")
         self._tools: EncodeOnceCache[ToolSpec, bytes] = EncodeOnceCache(encode_tool)
 
     @property
@@ -180,7 +193,8 @@ class AnthropicMessages:
         }
         if request.system:
             head["system"] = request.system
-        tail = {"messages": join_array(merge_turns(self._messages.encode_all(request.messages)))}
+        messages = self._images.select(request.messages)
+        tail = {"messages": join_array(merge_turns(self._messages.encode_all(messages)))}
         if request.tools:
             tail["tools"] = join_array(self._tools.encode_all(request.tools))
         body = with_fields(head, tail)

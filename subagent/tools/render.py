@@ -13,7 +13,12 @@ from collections.abc import Iterable, Sequence
 
 import mcp_types
 
+from subagent.messages import ImagePart
+
 MAX_OBSERVATION_CHARS = 100_000
+# Images kept with one result (decoded bytes); the model sees a placeholder for every image anyway.
+MAX_IMAGE_BYTES_PER_RESULT = 2 * 1024 * 1024
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 EMPTY_RESULT = "(the tool returned no content)"
 EMPTY_RESOURCE = "(the resource is empty)"
 
@@ -87,6 +92,43 @@ def render_tool_result(result: mcp_types.CallToolResult) -> str:
         structured = json.dumps(result.structured_content, separators=(",", ":"), ensure_ascii=False)
         text = _join([text, structured])
     return cap_text(text or EMPTY_RESULT)
+
+
+def _capped_images(candidates: Iterable[ImagePart], cap: int) -> tuple[ImagePart, ...]:
+    kept: list[ImagePart] = []
+    total = 0
+    for image in candidates:
+        if image.mime_type in IMAGE_TYPES and total + image.size_bytes <= cap:
+            kept.append(image)
+            total += image.size_bytes
+    return tuple(kept)
+
+
+def tool_result_images(
+    result: mcp_types.CallToolResult, cap: int = MAX_IMAGE_BYTES_PER_RESULT
+) -> tuple[ImagePart, ...]:
+    """The images of a result a model may be shown: known types, in order, within `cap` bytes."""
+    found: list[ImagePart] = []
+    for block in result.content:
+        if isinstance(block, mcp_types.ImageContent):
+            found.append(ImagePart(block.mime_type, "".join(block.data.split())))
+        elif isinstance(block, mcp_types.EmbeddedResource) and isinstance(
+            block.resource, mcp_types.BlobResourceContents
+        ):
+            found.append(ImagePart(block.resource.mime_type or "", "".join(block.resource.blob.split())))
+    return _capped_images(found, cap)
+
+
+def resource_images(
+    result: mcp_types.ReadResourceResult, cap: int = MAX_IMAGE_BYTES_PER_RESULT
+) -> tuple[ImagePart, ...]:
+    """The image blobs of a `resources/read` result, as for a tool result."""
+    found = [
+        ImagePart(c.mime_type or "", "".join(c.blob.split()))
+        for c in result.contents
+        if isinstance(c, mcp_types.BlobResourceContents)
+    ]
+    return _capped_images(found, cap)
 
 
 def render_resource(result: mcp_types.ReadResourceResult) -> str:

@@ -29,7 +29,7 @@ from subagent.tools import delegate
 from subagent.tools.catalogue import CatalogueEntry, render_catalogue, template_matches
 from subagent.tools.connection import Failure, ServerLink
 from subagent.tools.naming import ToolRef, assign_wire_names, offered_spec
-from subagent.tools.render import render_tool_result
+from subagent.tools.render import render_tool_result, tool_result_images
 from subagent.tools.selftools import (
     NOTE_READ,
     NOTE_WRITE,
@@ -323,7 +323,8 @@ class ToolRouter:
                 tool, arguments, timeout_s=timeout_s, meta=self._meta, call_id=call.id
             )
         if not isinstance(result, Failure):
-            outcome = ToolOutcome(render_tool_result(result), is_error=bool(result.is_error))
+            images = tool_result_images(result)
+            outcome = ToolOutcome(render_tool_result(result), is_error=bool(result.is_error), images=images)
             return outcome, "tool_error" if outcome.is_error else None
         if result.kind == "session":
             return ToolOutcome(failure_text(wire_name, result, timeout_s), is_error=True), "transport"

@@ -10,11 +10,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from protocol.result import TerminalStatus as S
 from tests.support.daemon import running_daemon, scripted
+from tests.support.fake_llm import FakeLLM, chat
+from tests.support.fake_llm import tool_call as fake_tool_call
 from tests.support.npm_servers import everything_argv
 
 pytestmark = pytest.mark.processes
@@ -104,3 +107,38 @@ def test_a_server_flooding_stdout_with_junk_fails_fast_as_mcp_down_and_the_log_s
     assert len(garbage) <= 5, garbage
     assert log_text.count("garbage") <= 10
     assert len(log_text) < 200_000
+
+
+@pytest.mark.parametrize("accepts_images", [True, False])
+def test_an_image_from_a_tool_reaches_an_openai_model_that_accepts_images(
+    tmp_path: Path, accepts_images: bool
+) -> None:
+    with FakeLLM() as fake:
+        fake.enqueue(chat(tool_calls=[fake_tool_call("ev__get-tiny-image", {})]), chat("a tiny image"))
+        body = (
+            f'[intelligence.m]\nkind = "openai"\nbase_url = "{fake.base_url}"\nmodel = "m"\n'
+            f"images = {'true' if accepts_images else 'false'}\n"
+            + f"[mcp.ev]\ncommand = {toml_list(everything_argv())}\ntrust = []\n"
+            + '[defaults]\nmodel = "m"\nmcp = ["ev"]\n'
+        )
+        with running_daemon(tmp_path, body) as daemon:
+            view = daemon.wait(daemon.submit("look at the image"), timeout_s=90)
+        assert view.status is S.COMPLETED, view
+        second: Any = fake.requests[1].json
+    messages: list[Any] = second["messages"]
+    tool_message = next(m for m in messages if m.get("role") == "tool")
+    assert "[image: image/png, " in str(tool_message["content"])
+    image_parts = [
+        part
+        for m in messages
+        if m.get("role") == "user" and isinstance(m.get("content"), list)
+        for part in m["content"]
+        if part.get("type") == "image_url"
+    ]
+    if accepts_images:
+        (part,) = image_parts
+        assert str(part["image_url"]["url"]).startswith("data:image/png;base64,iVBORw0KGgo")
+        # The image turn follows the tool message, as the API requires.
+        assert messages.index(tool_message) < len(messages) - 1
+    else:
+        assert image_parts == []

@@ -148,6 +148,9 @@ async def test_resource_read_returns_text_and_describes_binary_content(shared: S
     blob = await shared.router.call(tool_call("resource_read", uri="demo://logo"), timeout_s=5)
     assert text.text.startswith("# demo")
     assert blob.text == "[blob: image/png, 64 bytes]"
+    # The image itself goes with the outcome, for an endpoint that accepts images.
+    assert [(i.mime_type, i.size_bytes) for i in blob.images] == [("image/png", 64)]
+    assert text.images == ()
 
 
 async def test_resource_read_goes_to_the_server_that_listed_the_uri(shared: Shared) -> None:
