@@ -93,6 +93,32 @@ class EndpointSpec(_Wire):
         return self
 
 
+class OAuthSpec(_Wire):
+    """OAuth 2 client credentials for a remote MCP server (a service's unattended flows only)."""
+
+    method: Literal["client_secret_basic", "client_secret_post", "private_key_jwt"] = "client_secret_basic"
+    client_id: str = Field(min_length=1, max_length=512)
+    client_secret: SecretStr | None = None
+    # PEM private key that signs the `private_key_jwt` assertion.
+    private_key: SecretStr | None = None
+    jwt_algorithm: str = Field(default="RS256", max_length=16)
+    scope: str | None = Field(default=None, max_length=2048)
+    # The authorization server the credentials belong to; tokens are requested only from it.
+    issuer: str | None = Field(default=None, max_length=2048)
+
+    @field_serializer("client_secret", "private_key")
+    def _ser_secret(self, value: SecretStr | None, info: SerializationInfo) -> str | None:
+        return _reveal(value, info)
+
+    @model_validator(mode="after")
+    def _check_method(self) -> OAuthSpec:
+        if self.method == "private_key_jwt" and self.private_key is None:
+            raise ValueError("private_key_jwt needs a private key")
+        if self.method != "private_key_jwt" and self.client_secret is None:
+            raise ValueError(f"{self.method} needs a client secret")
+        return self
+
+
 McpLogLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
 
 
@@ -114,6 +140,7 @@ class McpServerSpec(_Wire):
     call_timeout_s: float = Field(default=120.0, gt=0)
     # The `logging/setLevel` sent after connecting (2026: the per-request log opt-in); None: none.
     log_level: McpLogLevel | None = None
+    oauth: OAuthSpec | None = None
 
     @field_serializer("env", "headers")
     def _ser_secret_map(self, value: dict[str, SecretStr], info: SerializationInfo) -> dict[str, str | None]:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar
 
 import anyio
+import httpx2
 import mcp_types
 from mcp import ClientSession, MCPDeprecationWarning, MCPError
 from mcp.client._probe import negotiate_auto  # the policy `Client(mode="auto")` runs, for a bare session
@@ -30,7 +31,7 @@ from pydantic import JsonValue, ValidationError
 
 from protocol.spawn import LoopKnobs, McpServerSpec
 from subagent.telemetry import EventSink
-from subagent.tools.http import SESSION_LOST, TRANSPORT_FAILED, open_http_transport
+from subagent.tools.http import SESSION_LOST, TRANSPORT_FAILED, oauth_auth, open_http_transport
 from subagent.tools.server_events import EventBudget, log_fields, progress_fields
 from subagent.tools.stdio import KILL_REAP_TIMEOUT_S, StdioNotes, open_stdio_transport
 
@@ -104,11 +105,11 @@ def failure_from(exc: MCPError) -> Failure:
 
 
 def open_transport(
-    spec: McpServerSpec, knobs: LoopKnobs, notes: StdioNotes
+    spec: McpServerSpec, knobs: LoopKnobs, notes: StdioNotes, auth: httpx2.Auth | None = None
 ) -> AbstractAsyncContextManager[TransportStreams]:
     if spec.transport == "stdio":
         return open_stdio_transport(spec, notes)
-    return open_http_transport(spec, knobs)
+    return open_http_transport(spec, knobs, auth)
 
 
 def start_error(exc: OSError) -> str:
@@ -214,6 +215,8 @@ class ServerLink:
         self._failed_restart: tuple[int, str] | None = None
         self._stale: set[str] = set()
         self._refreshing = False
+        # OAuth client credentials, with the token cached across reconnects (None: no OAuth).
+        self._auth = oauth_auth(spec)
         # Bounds the log and progress events this server can cause.
         self._budget = EventBudget()
 
@@ -297,7 +300,8 @@ class ServerLink:
     async def _open(self, stack: AsyncExitStack) -> tuple[ClientSession, Listing] | str:
         notes = StdioNotes()
         try:
-            read, write = await stack.enter_async_context(open_transport(self.spec, self._knobs, notes))
+            opened = open_transport(self.spec, self._knobs, notes, self._auth)
+            read, write = await stack.enter_async_context(opened)
         except OSError as exc:
             return brief(start_error(exc))
         session = ClientSession(
@@ -415,8 +419,6 @@ class ServerLink:
                 await self._refresh(kinds)
         finally:
             self._refreshing = False
-        # Bounds the log and progress events this server can cause.
-        self._budget = EventBudget()
 
     async def _refresh(self, kinds: frozenset[str]) -> None:
         session = self._session

@@ -23,8 +23,14 @@ from email.utils import parsedate_to_datetime
 import anyio
 import httpx2
 from mcp.client._transport import TransportStreams  # the alias the public `mcp.client.Transport` is built on
+from mcp.client.auth.extensions.client_credentials import (
+    ClientCredentialsOAuthProvider,
+    PrivateKeyJWTOAuthProvider,
+    SignedJWTParameters,
+)
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 from protocol.spawn import LoopKnobs, McpServerSpec
 
@@ -188,8 +194,69 @@ class RetryingTransport(httpx2.AsyncBaseTransport):
         await self._inner.aclose()
 
 
+class MemoryTokens:
+    """The SDK's `TokenStorage`, in memory: one per server, so a reconnect reuses the token."""
+
+    def __init__(self) -> None:
+        self._tokens: OAuthToken | None = None
+        self._client: OAuthClientInformationFull | None = None
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self._tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self._tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self._client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self._client = client_info
+
+
+def oauth_auth(spec: McpServerSpec) -> httpx2.Auth | None:
+    """The SDK's client-credentials provider for `spec` (discovery, token request, refresh), or None.
+
+    Its token storage lives as long as the returned object: keep one per server.
+    """
+    oauth, url = spec.oauth, spec.url
+    if oauth is None or url is None:
+        return None
+    storage = MemoryTokens()
+    if oauth.method == "private_key_jwt":
+        assert oauth.private_key is not None  # guaranteed by OAuthSpec's validator
+        signer = SignedJWTParameters(
+            issuer=oauth.client_id,
+            subject=oauth.client_id,
+            signing_key=oauth.private_key.get_secret_value(),
+            signing_algorithm=oauth.jwt_algorithm,
+        )
+        return PrivateKeyJWTOAuthProvider(
+            url,
+            storage,
+            oauth.client_id,
+            signer.create_assertion_provider(),
+            scope=oauth.scope,
+            issuer=oauth.issuer,
+        )
+    assert oauth.client_secret is not None  # guaranteed by OAuthSpec's validator
+    return ClientCredentialsOAuthProvider(
+        url,
+        storage,
+        oauth.client_id,
+        oauth.client_secret.get_secret_value(),
+        token_endpoint_auth_method=oauth.method,
+        scope=oauth.scope,
+        issuer=oauth.issuer,
+    )
+
+
 def http_client(
-    spec: McpServerSpec, knobs: LoopKnobs, *, inner: httpx2.AsyncBaseTransport | None = None
+    spec: McpServerSpec,
+    knobs: LoopKnobs,
+    *,
+    inner: httpx2.AsyncBaseTransport | None = None,
+    auth: httpx2.Auth | None = None,
 ) -> httpx2.AsyncClient:
     """The `httpx2` client for one server: its headers (secrets revealed only here) and timeouts."""
     headers = {k: v.get_secret_value() for k, v in spec.headers.items()}
@@ -199,7 +266,7 @@ def http_client(
         connect=spec.connect_timeout_s, read=None, write=spec.call_timeout_s, pool=spec.connect_timeout_s
     )
     transport = RetryingTransport(inner or httpx2.AsyncHTTPTransport(), knobs)
-    return httpx2.AsyncClient(headers=headers, timeout=timeout, transport=transport)
+    return httpx2.AsyncClient(headers=headers, timeout=timeout, transport=transport, auth=auth)
 
 
 @asynccontextmanager
@@ -225,42 +292,43 @@ async def shielded_close(
 
 
 @asynccontextmanager
-async def _streamable_http(spec: McpServerSpec, knobs: LoopKnobs) -> AsyncIterator[TransportStreams]:
+async def _streamable_http(
+    spec: McpServerSpec, knobs: LoopKnobs, auth: httpx2.Auth | None
+) -> AsyncIterator[TransportStreams]:
     assert spec.url is not None  # guaranteed by McpServerSpec's validator
     async with (
-        http_client(spec, knobs) as client,
+        http_client(spec, knobs, auth=auth) as client,
         streamable_http_client(spec.url, http_client=client) as streams,
     ):
         yield streams
 
 
 @asynccontextmanager
-async def _legacy_sse(spec: McpServerSpec, knobs: LoopKnobs) -> AsyncIterator[TransportStreams]:
+async def _legacy_sse(
+    spec: McpServerSpec, knobs: LoopKnobs, auth: httpx2.Auth | None
+) -> AsyncIterator[TransportStreams]:
     assert spec.url is not None  # guaranteed by McpServerSpec's validator
 
     def client_factory(
         headers: dict[str, str] | None = None,
         timeout: httpx2.Timeout | None = None,
-        auth: httpx2.Auth | None = None,
+        auth: httpx2.Auth | None = auth,
     ) -> httpx2.AsyncClient:
         # Ours, not the SDK's: the same headers, timeouts and retries as streamable HTTP (whose
         # unbounded read suits the event stream, which idles for as long as the session lives).
-        client = http_client(spec, knobs)
-        if auth is not None:
-            client.auth = auth
-        return client
+        return http_client(spec, knobs, auth=auth)
 
-    async with sse_client(spec.url, httpx_client_factory=client_factory) as streams:
+    async with sse_client(spec.url, httpx_client_factory=client_factory, auth=auth) as streams:
         yield streams
 
 
 def open_http_transport(
-    spec: McpServerSpec, knobs: LoopKnobs
+    spec: McpServerSpec, knobs: LoopKnobs, auth: httpx2.Auth | None = None
 ) -> AbstractAsyncContextManager[TransportStreams]:
     """Connect to the streamable HTTP (or legacy HTTP+SSE) server in `spec`; yield `(read, write)`.
 
     Leaving ends the session with a `DELETE`, bounded by `CLOSE_TIMEOUT_S` even when cancelled.
     """
     if spec.transport == "sse":
-        return shielded_close(_legacy_sse(spec, knobs), CLOSE_TIMEOUT_S)
-    return shielded_close(_streamable_http(spec, knobs), CLOSE_TIMEOUT_S)
+        return shielded_close(_legacy_sse(spec, knobs, auth), CLOSE_TIMEOUT_S)
+    return shielded_close(_streamable_http(spec, knobs, auth), CLOSE_TIMEOUT_S)
