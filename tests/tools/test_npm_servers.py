@@ -3,14 +3,23 @@ HTTP and legacy HTTP+SSE), and the era each kind of server is spoken to in."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from pydantic import JsonValue
 
 from subagent.messages import ToolOutcome
 from subagent.tools import open_tools
-from tests.support.npm_servers import everything_argv, everything_over_http, free_port
+from tests.support.npm_servers import everything_argv, everything_over_http, free_port, node, server_script
 from tests.tools.servers import EventLog, make_payload, stdio_server, tool_call
 
 pytestmark = [pytest.mark.anyio, pytest.mark.processes]
+
+# A 1×1 PNG.
+PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d49444154789c63f8ffff3f0005fe02fea7"
+    "d6a4b80000000049454e44ae426082"
+)
 
 
 def http_spec(port: int, transport: str = "http", path: str = "/mcp") -> dict[str, object]:
@@ -133,3 +142,36 @@ async def test_a_tool_that_needs_mcp_tasks_is_not_offered_and_the_catalogue_says
         ) in router.resource_catalogue()
         outcome = await router.call(tool_call("ev__simulate-research-query", topic="x"), timeout_s=5)
         assert outcome.is_error and "not in this agent's granted scope" in outcome.text
+
+
+async def test_the_filesystem_and_memory_reference_servers_work_through_the_router(tmp_path: Path) -> None:
+    (tmp_path / "pixel.png").write_bytes(PNG)
+    filesystem = {
+        "name": "fs",
+        "transport": "stdio",
+        "command": [node(), str(server_script("server-filesystem")), str(tmp_path)],
+    }
+    memory = {
+        "name": "mem",
+        "transport": "stdio",
+        "command": [node(), str(server_script("server-memory"))],
+        "env": {"MEMORY_FILE_PATH": str(tmp_path / "memory.jsonl")},
+    }
+    async with open_tools(make_payload(filesystem, memory), sink=EventLog()) as router:  # type: ignore[arg-type]
+        path = str(tmp_path / "notes.txt")
+        wrote = await router.call(tool_call("fs__write_file", path=path, content="hello"), timeout_s=10)
+        assert not wrote.is_error, wrote.text
+        assert (await router.call(tool_call("fs__read_text_file", path=path), timeout_s=10)).text == "hello"
+        media = await router.call(
+            tool_call("fs__read_media_file", path=str(tmp_path / "pixel.png")), timeout_s=10
+        )
+        assert [(i.mime_type, i.size_bytes) for i in media.images] == [("image/png", len(PNG))]
+        entity: dict[str, JsonValue] = {
+            "name": "agentd",
+            "entityType": "daemon",
+            "observations": ["supervises agents"],
+        }
+        created = await router.call(tool_call("mem__create_entities", entities=[entity]), timeout_s=10)
+        assert not created.is_error, created.text
+        graph = await router.call(tool_call("mem__read_graph"), timeout_s=10)
+        assert "supervises agents" in graph.text
