@@ -1,8 +1,8 @@
-"""Thin wrappers over the Linux process primitives agentd relies on: prctl, pidfds, rlimits.
+"""Thin wrappers over the Linux process primitives agentd relies on: prctl and pidfds.
 
 Every `prctl`, `pidfd_open`, `pidfd_send_signal` and `waitid(P_PIDFD)` in the supervisor, the
 subagent and the zygote goes through here. The child imports this module before its first
-frame, so it loads only `ctypes`, `os`, `resource` and `signal`.
+frame, so it loads only `ctypes`, `os` and `signal`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
-import resource
 import signal
 
 PR_SET_PDEATHSIG = 1
@@ -55,25 +54,6 @@ def pdeathsig_preexec(expected_parent: int) -> None:
     _prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
     if os.getppid() != expected_parent:
         os._exit(1)
-
-
-def trade_address_space_for_data() -> None:
-    """`preexec_fn` body for a tool server: lift the soft `RLIMIT_AS` to its hard limit and bound
-    `RLIMIT_DATA` (private writable memory) by the old soft value instead.
-
-    Address space is what runtimes reserve, not what they use: under 8 GiB of it Node's
-    WebAssembly (and so its `fetch`) fails to start. `RLIMIT_DATA` counts only memory that can
-    be written, so it still stops a runaway allocation. No-op when the soft limit is the hard one
-    (nothing can be lifted).
-    """
-    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    if soft == hard:
-        return
-    data_soft, data_hard = resource.getrlimit(resource.RLIMIT_DATA)
-    bound = soft if data_hard == resource.RLIM_INFINITY else min(soft, data_hard)
-    if data_soft == resource.RLIM_INFINITY or data_soft > bound:
-        resource.setrlimit(resource.RLIMIT_DATA, (bound, data_hard))
-    resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
 
 
 def open_pidfd(pid: int) -> int:

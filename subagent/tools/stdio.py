@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import resource
 import signal
 import subprocess
 from collections.abc import AsyncIterator
@@ -27,7 +28,7 @@ from mcp.types import jsonrpc_message_adapter
 
 from processes.climb import LadderTarget, climb
 from processes.ladder import LadderPolicy, plan
-from processes.linux import open_pidfd, pdeathsig_preexec, trade_address_space_for_data
+from processes.linux import open_pidfd, pdeathsig_preexec
 from processes.pipes import read_chunk
 from protocol.framing import LineSplitter, Oversize
 from protocol.spawn import McpServerSpec
@@ -92,6 +93,25 @@ def server_environment(spec: McpServerSpec) -> dict[str, str]:
     env = {k: v for k in INHERITED_ENV if (v := os.environ.get(k)) is not None and not v.startswith("()")}
     env.update({k: v.get_secret_value() for k, v in spec.env.items()})
     return env
+
+
+def trade_address_space_for_data() -> None:
+    """`preexec_fn` body for a tool server: lift the soft `RLIMIT_AS` to its hard limit and bound
+    `RLIMIT_DATA` (private writable memory) by the old soft value instead.
+
+    Address space is what runtimes reserve, not what they use: under 8 GiB of it Node's
+    WebAssembly (and so its `fetch`) fails to start. `RLIMIT_DATA` counts only memory that can
+    be written, so it still stops a runaway allocation. No-op when the soft limit is the hard one
+    (nothing can be lifted).
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == hard:
+        return
+    data_soft, data_hard = resource.getrlimit(resource.RLIMIT_DATA)
+    bound = soft if data_hard == resource.RLIM_INFINITY else min(soft, data_hard)
+    if data_soft == resource.RLIM_INFINITY or data_soft > bound:
+        resource.setrlimit(resource.RLIMIT_DATA, (bound, data_hard))
+    resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
 
 
 def _server_preexec(parent_pid: int) -> None:
