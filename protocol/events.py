@@ -39,6 +39,8 @@ EventName = Literal[
     # Extensions beyond DESIGN §13, each documented in docs/events.md.
     "mcp.connect",
     "mcp.disconnect",
+    "mcp.log",
+    "mcp.progress",
     "loop.compact",
     "log.stderr",
     "api.accept",

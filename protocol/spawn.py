@@ -81,6 +81,8 @@ class EndpointSpec(_Wire):
     read_idle_timeout_s: float = Field(default=30.0, gt=0)
     first_token_timeout_s: float = Field(default=60.0, gt=0)
     stream_idle_timeout_s: float = Field(default=30.0, gt=0)
+    # The endpoint accepts images (OpenAI `image_url` parts, Anthropic `image` blocks).
+    images: bool = False
 
     @field_serializer("api_key")
     def _ser_api_key(self, value: SecretStr | None, info: SerializationInfo) -> str | None:
@@ -95,11 +97,40 @@ class EndpointSpec(_Wire):
         return self
 
 
+class OAuthSpec(_Wire):
+    """OAuth 2 client credentials for a remote MCP server (a service's unattended flows only)."""
+
+    method: Literal["client_secret_basic", "client_secret_post", "private_key_jwt"] = "client_secret_basic"
+    client_id: str = Field(min_length=1, max_length=512)
+    client_secret: SecretStr | None = None
+    # PEM private key that signs the `private_key_jwt` assertion.
+    private_key: SecretStr | None = None
+    jwt_algorithm: str = Field(default="RS256", max_length=16)
+    scope: str | None = Field(default=None, max_length=2048)
+    # The authorization server the credentials belong to; tokens are requested only from it.
+    issuer: str | None = Field(default=None, max_length=2048)
+
+    @field_serializer("client_secret", "private_key")
+    def _ser_secret(self, value: SecretStr | None, info: SerializationInfo) -> str | None:
+        return _reveal(value, info)
+
+    @model_validator(mode="after")
+    def _check_method(self) -> OAuthSpec:
+        if self.method == "private_key_jwt" and self.private_key is None:
+            raise ValueError("private_key_jwt needs a private key")
+        if self.method != "private_key_jwt" and self.client_secret is None:
+            raise ValueError(f"{self.method} needs a client secret")
+        return self
+
+
+McpLogLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
+
+
 class McpServerSpec(_Wire):
     """One granted MCP server: how to reach it and which of its tools are in scope."""
 
     name: Name
-    transport: Literal["stdio", "http"]
+    transport: Literal["stdio", "http", "sse"]
     command: list[str] = Field(default_factory=list, max_length=256)
     env: dict[str, SecretStr] = Field(default_factory=dict)
     cwd: str | None = None
@@ -111,6 +142,9 @@ class McpServerSpec(_Wire):
     trust: list[str] = Field(default_factory=list)
     connect_timeout_s: float = Field(default=30.0, gt=0)
     call_timeout_s: float = Field(default=120.0, gt=0)
+    # The `logging/setLevel` sent after connecting (2026: the per-request log opt-in); None: none.
+    log_level: McpLogLevel | None = None
+    oauth: OAuthSpec | None = None
 
     @field_serializer("env", "headers")
     def _ser_secret_map(self, value: dict[str, SecretStr], info: SerializationInfo) -> dict[str, str | None]:
@@ -120,8 +154,8 @@ class McpServerSpec(_Wire):
     def _check_transport(self) -> McpServerSpec:
         if self.transport == "stdio" and not self.command:
             raise ValueError("a stdio MCP server needs a command")
-        if self.transport == "http" and not self.url:
-            raise ValueError("an http MCP server needs a url")
+        if self.transport in ("http", "sse") and not self.url:
+            raise ValueError(f"an {self.transport} MCP server needs a url")
         return self
 
 

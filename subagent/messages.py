@@ -39,6 +39,19 @@ class AssistantMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class ImagePart:
+    """An image a tool returned (base64 `data`); sent only to endpoints that accept images."""
+
+    mime_type: str
+    data: str
+
+    @property
+    def size_bytes(self) -> int:
+        """Decoded size, from the base64 length (never decoded here)."""
+        return len(self.data.rstrip("=")) * 3 // 4
+
+
+@dataclass(frozen=True, slots=True)
 class ToolResultMessage:
     """The observation for one tool call, as the model will read it."""
 
@@ -48,6 +61,8 @@ class ToolResultMessage:
     is_error: bool = False
     # Set when lever 1 replaced the body with a stub; the original is gone from the transcript.
     stubbed: bool = False
+    # Images that go with `text` (which still describes each as a placeholder).
+    images: tuple[ImagePart, ...] = ()
 
 
 Message = UserMessage | AssistantMessage | ToolResultMessage
@@ -109,6 +124,7 @@ class ToolOutcome:
 
     text: str
     is_error: bool = False
+    images: tuple[ImagePart, ...] = ()
 
 
 CHARS_PER_TOKEN = 4

@@ -245,6 +245,13 @@ def render_event(event: EventView) -> str | None:
         return f"  MCP {f.get('server')}: {f.get('outcome')} ({f.get('tools', 0)} tools)"
     if name == "tool.call":
         return f"  → {f.get('tool')}"
+    if name == "mcp.progress":
+        total = f.get("total")
+        done = f"{f.get('progress')}/{total}" if total is not None else f"{f.get('progress')}"
+        message = f" {f.get('message')}" if f.get("message") else ""
+        return f"  … {f.get('server')}/{f.get('tool')} {done}{message}"
+    if name == "mcp.log" and f.get("level") not in ("debug", "info", "notice"):
+        return f"  MCP {f.get('server')} {f.get('level')}: {f.get('message')}"
     if name == "tool.result":
         outcome = "error" if f.get("is_error") else "ok"
         return f"  ← {f.get('tool')} {outcome} ({f.get('dur_ms')} ms)"

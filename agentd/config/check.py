@@ -20,7 +20,7 @@ from agentd.config.cron import cron_problem, zone_problem
 from agentd.config.file import EMBEDDED_SCRIPT, AgentdFile
 from agentd.config.redact import argv_credentials, url_credentials
 from agentd.config.secrets import SecretSource, SecretUnavailable
-from agentd.config.servers import CREDENTIAL_HEADERS, MAX_CHAIN, IntelligenceSection, McpServer
+from agentd.config.servers import CREDENTIAL_HEADERS, MAX_CHAIN, IntelligenceSection, McpSection, McpServer
 from agentd.errors import ConfigProblem
 from protocol.spawn import Name
 
@@ -58,6 +58,51 @@ def rule_of_two_violation(
         "(untagged servers count as untrusted_input). Narrow the grant, correct the servers' trust tags, "
         f"or set allow_rule_of_two_violation = true on {', '.join(refusing)}"
     )
+
+
+OAUTH_KEYS = (
+    "oauth_client_id",
+    "oauth_method",
+    "oauth_client_secret_env",
+    "oauth_client_secret_file",
+    "oauth_private_key_file",
+    "oauth_scope",
+    "oauth_issuer",
+)
+
+
+def _check_oauth(key: str, section: McpSection, out: list[ConfigProblem]) -> None:
+    """OAuth keys make sense together: a client id, and the one credential its method uses."""
+    given = [k for k in OAUTH_KEYS if getattr(section, k) is not None]
+    if not given:
+        return
+    if section.oauth_client_id is None:
+        out.append(ConfigProblem(f"{key}.{given[0]}", "needs oauth_client_id"))
+        return
+    secrets = [k for k in ("oauth_client_secret_env", "oauth_client_secret_file") if getattr(section, k)]
+    if len(secrets) > 1:
+        out.append(
+            ConfigProblem(f"{key}.oauth_client_secret_file", "also set oauth_client_secret_env; keep one")
+        )
+    jwt = section.oauth_method == "private_key_jwt" or (
+        section.oauth_method is None and section.oauth_private_key_file is not None
+    )
+    if jwt and section.oauth_private_key_file is None:
+        out.append(
+            ConfigProblem(f"{key}.oauth_private_key_file", "required for oauth_method private_key_jwt")
+        )
+    if not jwt and not secrets:
+        out.append(
+            ConfigProblem(
+                f"{key}.oauth_client_secret_env",
+                "a client secret is required (oauth_client_secret_env or oauth_client_secret_file); or set "
+                "oauth_private_key_file for private_key_jwt",
+            )
+        )
+    if section.oauth_issuer is not None and urlsplit(section.oauth_issuer).scheme not in ("http", "https"):
+        out.append(
+            ConfigProblem(f"{key}.oauth_issuer", "must be the authorization server's http(s) issuer URL")
+        )
 
 
 def _check_url(
@@ -150,8 +195,9 @@ def _check_server(server: McpServer, out: list[ConfigProblem], notices: list[str
     transport = section.effective_transport
     if transport == "stdio" and not section.argv:
         out.append(ConfigProblem(f"{key}.command", "required for a stdio server (the program to start)"))
-    if transport == "http" and section.url is None:
-        out.append(ConfigProblem(f"{key}.url", "required for an http server (or set command for stdio)"))
+    if transport != "stdio" and section.url is None:
+        need = f"required for an {transport} server (or set command for stdio)"
+        out.append(ConfigProblem(f"{key}.url", need))
     _check_url(f"{key}.url", section.url, out, notices, hint="headers_from")
     flags = argv_credentials(section.argv)
     if flags:
@@ -160,9 +206,10 @@ def _check_server(server: McpServer, out: list[ConfigProblem], notices: list[str
             f"({', '.join(flags)}); any local user can read it in `ps`: use env_from instead"
         )
     stdio_only = ("command", "args", "env", "env_from", "env_file", "cwd")
-    http_only = ("headers", "headers_from")
-    other = "stdio" if transport == "http" else "http"
-    for field in stdio_only if transport == "http" else http_only:
+    http_only = ("headers", "headers_from", *OAUTH_KEYS)
+    _check_oauth(key, section, out)
+    other = "http and sse" if transport == "stdio" else "stdio"
+    for field in http_only if transport == "stdio" else stdio_only:
         if field in section.model_fields_set and getattr(section, field):
             out.append(
                 ConfigProblem(f"{key}.{field}", f"applies to {other} servers only; this one is {transport}")

@@ -136,6 +136,7 @@ class Config:
             read_idle_timeout_s=section.read_idle_timeout_s,
             first_token_timeout_s=section.first_token_timeout_s,
             stream_idle_timeout_s=section.stream_idle_timeout_s,
+            images=section.images,
         )
 
     def endpoint_chain(self, name: str | None) -> list[EndpointSpec]:

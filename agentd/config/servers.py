@@ -18,7 +18,7 @@ from pydantic.json_schema import SkipJsonSchema
 from agentd.config.secrets import SecretSource
 from agentd.config.sections import Section, TrustTag
 from agentd.config.types import Command, ConfigPath, EnvName, HeaderName, Name, Seconds
-from protocol.spawn import EndpointSpec, McpServerSpec
+from protocol.spawn import EndpointSpec, McpLogLevel, McpServerSpec, OAuthSpec
 
 DEFAULT_BASE_URLS: dict[str, str] = {
     "openai": "https://api.openai.com/v1",
@@ -93,6 +93,11 @@ class IntelligenceSection(Section):
         gt=0,
         description="Streaming: longest silence between chunks.",
     )
+    images: bool = Field(
+        default=False,
+        description="The model accepts images: images from tool results and resources are sent (data "
+        "URLs / image blocks, capped per result and per request) instead of only described.",
+    )
     script: ConfigPath | None = Field(
         default=None, description="kind scripted: the JSON script to play (docs/scripted-model.md)."
     )
@@ -119,10 +124,12 @@ class IntelligenceSection(Section):
 
 
 class McpSection(Section):
-    """One MCP server: a stdio command the subagent starts, or a streamable-HTTP URL."""
+    """One MCP server: a stdio command the subagent starts, or a streamable-HTTP (or legacy SSE) URL."""
 
-    transport: Literal["stdio", "http"] | None = Field(
-        default=None, description="Default: stdio when command is set, http when url is set."
+    transport: Literal["stdio", "http", "sse"] | None = Field(
+        default=None,
+        description="Default: stdio when command is set, http when url is set. `sse`: the legacy "
+        "HTTP+SSE transport (protocol 2024-11-05), for servers that offer only that.",
     )
     command: Command | None = Field(
         default=None,
@@ -130,7 +137,11 @@ class McpSection(Section):
         "would (no expansion, no shell).",
     )
     args: list[str] = Field(default_factory=list, description="stdio: arguments appended to command.")
-    url: str | None = Field(default=None, max_length=2048, description="http: the streamable-HTTP endpoint.")
+    url: str | None = Field(
+        default=None,
+        max_length=2048,
+        description="http: the streamable-HTTP endpoint; sse: the SSE endpoint (usually ending in /sse).",
+    )
     env: dict[EnvName, str] = Field(
         default_factory=dict, description="stdio: environment variables with plain (non-secret) values."
     )
@@ -170,6 +181,46 @@ class McpSection(Section):
         gt=0,
         description="One tool call, at most (also clamped to the task's remaining time).",
     )
+    oauth_client_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=512,
+        description="http, sse: OAuth client id for the client-credentials grant (a service's own "
+        "credentials; no browser). Setting it turns OAuth on.",
+    )
+    oauth_method: Literal["client_secret_basic", "client_secret_post", "private_key_jwt"] | None = Field(
+        default=None,
+        description="How the client authenticates to the token endpoint. Default: private_key_jwt when "
+        "oauth_private_key_file is set, else client_secret_basic.",
+    )
+    oauth_client_secret_env: EnvName | None = Field(
+        default=None, description="The daemon's environment variable holding the OAuth client secret."
+    )
+    oauth_client_secret_file: ConfigPath | None = Field(
+        default=None, description="File holding the OAuth client secret; must not be readable by every user."
+    )
+    oauth_private_key_file: ConfigPath | None = Field(
+        default=None,
+        description="PEM private key that signs the private_key_jwt assertion; must not be readable by "
+        "every user.",
+    )
+    oauth_jwt_algorithm: str = Field(
+        default="RS256", max_length=16, description="Signing algorithm of the assertion (RS256, ES256, …)."
+    )
+    oauth_scope: str | None = Field(
+        default=None, max_length=2048, description="Scopes to request, space-separated."
+    )
+    oauth_issuer: str | None = Field(
+        default=None,
+        max_length=2048,
+        description="The authorization server the credentials belong to (its issuer URL): tokens are then "
+        "requested only from it, whatever the MCP server points to. Recommended.",
+    )
+    log_level: McpLogLevel | None = Field(
+        default=None,
+        description="Ask the server for log messages at this level and above (`logging/setLevel`); "
+        "they become `mcp.log` events. Unset: none is asked for.",
+    )
     allow_rule_of_two_violation: bool = Field(
         default=False,
         description="Consent to grants that break the Rule of Two; a violating grant passes only when "
@@ -177,7 +228,7 @@ class McpSection(Section):
     )
 
     @property
-    def effective_transport(self) -> Literal["stdio", "http"]:
+    def effective_transport(self) -> Literal["stdio", "http", "sse"]:
         if self.transport is not None:
             return self.transport
         return "stdio" if self.command is not None else "http"
@@ -230,6 +281,33 @@ class McpServer:
             headers=sources(section.headers, section.headers_from, "headers"),
         )
 
+    def _oauth(self, environ: Mapping[str, str]) -> OAuthSpec | None:
+        section, key = self.section, f"mcp.{self.name}"
+        if section.oauth_client_id is None:
+            return None
+        secret = key_file = None
+        if section.oauth_client_secret_env is not None:
+            where = f"{key}.oauth_client_secret_env"
+            secret = SecretSource("env", section.oauth_client_secret_env, where=where).read(environ)
+        elif section.oauth_client_secret_file is not None:
+            where = f"{key}.oauth_client_secret_file"
+            secret = SecretSource("file", section.oauth_client_secret_file, where=where).read(environ)
+        if section.oauth_private_key_file is not None:
+            where = f"{key}.oauth_private_key_file"
+            key_file = SecretSource("file", section.oauth_private_key_file, where=where).read(environ)
+        method = section.oauth_method or (
+            "private_key_jwt" if key_file is not None else "client_secret_basic"
+        )
+        return OAuthSpec(
+            method=method,
+            client_id=section.oauth_client_id,
+            client_secret=secret,
+            private_key=key_file,
+            jwt_algorithm=section.oauth_jwt_algorithm,
+            scope=section.oauth_scope,
+            issuer=section.oauth_issuer,
+        )
+
     def spec(self, environ: Mapping[str, str]) -> McpServerSpec:
         """The grant sent to a subagent, secrets read now. Raises `SecretUnavailable` (its
         `where` names the key)."""
@@ -240,6 +318,7 @@ class McpServer:
             env.update(env_file.read_all())
         env.update({k: source.read(environ) for k, source in self.env.items()})
         return McpServerSpec(
+            oauth=self._oauth(environ),
             name=self.name,
             transport=section.effective_transport,
             command=section.argv,
@@ -252,4 +331,5 @@ class McpServer:
             trust=sorted(section.effective_trust),
             connect_timeout_s=section.connect_timeout_s,
             call_timeout_s=section.call_timeout_s,
+            log_level=section.log_level,
         )

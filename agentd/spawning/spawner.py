@@ -135,6 +135,10 @@ def apply_rlimits(pid: int, limits: RLimits) -> None:
         capped = value if hard == resource.RLIM_INFINITY else min(value, hard)
         # CPU: a soft limit sends SIGXCPU first; the hard limit a little later is SIGKILL.
         new_hard = capped + 5 if res == resource.RLIMIT_CPU and hard == resource.RLIM_INFINITY else capped
+        if res == resource.RLIMIT_AS:
+            # Only the soft limit: the subagent lifts it for the MCP servers it starts, whose
+            # runtimes (Node's WebAssembly, JVMs, Go) reserve far more address space than they use.
+            new_hard = hard
         resource.prlimit(pid, res, (capped, new_hard))
 
 

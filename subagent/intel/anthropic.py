@@ -15,6 +15,7 @@ from pydantic import JsonValue
 from protocol.spawn import EndpointSpec
 from subagent.intel.encode_once import EncodeOnceCache, join_array, json_bytes, with_fields
 from subagent.intel.endpoint import Prepared, Sent, as_text_turn
+from subagent.intel.images import ImageSelection
 from subagent.intel.openai import new_call_id
 from subagent.intel.replies import arguments_object, object_arguments, with_estimated_usage
 from subagent.intel.reply_body import reply_from_body
@@ -49,10 +50,21 @@ def encode_blocks(message: Message) -> tuple[str, bytes]:
     if isinstance(message, UserMessage):
         return "user", json_bytes({"type": "text", "text": message.text or EMPTY_TURN})
     if isinstance(message, ToolResultMessage):
+        content: JsonValue = message.text
+        if message.images:
+            parts: list[JsonValue] = [{"type": "text", "text": message.text}]
+            for image in message.images:
+                source: dict[str, JsonValue] = {
+                    "type": "base64",
+                    "media_type": image.mime_type,
+                    "data": image.data,
+                }
+                parts.append({"type": "image", "source": source})
+            content = parts
         block: dict[str, JsonValue] = {
             "type": "tool_result",
             "tool_use_id": message.call_id,
-            "content": message.text,
+            "content": content,
         }
         if message.is_error:
             block["is_error"] = True
@@ -170,6 +182,9 @@ class AnthropicMessages:
         self._text_messages: EncodeOnceCache[Message, tuple[str, bytes]] = EncodeOnceCache(
             _encode_text_blocks
         )
+        # Images only in native requests; a JSON-action request carries the text placeholder.
+        self._images = ImageSelection(enabled=spec.images)
+        self._no_images = ImageSelection(enabled=False)
         self._tools: EncodeOnceCache[ToolSpec, bytes] = EncodeOnceCache(encode_tool)
 
     @property
@@ -183,8 +198,11 @@ class AnthropicMessages:
         }
         if request.system:
             head["system"] = request.system
-        cache = self._text_messages if request.json_actions else self._messages
-        tail = {"messages": join_array(merge_turns(cache.encode_all(request.messages)))}
+        if request.json_actions:
+            cache, messages = self._text_messages, self._no_images.select(request.messages)
+        else:
+            cache, messages = self._messages, self._images.select(request.messages)
+        tail = {"messages": join_array(merge_turns(cache.encode_all(messages)))}
         if request.tools:
             tail["tools"] = join_array(self._tools.encode_all(request.tools))
         body = with_fields(head, tail)

@@ -16,12 +16,20 @@ from protocol.spawn import EndpointSpec
 from subagent.errors import IntelTransient
 from subagent.intel.encode_once import EncodeOnceCache, join_array, with_fields
 from subagent.intel.endpoint import Prepared, Sent, as_text_turn
+from subagent.intel.images import ImageSelection
 from subagent.intel.openai_stream import ChatStream
-from subagent.intel.openai_wire import encode_message, encode_system, encode_tool, parse_completion
+from subagent.intel.openai_wire import (
+    encode_image_turn,
+    encode_message,
+    encode_system,
+    encode_tool,
+    parse_completion,
+    with_image_turns,
+)
 from subagent.intel.replies import with_estimated_usage
 from subagent.intel.reply_body import Received, reply_from_body
 from subagent.intel.transport import checked_headers, post_json, post_sse
-from subagent.messages import Message, ModelReply, ModelRequest, ToolSpec
+from subagent.messages import Message, ModelReply, ModelRequest, ToolResultMessage, ToolSpec
 
 
 def new_call_id() -> str:
@@ -45,6 +53,10 @@ class OpenAIChat:
         # One cache per tool mode: a run that switches to JSON actions re-encodes its history once.
         self._messages: EncodeOnceCache[Message, bytes] = EncodeOnceCache(encode_message)
         self._text_messages: EncodeOnceCache[Message, bytes] = EncodeOnceCache(_encode_text_turn)
+        # Images only in native requests; a JSON-action request carries the text placeholder.
+        self._images = ImageSelection(enabled=spec.images)
+        self._no_images = ImageSelection(enabled=False)
+        self._image_turns: EncodeOnceCache[ToolResultMessage, bytes] = EncodeOnceCache(encode_image_turn)
         self._tools: EncodeOnceCache[ToolSpec, bytes] = EncodeOnceCache(encode_tool)
         self._system: tuple[str, bytes] | None = None
 
@@ -63,8 +75,11 @@ class OpenAIChat:
             head["stream_options"] = {"include_usage": True}
         if request.tools:
             head["tool_choice"] = "auto"
-        cache = self._text_messages if request.json_actions else self._messages
-        messages = cache.encode_all(request.messages)
+        if request.json_actions:
+            messages = self._text_messages.encode_all(self._no_images.select(request.messages))
+        else:
+            selected = self._images.select(request.messages)
+            messages = with_image_turns(selected, self._messages.encode_all(selected), self._image_turns)
         if request.system:
             messages.insert(0, self._system_bytes(request.system))
         tail = {"messages": join_array(messages)}

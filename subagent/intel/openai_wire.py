@@ -7,12 +7,12 @@ description of what was wrong and no echo of the content.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeGuard
 
 from pydantic import JsonValue
 
-from subagent.intel.encode_once import json_bytes
+from subagent.intel.encode_once import EncodeOnceCache, json_bytes
 from subagent.intel.replies import arguments_wire, object_arguments
 from subagent.messages import (
     AssistantMessage,
@@ -35,6 +35,47 @@ def encode_message(message: Message) -> bytes:
     if isinstance(message, ToolResultMessage):
         return json_bytes({"role": "tool", "tool_call_id": message.call_id, "content": message.text})
     return json_bytes(_assistant(message))
+
+
+def encode_image_turn(message: ToolResultMessage) -> bytes:
+    """The user message carrying a tool result's images as `image_url` data-URL parts.
+
+    A `tool` message can only hold text, so the images follow the batch of tool messages.
+    """
+    parts: list[JsonValue] = [
+        {"type": "text", "text": f"[images from tool call {message.call_id} ({message.name})]"}
+    ]
+    parts += [
+        {"type": "image_url", "image_url": {"url": f"data:{image.mime_type};base64,{image.data}"}}
+        for image in message.images
+    ]
+    return json_bytes({"role": "user", "content": parts})
+
+
+def with_image_turns(
+    messages: Sequence[Message], encoded: list[bytes], image_turns: EncodeOnceCache[ToolResultMessage, bytes]
+) -> list[bytes]:
+    """`encoded` with an image turn after each run of tool messages that carried images.
+
+    Inserted after the whole run: a user message between the tool messages of one assistant
+    turn is refused by the API.
+    """
+    with_images = [m for m in messages if isinstance(m, ToolResultMessage) and m.images]
+    if not with_images:
+        image_turns.encode_all(())
+        return encoded
+    turns = dict(zip((id(m) for m in with_images), image_turns.encode_all(with_images), strict=True))
+    out: list[bytes] = []
+    pending: list[bytes] = []
+    for message, data in zip(messages, encoded, strict=True):
+        if not isinstance(message, ToolResultMessage):
+            out.extend(pending)
+            pending = []
+        out.append(data)
+        if isinstance(message, ToolResultMessage) and id(message) in turns:
+            pending.append(turns[id(message)])
+    out.extend(pending)
+    return out
 
 
 def _assistant(message: AssistantMessage) -> dict[str, JsonValue]:

@@ -51,7 +51,7 @@ def stub_oldest(
     for index, stub in aged:
         msg = out[index]
         assert isinstance(msg, ToolResultMessage)
-        out[index] = replace(msg, text=stub, stubbed=True)
+        out[index] = replace(msg, text=stub, stubbed=True, images=())
         delta += len(stub) - len(msg.text)
     return tuple(out), kept, delta
 

@@ -435,7 +435,11 @@ def on_tool_results(
             outcome = next(executed, ToolOutcome("the call did not complete", is_error=True))
             repeats = progress.settle_repeat(repeats, planned.key, outcome)
             n_executed += 1
-        results.append(ToolResultMessage(planned.call.id, planned.call.name, outcome.text, outcome.is_error))
+        results.append(
+            ToolResultMessage(
+                planned.call.id, planned.call.name, outcome.text, outcome.is_error, images=outcome.images
+            )
+        )
         observed.append(f"{int(outcome.is_error)}:{outcome.text}")
     first = len(state.transcript)
     calls = {p.call.id: p.call for p in state.pending}

@@ -87,10 +87,7 @@ def system_prompt(config: LoopConfig, *, resources: str, tools: tuple[ToolSpec, 
     if config.tool_mode == "json":
         sections.append(_json_tools_section(tools))
     if resources:
-        sections.append(
-            "## resources\nResources you can read with `resource_read` (listed for awareness; bodies "
-            "are not included):\n" + resources
-        )
+        sections.append("## resources\n" + resources)  # the catalogue carries its own header
     sections.append(_output_section(config))
     sections.append(_limits_section(config))
     return "\n\n".join(sections)

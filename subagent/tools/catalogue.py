@@ -1,12 +1,14 @@
 """The resource catalogue: awareness of what can be read, never the bodies (RFC 0007 §3.8; pure).
 
-One compact line per resource while the whole block fits `budget_bytes`; past that, resources
+One compact line per resource or resource template while the whole block fits `budget_bytes`
+(a template's `{placeholders}` let the model name resources no listing could); past that, resources
 are summarised by URI prefix with counts, then by scheme, and the block is cut to the budget
 with a count of what was left out. The model reads a body deliberately, with `resource_read`.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -15,7 +17,8 @@ READ_TOOL = "resource_read"
 MAX_LINE_DESCRIPTION = 160
 MAX_FIELD_CHARS = 300
 
-_HEADER = f"Resources you can read with `{READ_TOOL}` (uri):"
+_HEADER = f"Resources you can read with `{READ_TOOL}` (uri; listed for awareness, bodies are not included):"
+_TEMPLATE_NOTE = "A uri with {placeholders} is a template: fill them in to name a resource."
 _SUMMARY_HEADER = f"Resources (too many to list; read one with `{READ_TOOL}` and its full uri):"
 
 
@@ -29,6 +32,8 @@ class CatalogueEntry:
     description: str = ""
     mime_type: str | None = None
     size: int | None = None
+    # `uri` is an RFC 6570 uri template (from `resources/templates/list`), not a uri.
+    template: bool = False
 
 
 def _one_line(text: str, limit: int) -> str:
@@ -43,6 +48,8 @@ def _fits(text: str, budget_bytes: int) -> bool:
 def entry_line(entry: CatalogueEntry) -> str:
     """One resource as a single compact line: uri, name, type, size, one-line description."""
     parts = [f"- {_one_line(entry.uri, MAX_FIELD_CHARS)}"]
+    if entry.template:
+        parts.append("(template)")
     name = _one_line(entry.name, MAX_FIELD_CHARS)
     if name and name != entry.uri:
         parts.append(f'"{name}"')
@@ -52,6 +59,39 @@ def entry_line(entry: CatalogueEntry) -> str:
     description = _one_line(entry.description, MAX_LINE_DESCRIPTION)
     line = " ".join(parts)
     return f"{line}: {description}" if description else line
+
+
+_EXPRESSION = re.compile(r"\{([+#./;?&]?)([^}]*)\}")
+
+
+def template_pattern(template: str) -> re.Pattern[str]:
+    """A regex matching the uris an RFC 6570 template can expand to (levels 1–3; pure).
+
+    `{var}` is one path segment's worth, `{+var}`/`{#var}` anything, `{/var}` further segments,
+    `{?a,b}`/`{&a}` a query part, `{.var}`/`{;var}` their prefixed forms.
+    """
+    parts: list[str] = []
+    position = 0
+    for match in _EXPRESSION.finditer(template):
+        parts.append(re.escape(template[position : match.start()]))
+        operator = match.group(1)
+        if operator in ("+", "#"):
+            parts.append(".*")
+        elif operator == "/":
+            parts.append("(?:/[^/?#]*)*")
+        elif operator in ("?", "&"):
+            parts.append(r"(?:[?&][^#]*)?")
+        elif operator in (".", ";"):
+            parts.append(f"(?:{re.escape(operator)}[^/?#]*)*")
+        else:
+            parts.append("[^/?#]*")
+        position = match.end()
+    parts.append(re.escape(template[position:]))
+    return re.compile("".join(parts))
+
+
+def template_matches(template: str, uri: str) -> bool:
+    return template_pattern(template).fullmatch(uri) is not None
 
 
 def uri_prefix(uri: str) -> str:
@@ -112,7 +152,8 @@ def render_catalogue(entries: Sequence[CatalogueEntry], budget_bytes: int) -> st
     """The catalogue block for the model, at most `budget_bytes` UTF-8 bytes ("" if nothing fits)."""
     if not entries or budget_bytes <= 0:
         return ""
-    full = "\n".join([_HEADER, *(entry_line(e) for e in entries)])
+    header = _HEADER if not any(e.template for e in entries) else f"{_HEADER}\n{_TEMPLATE_NOTE}"
+    full = "\n".join([header, *(entry_line(e) for e in entries)])
     if _fits(full, budget_bytes):
         return full
     for key, noun in ((uri_prefix, "under"), (uri_scheme, "with scheme")):

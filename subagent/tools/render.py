@@ -13,7 +13,12 @@ from collections.abc import Iterable, Sequence
 
 import mcp_types
 
+from subagent.messages import ImagePart
+
 MAX_OBSERVATION_CHARS = 100_000
+# Images kept with one result (decoded bytes); the model sees a placeholder for every image anyway.
+MAX_IMAGE_BYTES_PER_RESULT = 2 * 1024 * 1024
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 EMPTY_RESULT = "(the tool returned no content)"
 EMPTY_RESOURCE = "(the resource is empty)"
 
@@ -50,9 +55,28 @@ def _block(block: mcp_types.ContentBlock) -> str:
     if isinstance(block, mcp_types.EmbeddedResource):
         resource = block.resource
         if isinstance(resource, mcp_types.TextResourceContents):
-            return resource.text
-        return f"[resource {resource.uri}: blob {_blob(resource.mime_type, resource.blob)}]"
-    return f"[resource {block.uri}]"
+            facts = f" ({_field(resource.mime_type)})" if resource.mime_type else ""
+            return f"[resource {_field(resource.uri)}{facts}]\n{resource.text}"
+        return f"[resource {_field(resource.uri)}: blob {_blob(resource.mime_type, resource.blob)}]"
+    return _link(block)
+
+
+def _field(text: str, limit: int = 300) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else f"{line[: limit - 1]}…"
+
+
+def _link(link: mcp_types.ResourceLink) -> str:
+    """A resource link with what the server said about it; the model may read it with `resource_read`."""
+    parts = [f"[resource link {_field(link.uri)}"]
+    if link.name and link.name != link.uri:
+        parts.append(f'"{_field(link.name)}"')
+    facts = [f for f in (link.mime_type, None if link.size is None else f"{link.size} bytes") if f]
+    if facts:
+        parts.append(f"({', '.join(_field(f) for f in facts)})")
+    text = " ".join(parts)
+    description = _field(link.description or "", 500)
+    return f"{text}: {description}]" if description else f"{text}]"
 
 
 def _join(parts: Iterable[str]) -> str:
@@ -68,6 +92,43 @@ def render_tool_result(result: mcp_types.CallToolResult) -> str:
         structured = json.dumps(result.structured_content, separators=(",", ":"), ensure_ascii=False)
         text = _join([text, structured])
     return cap_text(text or EMPTY_RESULT)
+
+
+def _capped_images(candidates: Iterable[ImagePart], cap: int) -> tuple[ImagePart, ...]:
+    kept: list[ImagePart] = []
+    total = 0
+    for image in candidates:
+        if image.mime_type in IMAGE_TYPES and total + image.size_bytes <= cap:
+            kept.append(image)
+            total += image.size_bytes
+    return tuple(kept)
+
+
+def tool_result_images(
+    result: mcp_types.CallToolResult, cap: int = MAX_IMAGE_BYTES_PER_RESULT
+) -> tuple[ImagePart, ...]:
+    """The images of a result a model may be shown: known types, in order, within `cap` bytes."""
+    found: list[ImagePart] = []
+    for block in result.content:
+        if isinstance(block, mcp_types.ImageContent):
+            found.append(ImagePart(block.mime_type, "".join(block.data.split())))
+        elif isinstance(block, mcp_types.EmbeddedResource) and isinstance(
+            block.resource, mcp_types.BlobResourceContents
+        ):
+            found.append(ImagePart(block.resource.mime_type or "", "".join(block.resource.blob.split())))
+    return _capped_images(found, cap)
+
+
+def resource_images(
+    result: mcp_types.ReadResourceResult, cap: int = MAX_IMAGE_BYTES_PER_RESULT
+) -> tuple[ImagePart, ...]:
+    """The image blobs of a `resources/read` result, as for a tool result."""
+    found = [
+        ImagePart(c.mime_type or "", "".join(c.blob.split()))
+        for c in result.contents
+        if isinstance(c, mcp_types.BlobResourceContents)
+    ]
+    return _capped_images(found, cap)
 
 
 def render_resource(result: mcp_types.ReadResourceResult) -> str:

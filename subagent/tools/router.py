@@ -3,7 +3,8 @@
 It offers every granted MCP tool under its wire name plus the self-tools, maps a call back to
 its server, and turns every failure into an observation for the model. It raises only `McpFatal`
 (a required server is gone for good) or cancellation. A server that dies mid-call is restarted
-once; the call itself is never repeated, because it may not be idempotent.
+once; the call itself is never repeated, because it may not be idempotent. An HTTP server that
+refused a call because it forgot the session gets a new session and the call once more: it never ran.
 """
 
 from __future__ import annotations
@@ -25,11 +26,11 @@ from subagent.errors import McpFatal
 from subagent.messages import JsonObject, ToolCall, ToolOutcome, ToolSpec
 from subagent.telemetry import EventSink, describe
 from subagent.tools import delegate
-from subagent.tools.catalogue import CatalogueEntry, render_catalogue
+from subagent.tools.catalogue import CatalogueEntry, render_catalogue, template_matches
 from subagent.tools.compact import compact_catalogue
 from subagent.tools.connection import Failure, ServerLink
 from subagent.tools.naming import ToolRef, assign_wire_names, offered_spec
-from subagent.tools.render import render_tool_result
+from subagent.tools.render import render_tool_result, tool_result_images
 from subagent.tools.selftools import (
     IDLE_SPEC,
     NOTE_READ,
@@ -47,6 +48,7 @@ from subagent.tools.selftools import (
     read_resource,
 )
 
+MAX_WITHHELD_SHOWN = 10
 _TRACEPARENT = re.compile(r"^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
 
 # The `err` of a `tool.result` event: what went wrong, as a kind (an observation's text may
@@ -64,6 +66,23 @@ ErrorKind = Literal[
     "mcp_fatal",
     "cancelled",
 ]
+
+
+def needs_tasks(tool: mcp_types.Tool) -> bool:
+    """A tool that can only run task-augmented (MCP Tasks), which agentd does not support yet."""
+    return tool.execution is not None and tool.execution.task_support == "required"
+
+
+def withheld_note(names: list[str], *, shown: int = MAX_WITHHELD_SHOWN) -> str:
+    """The line telling the model which tools exist but are not offered, and why ("" if none)."""
+    if not names:
+        return ""
+    listed = ", ".join(f"`{n}`" for n in names[:shown])
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return (
+        f"Not offered: {listed}{more} — they need MCP Tasks (task-augmented execution), which "
+        "agentd does not support yet."
+    )
 
 
 def call_meta(payload: SpawnPayload) -> mcp_types.RequestParamsMeta:
@@ -103,12 +122,15 @@ class _LinkSource:
         self.name = link.name
 
     def lists(self, uri: str) -> bool:
-        return any(r.uri == uri for r in self._link.listing.resources)
+        listing = self._link.listing
+        return any(r.uri == uri for r in listing.resources) or any(
+            template_matches(t.uri_template, uri) for t in listing.templates
+        )
 
     async def read(self, uri: str) -> mcp_types.ReadResourceResult | Failure:
         generation = self._link.generation
         result = await self._link.read_resource(uri, timeout_s=self._timeout_s)
-        if isinstance(result, Failure) and result.kind == "lost":
+        if isinstance(result, Failure) and result.kind in ("lost", "session"):
             error = await self._restart(self._link, generation)
             if error is not None:
                 return Failure("lost", f"the server died and could not be restarted ({error})")
@@ -144,7 +166,8 @@ class ToolRouter:
         return self._specs
 
     def resource_catalogue(self) -> str:
-        """The compact resource awareness block (RFC 0007 §3.8), or "" when there is none."""
+        """The compact resource awareness block (RFC 0007 §3.8), then a line naming the tools withheld
+        because they need MCP Tasks; "" when there is neither."""
         return self._catalogue
 
     @property
@@ -166,11 +189,16 @@ class ToolRouter:
         """Recompute the offered tools and the catalogue from the latest listings."""
         offered = self._offered()
         tools: dict[ToolRef, mcp_types.Tool] = {}
+        withheld: list[str] = []
         for link in offered:
             allowed = None if link.spec.tools is None else frozenset(link.spec.tools)
             for tool in link.listing.tools:
-                if allowed is None or tool.name in allowed:
-                    tools.setdefault(ToolRef(link.name, tool.name), tool)
+                if allowed is not None and tool.name not in allowed:
+                    continue
+                if needs_tasks(tool):
+                    withheld.append(f"{link.name}/{tool.name}")
+                    continue
+                tools.setdefault(ToolRef(link.name, tool.name), tool)
         names = assign_wire_names(tools, reserved=RESERVED_NAMES)
         wire = {ref: name for name, ref in names.items()}
         offered_specs = [
@@ -179,7 +207,7 @@ class ToolRouter:
         # Rendered for the primary endpoint's window: boilerplate dropped, long descriptions cut.
         specs = list(compact_catalogue(offered_specs, self._payload.intelligence[0].context_window))
         routes = {name: _Route(ref.server, ref.tool) for name, ref in names.items()}
-        has_resources = any(link.listing.has_resources for link in offered)
+        has_resources = any(link.listing.readable for link in offered)
         for spec in SPECS:
             if spec.name != RESOURCE_READ or has_resources:
                 specs.append(spec)
@@ -197,7 +225,13 @@ class ToolRouter:
             for link in offered
             for r in link.listing.resources
         ]
-        catalogue = render_catalogue(entries, self._payload.loop.catalogue_bytes)
+        entries += [
+            CatalogueEntry(link.name, t.uri_template, t.name, t.description or "", t.mime_type, template=True)
+            for link in offered
+            for t in link.listing.templates
+        ]
+        resources = render_catalogue(entries, self._payload.loop.catalogue_bytes)
+        catalogue = "\n\n".join(part for part in (resources, withheld_note(withheld)) if part)
         if tuple(specs) != self._specs or catalogue != self._catalogue:
             self._version += 1
         self._specs, self._routes, self._catalogue = tuple(specs), routes, catalogue
@@ -276,20 +310,37 @@ class ToolRouter:
             outcome = await self._self_tool(route.tool, call.arguments, timeout_s)
             return outcome, "tool_error" if outcome.is_error else None
         link = next(link for link in self._links if link.name == route.server)
-        return await self._mcp_call(link, route.tool, call.name, call.arguments, timeout_s)
+        return await self._mcp_call(link, route.tool, call, timeout_s)
 
     async def _mcp_call(
-        self, link: ServerLink, tool: str, wire_name: str, arguments: JsonObject, timeout_s: float
+        self, link: ServerLink, tool: str, call: ToolCall, timeout_s: float
     ) -> tuple[ToolOutcome, ErrorKind | None]:
+        wire_name, arguments = call.name, call.arguments or {}
         timeout_s = min(timeout_s, link.spec.call_timeout_s)
         if timeout_s <= 0:
             text = f"tool `{wire_name}` was not run: no time is left before the deadline"
             return ToolOutcome(text, is_error=True), "timeout"
         generation = link.generation
-        result = await link.call_tool(tool, arguments, timeout_s=timeout_s, meta=self._meta)
+        result = await link.call_tool(tool, arguments, timeout_s=timeout_s, meta=self._meta, call_id=call.id)
+        if isinstance(result, Failure) and result.kind == "session":
+            # Refused unrun (the server restarted and forgot us): a new session, then the call
+            # once more — safe for any tool, because the first attempt never ran.
+            error = await self._restart(link, generation)
+            if error is not None:
+                text = (
+                    f"tool `{wire_name}` was not run: MCP server `{link.name}` lost the session and a "
+                    f"new one could not be opened ({error}); its tools are no longer available."
+                )
+                return ToolOutcome(text, is_error=True), "server_withdrawn"
+            result = await link.call_tool(
+                tool, arguments, timeout_s=timeout_s, meta=self._meta, call_id=call.id
+            )
         if not isinstance(result, Failure):
-            outcome = ToolOutcome(render_tool_result(result), is_error=bool(result.is_error))
+            images = tool_result_images(result)
+            outcome = ToolOutcome(render_tool_result(result), is_error=bool(result.is_error), images=images)
             return outcome, "tool_error" if outcome.is_error else None
+        if result.kind == "session":
+            return ToolOutcome(failure_text(wire_name, result, timeout_s), is_error=True), "transport"
         if result.kind != "lost":
             return ToolOutcome(failure_text(wire_name, result, timeout_s), is_error=True), result.kind
         error = await self._restart(link, generation)
@@ -316,7 +367,7 @@ class ToolRouter:
         try:
             if tool == RESOURCE_READ:
                 args = ResourceReadArgs.model_validate(arguments)
-                links = [link for link in self._offered() if link.listing.has_resources]
+                links = [link for link in self._offered() if link.listing.readable]
                 sources = [_LinkSource(link, timeout_s, self._restart) for link in links]
                 return await read_resource(args, sources)
             if tool == NOTE_WRITE:

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 from protocol.spawn import SpawnPayload
 from subagent.messages import JsonObject, ToolOutcome, ToolSpec
 from subagent.tools.connection import Failure
-from subagent.tools.render import render_resource
+from subagent.tools.render import render_resource, resource_images
 
 RESOURCE_READ = "resource_read"
 NOTE_WRITE = "note_write"
@@ -138,7 +138,7 @@ async def read_resource(args: ResourceReadArgs, sources: Sequence[ResourceSource
     for source in candidates:
         result = await source.read(args.uri)
         if not isinstance(result, Failure):
-            return ToolOutcome(render_resource(result))
+            return ToolOutcome(render_resource(result), images=resource_images(result))
         failures.append(f"{source.name}: {result.detail}")
     return ToolOutcome(f"resource `{args.uri}` could not be read ({'; '.join(failures)})", is_error=True)
 

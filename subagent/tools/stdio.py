@@ -13,10 +13,12 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import resource
 import signal
 import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, field
 
 import anyio
 import anyio.lowlevel
@@ -31,6 +33,7 @@ from processes.pipes import read_chunk
 from protocol.framing import LineSplitter, Oversize
 from protocol.spawn import McpServerSpec
 from subagent.errors import AgentError
+from subagent.tools.unreadable import UnreadableLines, example
 
 logger = logging.getLogger(__name__)
 
@@ -57,11 +60,63 @@ class OversizedLine(AgentError, ValueError):
     """The server wrote a stdout line over the cap; it was dropped unread."""
 
 
+@dataclass(slots=True)
+class StdioNotes:
+    """What the transport saw that explains a connection failing: the caller reads it afterwards."""
+
+    # Set when the transport gave up on the server (its stdout is not JSON-RPC).
+    verdict: str | None = None
+    # The server's exit status once it exited (negative: the signal that ended it).
+    exit_status: int | None = None
+    # The last line it wrote to stderr (capped), the usual place for a dying server's reason.
+    last_stderr: str | None = None
+    unreadable: UnreadableLines | None = None
+    # Set once `exit_status` is known (stdout's EOF can arrive just before the exit is seen).
+    exited: anyio.Event = field(default_factory=anyio.Event)
+
+    def exit_text(self) -> str | None:
+        """`exited with status 3` / `was killed by SIGKILL`, with its last stderr line; None if alive."""
+        if self.exit_status is None:
+            return None
+        if self.exit_status < 0:
+            try:
+                how = f"was killed by {signal.Signals(-self.exit_status).name}"
+            except ValueError:
+                how = f"was killed by signal {-self.exit_status}"
+        else:
+            how = f"exited with status {self.exit_status}"
+        return f"{how} (last stderr: {self.last_stderr})" if self.last_stderr else how
+
+
 def server_environment(spec: McpServerSpec) -> dict[str, str]:
     """The server's whole environment: a few safe variables of ours plus its own `env` (secrets here only)."""
     env = {k: v for k in INHERITED_ENV if (v := os.environ.get(k)) is not None and not v.startswith("()")}
     env.update({k: v.get_secret_value() for k, v in spec.env.items()})
     return env
+
+
+def trade_address_space_for_data() -> None:
+    """`preexec_fn` body for a tool server: lift the soft `RLIMIT_AS` to its hard limit and bound
+    `RLIMIT_DATA` (private writable memory) by the old soft value instead.
+
+    Address space is what runtimes reserve, not what they use: under 8 GiB of it Node's
+    WebAssembly (and so its `fetch`) fails to start. `RLIMIT_DATA` counts only memory that can
+    be written, so it still stops a runaway allocation. No-op when the soft limit is the hard one
+    (nothing can be lifted).
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == hard:
+        return
+    data_soft, data_hard = resource.getrlimit(resource.RLIMIT_DATA)
+    bound = soft if data_hard == resource.RLIM_INFINITY else min(soft, data_hard)
+    if data_soft == resource.RLIM_INFINITY or data_soft > bound:
+        resource.setrlimit(resource.RLIMIT_DATA, (bound, data_hard))
+    resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
+
+
+def _server_preexec(parent_pid: int) -> None:
+    pdeathsig_preexec(parent_pid)
+    trade_address_space_for_data()
 
 
 def _spawn(spec: McpServerSpec) -> subprocess.Popen[bytes]:
@@ -76,7 +131,7 @@ def _spawn(spec: McpServerSpec) -> subprocess.Popen[bytes]:
         cwd=spec.cwd,
         close_fds=True,
         start_new_session=True,
-        preexec_fn=functools.partial(pdeathsig_preexec, os.getpid()),
+        preexec_fn=functools.partial(_server_preexec, os.getpid()),
     )
     for pipe in (process.stdin, process.stdout, process.stderr):
         assert pipe is not None
@@ -88,6 +143,9 @@ def parse_line(line: bytes | Oversize) -> SessionMessage | Exception:
     """One stdout line as a session message, or the reason it is not one (returned, not raised)."""
     if isinstance(line, Oversize):
         return OversizedLine(f"MCP server wrote a {line.size}-byte line (cap {MAX_LINE_BYTES}); dropped")
+    if not line.lstrip().startswith(b"{"):
+        # Not even a JSON object: skip the parser (a flood of log lines must stay cheap).
+        return ValueError("not a JSON-RPC message")
     try:
         return SessionMessage(jsonrpc_message_adapter.validate_json(line, by_name=False))
     except ValueError as exc:
@@ -143,12 +201,20 @@ async def _write_all(fd: int, data: bytes) -> None:
 
 
 @asynccontextmanager
-async def open_stdio_transport(spec: McpServerSpec) -> AsyncIterator[TransportStreams]:
+async def open_stdio_transport(
+    spec: McpServerSpec, notes: StdioNotes | None = None
+) -> AsyncIterator[TransportStreams]:
     """Spawn the server in `spec` and yield the session's `(read_stream, write_stream)` pair.
+
+    Lines that are not JSON-RPC never reach the session: they are counted and summarised in the
+    log (`UnreadableLines`), and if more than a few arrive before the first readable message the
+    read side is closed, so `initialize` fails at once; `notes` then says why.
 
     Raises:
         OSError: the command could not be started.
     """
+    notes = notes if notes is not None else StdioNotes()
+    unreadable = notes.unreadable = UnreadableLines(spec.name)
     process = _spawn(spec)
     stdin, stdout, stderr = process.stdin, process.stdout, process.stderr
     assert stdin is not None and stdout is not None and stderr is not None
@@ -170,21 +236,38 @@ async def open_stdio_transport(spec: McpServerSpec) -> AsyncIterator[TransportSt
     writer_scope = anyio.CancelScope()
     prefix = f"[mcp:{spec.name}] ".encode()
 
+    async def deliver(line: bytes | Oversize) -> None:
+        if not isinstance(line, Oversize) and not line.strip():
+            return
+        item = parse_line(line)
+        if isinstance(item, SessionMessage):
+            unreadable.readable()
+            await read_writer.send(item)
+            return
+        report = unreadable.note(line.size if isinstance(line, Oversize) else line, anyio.current_time())
+        if report is not None:
+            logger.warning("%s", report)
+        if unreadable.hopeless:
+            notes.verdict = unreadable.verdict()
+            logger.warning("MCP server %s: %s", spec.name, notes.verdict)
+            raise anyio.ClosedResourceError  # ends the session's read side, as an EOF would
+
     async def read_stdout() -> None:
         splitter = LineSplitter(MAX_LINE_BYTES)
         try:
             async with read_writer:
                 while chunk := await read_chunk(stdout_fd):
                     for line in splitter.feed(chunk):
-                        if isinstance(line, Oversize) or line.strip():
-                            await read_writer.send(parse_line(line))
+                        await deliver(line)
                 for line in splitter.close():
-                    await read_writer.send(parse_line(line))
+                    await deliver(line)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             # The session is gone; keep draining so a server blocked on a full pipe can exit.
             while await read_chunk(stdout_fd):
                 pass
         finally:
+            if (report := unreadable.summary(anyio.current_time())) is not None:
+                logger.warning("%s", report)
             stdout_done.set()
 
     async def write_stdin() -> None:
@@ -200,13 +283,19 @@ async def open_stdio_transport(spec: McpServerSpec) -> AsyncIterator[TransportSt
         finally:
             writer_done.set()
 
+    def keep_last(line: bytes) -> None:
+        if line.strip():
+            notes.last_stderr = example(line.strip())
+
     async def forward_stderr() -> None:
         lines = _CappedLines(STDERR_LINE_BYTES)
         try:
             while chunk := await read_chunk(stderr_fd):
                 for line in lines.feed(chunk):
+                    keep_last(line)
                     _write_stderr(prefix + line + b"\n")
             for line in lines.close():
+                keep_last(line)
                 _write_stderr(prefix + line + b"\n")
         finally:
             stderr_done.set()
@@ -219,6 +308,8 @@ async def open_stdio_transport(spec: McpServerSpec) -> AsyncIterator[TransportSt
         with suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, signal.SIGKILL)
         process.poll()  # reaps this pid only (waitpid(pid)), never another child of ours
+        notes.exit_status = process.returncode
+        notes.exited.set()
         exited.set()
         with anyio.move_on_after(PIPES_EOF_AFTER_EXIT_S):
             await stdout_done.wait()

@@ -234,7 +234,7 @@ STDIO = '\n[mcp.fs]\ncommand = "mcp-fs"\n'
         pytest.param(
             "[mcp.fs]\ncommand = 'x'\nheaders = { A = 'b' }\n",
             "mcp.fs.headers",
-            "http servers only",
+            "applies to http and sse servers only",
             id="headers-on-stdio",
         ),
         pytest.param(

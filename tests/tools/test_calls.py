@@ -15,7 +15,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from subagent.messages import ToolCall
+from subagent.messages import ToolCall, ToolOutcome
 from subagent.tools import ToolRouter, open_tools
 from subagent.tools.naming import WIRE_NAME
 from tests.support.leaks import kill_all, wait_no_descendants
@@ -148,6 +148,9 @@ async def test_resource_read_returns_text_and_describes_binary_content(shared: S
     blob = await shared.router.call(tool_call("resource_read", uri="demo://logo"), timeout_s=5)
     assert text.text.startswith("# demo")
     assert blob.text == "[blob: image/png, 64 bytes]"
+    # The image itself goes with the outcome, for an endpoint that accepts images.
+    assert [(i.mime_type, i.size_bytes) for i in blob.images] == [("image/png", 64)]
+    assert text.images == ()
 
 
 async def test_resource_read_goes_to_the_server_that_listed_the_uri(shared: Shared) -> None:
@@ -200,3 +203,11 @@ async def test_a_failed_calls_event_names_the_error_kind_not_the_servers_text(sh
     assert result["is_error"] is True
     assert result["err"] == "tool_error"
     assert "4111" not in json.dumps(result)
+
+
+async def test_a_resource_template_is_in_the_catalogue_and_readable_through_it(shared: Shared) -> None:
+    catalogue = shared.router.resource_catalogue()
+    assert '- demo://greeting/{name} (template) "greeting" (text/plain): A greeting for `name`.' in catalogue
+    assert catalogue.count("Resources you can read") == 1
+    outcome = await shared.router.call(tool_call("resource_read", uri="demo://greeting/ada"), timeout_s=5)
+    assert outcome == ToolOutcome("Hello, ada!")

@@ -6,7 +6,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from subagent.tools.catalogue import CatalogueEntry, entry_line, render_catalogue, uri_prefix
+from subagent.tools.catalogue import (
+    CatalogueEntry,
+    entry_line,
+    render_catalogue,
+    template_matches,
+    uri_prefix,
+)
 
 README = CatalogueEntry(
     "demo", "demo://readme", "readme", "What this is.\nMore detail.", "text/markdown", 1234
@@ -61,7 +67,8 @@ def test_uri_prefixes(uri: str, prefix: str) -> None:
         pytest.param(
             [README],
             4000,
-            "Resources you can read with `resource_read` (uri):\n"
+            "Resources you can read with `resource_read` (uri; listed for awareness, bodies are not "
+            "included):\n"
             '- demo://readme "readme" (text/markdown, 1234 bytes): What this is. More detail.',
             id="fits",
         ),
@@ -110,3 +117,31 @@ entries = st.lists(
 @given(entries, st.integers(min_value=0, max_value=3000))
 def test_the_catalogue_never_exceeds_its_budget(items: list[CatalogueEntry], budget: int) -> None:
     assert len(render_catalogue(items, budget).encode()) <= budget
+
+
+def test_templates_are_listed_marked_and_explained_once() -> None:
+    template = CatalogueEntry(
+        "demo", "demo://greeting/{name}", "greeting", "Greets someone.", "text/plain", template=True
+    )
+    block = render_catalogue([README, template], 4000)
+    lines = block.splitlines()
+    assert lines[0].startswith("Resources you can read with `resource_read`")
+    assert lines[1] == "A uri with {placeholders} is a template: fill them in to name a resource."
+    assert lines[-1] == '- demo://greeting/{name} (template) "greeting" (text/plain): Greets someone.'
+    assert block.count("Resources you can read") == 1
+
+
+@pytest.mark.parametrize(
+    ("template", "uri", "matches"),
+    [
+        ("demo://greeting/{name}", "demo://greeting/ada", True),
+        ("demo://greeting/{name}", "demo://greeting/ada/lovelace", False),
+        ("file:///{+path}", "file:///srv/a/b.txt", True),
+        ("db://{table}/rows{?limit,offset}", "db://users/rows?limit=5&offset=10", True),
+        ("db://{table}/rows{?limit,offset}", "db://users/rows", True),
+        ("test://static/resource/{id}", "test://static/resource/7", True),
+        ("test://static/resource/{id}", "test://other/resource/7", False),
+    ],
+)
+def test_a_template_matches_the_uris_it_expands_to(template: str, uri: str, matches: bool) -> None:
+    assert template_matches(template, uri) is matches

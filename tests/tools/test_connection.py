@@ -9,7 +9,7 @@ import pytest
 from mcp import ClientSession, MCPError
 
 from subagent.tools.connection import MAX_ITEMS, MAX_PAGES, Failure, failure_from, list_tools
-from subagent.tools.http import TRANSPORT_FAILED
+from subagent.tools.http import SESSION_LOST, TRANSPORT_FAILED, session_lost
 
 pytestmark = pytest.mark.anyio
 
@@ -36,10 +36,48 @@ pytestmark = pytest.mark.anyio
             -32602, "Unknown tool: x", Failure("protocol", "protocol error -32602: Unknown tool: x")
         ),
         pytest.param(0, "boom\n  trace", Failure("protocol", "protocol error 0: boom trace"), id="one-line"),
+        pytest.param(
+            -32602,
+            "MCP error -32602: Tool x not found",
+            Failure("protocol", "protocol error -32602: Tool x not found"),
+            id="ts-sdk-prefix-not-doubled",
+        ),
+        pytest.param(
+            SESSION_LOST,
+            "the server does not know this session (HTTP 404)",
+            Failure("session", "the server does not know this session (HTTP 404)"),
+            id="session-lost",
+        ),
     ],
 )
 def test_json_rpc_errors_translate_once_into_failures(code: int, message: str, failure: Failure) -> None:
     assert failure_from(MCPError(code, message)) == failure
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "lost"),
+    [
+        pytest.param(404, b"", True, id="bare-404"),
+        pytest.param(
+            404, b'{"jsonrpc":"2.0","id":1,"error":{"code":-32001,"message":"Session not found"}}', True
+        ),
+        pytest.param(
+            400,
+            b'{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"}}',
+            True,
+            id="server-everything",
+        ),
+        pytest.param(
+            404, b'{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"Method not found"}}', False
+        ),
+        pytest.param(400, b'{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"Bad params"}}', False),
+        pytest.param(400, b"bad request", False, id="bare-400"),
+        pytest.param(400, b"<html>invalid session</html>", True, id="html-400-naming-the-session"),
+        pytest.param(500, b"session", False, id="not-a-refusal"),
+    ],
+)
+def test_a_refusal_naming_the_session_means_the_session_is_lost(status: int, body: bytes, lost: bool) -> None:
+    assert session_lost(status, body) is lost
 
 
 def test_an_enormous_server_error_message_is_bounded() -> None:

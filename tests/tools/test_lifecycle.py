@@ -7,6 +7,7 @@ fails, `tools/list_changed` refreshing the offered tools, and the shutdown ladde
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import anyio
@@ -49,7 +50,11 @@ async def test_an_optional_server_that_never_answers_is_left_out_and_reported() 
 
 async def test_a_required_server_whose_command_cannot_start_aborts_naming_it() -> None:
     payload = make_payload({"name": "ghost", "transport": "stdio", "command": ["/nonexistent/mcp-server"]})
-    with pytest.raises(McpFatal, match="required MCP server `ghost` could not connect: could not start"):
+    with pytest.raises(
+        McpFatal,
+        match="required MCP server `ghost` could not connect: could not start the server: "
+        "No such file or directory: /nonexistent/mcp-server",
+    ):
         async with open_tools(payload, sink=EventLog()):
             pytest.fail("unreachable")
 
@@ -126,3 +131,39 @@ async def test_a_server_ignoring_eof_and_sigterm_is_killed_at_the_last_rung(tmp_
             pid = int(started.name.removeprefix("silent-"))
     # open_tools returns only once the ladder is done: the server is gone (and reaped).
     assert not psutil.pid_exists(pid)
+
+
+async def test_a_server_that_exits_before_initialize_is_reported_with_its_status_and_last_words() -> None:
+    script = "import sys; sys.stderr.write('missing API_TOKEN\\n'); sys.exit(3)"
+    payload = make_payload({"name": "dies", "transport": "stdio", "command": [sys.executable, "-c", script]})
+    with anyio.fail_after(LADDER_S + 10), pytest.raises(McpFatal) as raised:
+        async with open_tools(payload, sink=EventLog()):
+            pytest.fail("unreachable")
+    assert str(raised.value) == (
+        "required MCP server `dies` could not connect: the server exited with status 3 "
+        "(last stderr: missing API_TOKEN) before answering initialize"
+    )
+
+
+async def test_resource_read_is_not_offered_when_no_server_lists_a_resource_or_template() -> None:
+    events = EventLog()
+    payload = make_payload(stdio_server("bare", "mcp_junk.py", "--empty-resources"))
+    async with open_tools(payload, sink=events) as router:
+        assert "bare__flood" in names(router)
+        # It declares the resources capability, lists nothing and has no templates listing (-32601).
+        assert "resource_read" not in names(router)
+        assert router.resource_catalogue() == ""
+    (connected,) = events.named("mcp.connect", server="bare")
+    assert connected["outcome"] == "ok"
+
+
+async def test_an_allow_list_entry_naming_no_tool_is_a_warning_at_connect(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    payload = make_payload(stdio_server("junk", "mcp_junk.py", tools=["flood", "no_such_tool"]))
+    async with open_tools(payload, sink=EventLog()) as router:
+        assert "junk__flood" in names(router)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert (
+        "MCP server junk: the tools allow-list names no_such_tool, which the server does not list" in warnings
+    )

@@ -41,11 +41,14 @@ def text(value: str) -> t.TextContent:
             t.CallToolResult(
                 content=[
                     t.EmbeddedResource(
-                        type="resource", resource=t.TextResourceContents(uri="x://doc", text="inline body")
+                        type="resource",
+                        resource=t.TextResourceContents(
+                            uri="x://doc", mime_type="text/plain", text="inline body"
+                        ),
                     )
                 ]
             ),
-            "inline body",
+            "[resource x://doc (text/plain)]\ninline body",
             id="embedded-text-resource",
         ),
         pytest.param(
@@ -64,8 +67,24 @@ def text(value: str) -> t.TextContent:
         ),
         pytest.param(
             t.CallToolResult(content=[t.ResourceLink(type="resource_link", uri="x://far", name="far")]),
-            "[resource x://far]",
+            '[resource link x://far "far"]',
             id="resource-link",
+        ),
+        pytest.param(
+            t.CallToolResult(
+                content=[
+                    t.ResourceLink(
+                        type="resource_link",
+                        uri="x://far",
+                        name="far.gz",
+                        description="The compressed\nreport.",
+                        mime_type="application/gzip",
+                        size=12,
+                    )
+                ]
+            ),
+            '[resource link x://far "far.gz" (application/gzip, 12 bytes): The compressed report.]',
+            id="resource-link-with-its-facts",
         ),
         pytest.param(
             t.CallToolResult(content=[], structured_content={"result": 3, "ok": True}),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 import sys
 import tracemalloc
@@ -13,14 +14,16 @@ from mcp.shared.message import SessionMessage
 from pydantic import SecretStr
 
 from protocol.spawn import REVEAL_SECRETS, McpServerSpec
+from subagent.messages import ToolOutcome
+from subagent.tools import open_tools
 from subagent.tools.stdio import (
     MAX_LINE_BYTES,
     STDERR_LINE_BYTES,
-    OversizedLine,
+    StdioNotes,
     open_stdio_transport,
     server_environment,
 )
-from tests.tools.servers import FIXTURES, make_payload, stdio_server, wait_until
+from tests.tools.servers import FIXTURES, EventLog, make_payload, stdio_server, tool_call, wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -30,19 +33,21 @@ async def test_an_over_long_stdout_line_is_dropped_unbuffered_and_the_next_line_
     size = 2 * MAX_LINE_BYTES + 1
     command = [sys.executable, str(FIXTURES / "stdio_oversize.py"), str(size)]
     spec = McpServerSpec(name="flood", transport="stdio", command=command)
+    notes = StdioNotes()
     tracemalloc.start()
     try:
-        async with open_stdio_transport(spec) as (read, _write):
+        async with open_stdio_transport(spec, notes) as (read, _write):
             with anyio.fail_after(30):
                 first = await read.receive()
-                second = await read.receive()
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert isinstance(first, OversizedLine)
-    assert str(size) in str(first)
-    assert isinstance(second, SessionMessage)
-    assert second.message.method == "notifications/tools/list_changed"  # type: ignore[union-attr]
+    # The long line never reaches the session: it is counted, with its size as the example.
+    assert notes.unreadable is not None
+    assert notes.unreadable.total == 1
+    assert notes.unreadable.first == f"<a {size}-byte line>"
+    assert isinstance(first, SessionMessage)
+    assert first.message.method == "notifications/tools/list_changed"  # type: ignore[union-attr]
     # The line was twice the cap; holding it whole would have cost at least that much.
     assert peak < size * 3 // 4
 
@@ -94,3 +99,20 @@ async def test_server_stderr_is_forwarded_line_by_line_prefixed_and_capped(
     lines = capfd.readouterr().err.splitlines()
     assert f"[mcp:noisy] {'x' * STDERR_LINE_BYTES} […{10000 - STDERR_LINE_BYTES} bytes dropped]" in lines
     assert "[mcp:noisy] last words" in lines
+
+
+@pytest.mark.processes
+async def test_a_junk_flood_after_initialize_costs_a_few_log_records_and_the_call_still_answers(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="subagent.tools.stdio")
+    payload = make_payload(stdio_server("junk", "mcp_junk.py"))
+    async with open_tools(payload, sink=EventLog()) as router:
+        with anyio.fail_after(30):
+            outcome = await router.call(tool_call("junk__flood", count=100_000), timeout_s=30)
+    assert outcome == ToolOutcome("wrote 100000 junk lines")
+    records = [r.getMessage() for r in caplog.records if r.name == "subagent.tools.stdio"]
+    # The first line at once, then a summary per interval and one at the end: never one per line.
+    assert 2 <= len(records) <= 5, records
+    assert records[0].endswith("not JSON-RPC (dropped): this is not JSON-RPC")
+    assert "(100000 in all; first: this is not JSON-RPC)" in records[-1]
