@@ -35,6 +35,7 @@ from agentd.errors import JournalError, ListenerError, UnsafeDirectory
 from agentd.journal.store import open_journal
 from agentd.options import journal_options, supervisor_options
 from agentd.root_payload import build_payload
+from agentd.service.metrics import build_metrics, exporting
 from agentd.service.reporting import ServiceStatus, run_watchdog, wedge_event_loop, wedge_seconds
 from agentd.service.sdnotify import Notifier
 from agentd.spawning import cgroup
@@ -194,6 +195,7 @@ async def serve(
     spawner: ExecSpawner | ZygoteSpawner = (
         ZygoteSpawner() if config.supervision.spawner == "zygote" else ExecSpawner()
     )
+    metrics = build_metrics(holder.get)
     async with open_journal(config.state_dir, journal_options(config)) as journal, _closing(spawner):
         supervisor = Supervisor(
             journal,
@@ -201,9 +203,10 @@ async def serve(
             spawner,
             supervisor_options(config),
             cgroup_root,
+            metrics,
         )
         recovered = await supervisor.recover()
-        with _listener(config) as sock:
+        with _listener(config) as sock, exporting(metrics, config, journal) as exporter:
             backend = DaemonBackend(journal, supervisor, holder.get)
             limits = ApiLimits(
                 frame_deadline_s=config.daemon.frame_deadline_s,
@@ -243,6 +246,7 @@ async def serve(
                 await tg.start(_signals, supervisor, reload, on_drain, wedge_seconds())
                 tg.start_soon(run_watchdog, notifier)
                 tg.start_soon(status.run)
+                tg.start_soon(exporter.run, supervisor)
                 log.info(
                     "proc.ready",
                     pid=os.getpid(),

@@ -50,6 +50,8 @@ EventName = Literal[
     # fault-injection wedge of the event loop (only with AGENTD_TEST_WEDGE_ON_SIGUSR2 set).
     "proc.notify",
     "proc.wedge",
+    # Metrics outputs (docs/metrics.md): where the listener bound, or a failed textfile write.
+    "proc.metrics",
 ]
 
 EVENT_NAMES: frozenset[str] = frozenset(get_args(EventName))

@@ -38,7 +38,8 @@ ALLOWED_THIRD_PARTY = {
         "structlog",
         "psutil",
     },
-    "agentd": {"anyio", "pydantic", "structlog", "psutil", "jsonschema"},
+    # prometheus_client only under agentd/metrics/ (the `metrics` extra); rich only in the CLI's `top`.
+    "agentd": {"anyio", "pydantic", "structlog", "psutil", "jsonschema", "prometheus_client", "rich"},
 }
 # Which first-party packages each may import.
 ALLOWED_FIRST_PARTY = {
@@ -57,7 +58,7 @@ FLOORS: tuple[frozenset[str], ...] = (
     frozenset({"admission", "root_payload", "options"}),
     frozenset({"supervision"}),
     frozenset({"config", "journal", "spawning"}),
-    frozenset({"private_dirs", "logs"}),
+    frozenset({"private_dirs", "logs", "metrics"}),
     frozenset({"errors"}),
 )
 

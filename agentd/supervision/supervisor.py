@@ -24,6 +24,7 @@ from agentd import logs
 from agentd.errors import AgentdError, InvalidTransition, JournalError
 from agentd.journal.records import TaskRecord
 from agentd.journal.store import Journal
+from agentd.metrics.port import NULL_METRICS, Metrics
 from agentd.spawning import reaper
 from agentd.spawning.cgroup import CgroupRoot
 from agentd.spawning.spawner import Spawner
@@ -68,12 +69,14 @@ class Supervisor:
         spawner: Spawner,
         options: SupervisorOptions | None = None,
         cgroup_root: CgroupRoot | None = None,
+        metrics: Metrics = NULL_METRICS,
     ) -> None:
         self.journal = journal
         self.build_payload = build_payload
         self.spawner = spawner
         self.options = options or SupervisorOptions()
         self.cgroup_root = cgroup_root
+        self.metrics = metrics
         self.log = logs.get()
         self.running: dict[str, _Slot] = {}
         self._drain = DrainState()
@@ -101,6 +104,8 @@ class Supervisor:
         return children | self.spawner.helper_pids()
 
     def notify_submitted(self) -> None:
+        """A submit created a task: count it and wake the scheduler."""
+        self.metrics.task_submitted()
         self._wake.set()
 
     def terminal_event(self, task_id: str) -> anyio.Event:
@@ -248,6 +253,7 @@ class Supervisor:
             drain=self._drain,
             options=self.options.run,
             cgroups=self.cgroup_root,
+            metrics=self.metrics,
         )
         slot.run = TaskRun(ports, slot.record, payload)
         if self.draining:
@@ -269,6 +275,7 @@ class Supervisor:
             error=result.error,
             only_queued=only_queued,
         )
+        self.metrics.task_finished(result.status.value, code)
         self.log.info(
             "task.terminal",
             task_id=record.task_id,

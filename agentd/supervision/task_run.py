@@ -84,12 +84,14 @@ class NodeListener:
 
     def on_ready(self, child: SupervisedChild) -> None:
         ready_ms = int((anyio.current_time() - child.spawned_at) * 1000)
+        self.run.ports.metrics.subagent_ready(anyio.current_time() - child.spawned_at)
         self.log.info("subagent.ready", pid=child.pid, dur_ms=ready_ms)
         self._journal("subagent.ready", {"pid": child.pid, "dur_ms": ready_ms})
 
     def on_event(self, child: SupervisedChild, params: control.EventParams) -> None:
         fields = {k: (v[:FIELD_CAP] if isinstance(v, str) else v) for k, v in params.fields.items()}
         fields.pop("handle", None)
+        self.run.ports.metrics.child_event(params.event, fields)
         level = "info" if params.event in INFO_EVENTS else "debug"
         getattr(self.log, level)(params.event, pid=child.pid, comp=_comp(params.event), **fields)
         self._journal(params.event, fields)
@@ -108,10 +110,12 @@ class NodeListener:
         self.log.info("log.stderr", pid=child.pid, line=line)
 
     def on_verdict(self, child: SupervisedChild, verdict: Verdict) -> None:
+        self.run.ports.metrics.liveness(verdict)
         self.log.warning("subagent.stuck", pid=child.pid, verdict=verdict)
         self._journal("subagent.stuck", {"verdict": verdict})
 
     def on_rung(self, child: SupervisedChild, rung: RungAction, cause: KillCause) -> None:
+        self.run.ports.metrics.rung(rung, cause)
         self.log.warning("subagent.signal", pid=child.pid, rung=rung, cause=cause)
         self._journal("subagent.signal", {"rung": rung, "cause": cause})
 
