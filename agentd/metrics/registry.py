@@ -32,7 +32,7 @@ class PrometheusMetrics:
         # No `*_created` series: a scrape of the daemon's page is half their size without them,
         # and the process start time says when every counter began. (Process-wide; the daemon
         # holds one registry.)
-        disable_created_metrics()
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self._submitted = Counter("agentd_tasks_submitted", "Tasks created by task.submit.", registry=r)
