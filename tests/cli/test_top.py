@@ -189,7 +189,7 @@ def _collect_as_nobody(cwd: Path) -> dict[str, object]:
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another uid")
 def test_another_user_sees_none_of_the_tasks_in_top(tmp_path: Path) -> None:
     tmp_path.chmod(0o755)
-    with _nested_task(tmp_path, daemon_lines=f'socket_group = "{NOGROUP}"\n') as (daemon, _):
+    with _nested_task(tmp_path, daemon_lines=f'socket_group = "{NOGROUP}"\n') as (_daemon, _):
         seen = _collect_as_nobody(tmp_path)
         assert seen["tasks"] == []
         daemon_view = seen["daemon"]
