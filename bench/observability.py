@@ -57,9 +57,8 @@ SMOKE = Settings(rounds=1, turns=6, tasks=1, intake_s=0.5)
 
 def _body(workdir: Path, mode: str, turns: int) -> str:
     workdir.mkdir(parents=True, exist_ok=True)
-    script: list[dict[str, object]] = [{"tool_calls": [{"name": "note_read", "arguments": {}}]}] * (
-        turns - 1
-    ) + [{"text": "done"}]
+    turn: dict[str, object] = {"tool_calls": [{"name": "note_read", "arguments": {}}]}
+    script = [turn] * (turns - 1) + [{"text": "done"}]
     short = [{"match": "^short", "turns": [{"text": "done"}]}]
     body = scripted("m", script, workdir, roles=short) + '[defaults]\nmodel = "m"\n'
     if mode == "metrics":
