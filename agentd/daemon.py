@@ -42,6 +42,7 @@ from agentd.spawning import cgroup
 from agentd.spawning.spawner import ExecSpawner
 from agentd.spawning.zygote_spawner import ZygoteSpawner
 from agentd.supervision.supervisor import Supervisor
+from agentd.tracing import NULL_TRACING, Tracing, from_environment
 from processes.linux import set_child_subreaper
 from protocol.exit_codes import ExitCode
 
@@ -159,6 +160,7 @@ async def serve(
     *,
     on_ready: Callable[[str], None] | None = None,
     overrides: dict[str, object] | None = None,
+    tracing: Tracing = NULL_TRACING,
 ) -> int:
     """Run the daemon until it is drained; returns the process exit code."""
     log = logs.get()
@@ -204,6 +206,7 @@ async def serve(
             supervisor_options(config),
             cgroup_root,
             metrics,
+            tracing,
         )
         recovered = await supervisor.recover()
         with _listener(config) as sock, exporting(metrics, config, journal) as exporter:
@@ -260,6 +263,7 @@ async def serve(
                     on_ready(str(config.socket))
                 await supervisor.wait_drained()
                 tg.cancel_scope.cancel()
+    await anyio.to_thread.run_sync(tracing.close)  # bounded: the last spans, at most 3 s
     notifier.close()
     log.info("proc.exit", pid=os.getpid(), code=0)
     return ExitCode.OK
@@ -285,8 +289,13 @@ def run_serve(
     faulthandler.enable()
     logs.get().info("config.loaded", source=config.source)
     try:
+        tracing = from_environment()
+    except ValueError as exc:  # OTEL_* asks for traces this install cannot give
+        logs.get().error("config.invalid", source="environment", err=str(exc))
+        return ExitCode.USAGE
+    try:
         Path(config.state_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
-        return anyio.run(functools.partial(serve, config, overrides=overrides))
+        return anyio.run(functools.partial(serve, config, overrides=overrides, tracing=tracing))
     except (JournalError, ListenerError, UnsafeDirectory, OSError) as exc:
         # Start-up failures an operator must act on: one clear log line, no traceback.
         logs.get().error("proc.exit", code=1, err=f"{type(exc).__name__}: {exc}")

@@ -37,9 +37,20 @@ ALLOWED_THIRD_PARTY = {
         "jsonschema",
         "structlog",
         "psutil",
+        # subagent/tracing.py only (the API comes with mcp; the SDK is the `otel` extra).
+        "opentelemetry",
     },
     # prometheus_client only under agentd/metrics/ (the `metrics` extra); rich only in the CLI's `top`.
-    "agentd": {"anyio", "pydantic", "structlog", "psutil", "jsonschema", "prometheus_client", "rich"},
+    "agentd": {
+        "anyio",
+        "pydantic",
+        "structlog",
+        "psutil",
+        "jsonschema",
+        "prometheus_client",
+        "rich",
+        "opentelemetry",
+    },
 }
 # Which first-party packages each may import.
 ALLOWED_FIRST_PARTY = {
@@ -58,7 +69,7 @@ FLOORS: tuple[frozenset[str], ...] = (
     frozenset({"admission", "root_payload", "options"}),
     frozenset({"supervision"}),
     frozenset({"config", "journal", "spawning"}),
-    frozenset({"private_dirs", "logs", "metrics"}),
+    frozenset({"private_dirs", "logs", "metrics", "tracing"}),
     frozenset({"errors"}),
 )
 

@@ -29,6 +29,7 @@ from protocol.environment import CGROUP_ENV, RUN_MARKER_ENV, SUPERVISOR_PID_ENV
 # Environment names a child must never inherit (DESIGN §6): systemd's notify, watchdog and
 # socket-activation contracts belong to the daemon alone.
 SCRUBBED_PREFIXES = ("NOTIFY_SOCKET", "WATCHDOG_", "LISTEN_")
+OTEL_PREFIX = "OTEL_"
 PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER", "LOGNAME", "SHELL", "TERM")
 RESET_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1)
 
@@ -93,6 +94,8 @@ def default_argv() -> list[str]:
 def child_environment(request: SpawnRequest, base: Mapping[str, str]) -> dict[str, str]:
     """The child's environment: a short allow-list, the marker, and the supervisor's identity."""
     env = {k: base[k] for k in PASSED_ENV if k in base}
+    # The standard OpenTelemetry settings: a subagent exports its traces where the daemon does.
+    env.update({k: v for k, v in base.items() if k.startswith(OTEL_PREFIX)})
     env.update(request.extra_env)
     env.update(
         {

@@ -31,6 +31,7 @@ from agentd.spawning.spawner import Spawner
 from agentd.supervision.fairness import fair_order
 from agentd.supervision.ports import DrainState, RunOptions, RunPorts
 from agentd.supervision.task_run import TaskRun
+from agentd.tracing import NULL_TRACING, TaskSpan, Tracing
 from protocol.environment import RUN_MARKER_ENV
 from protocol.result import RunError, RunResult, TerminalStatus, exit_code
 from protocol.spawn import SpawnPayload
@@ -58,6 +59,7 @@ class _Slot:
 
     record: TaskRecord
     run: TaskRun | None = None
+    span: TaskSpan | None = None
     cancel_reason: str | None = None
 
 
@@ -70,6 +72,7 @@ class Supervisor:
         options: SupervisorOptions | None = None,
         cgroup_root: CgroupRoot | None = None,
         metrics: Metrics = NULL_METRICS,
+        tracing: Tracing = NULL_TRACING,
     ) -> None:
         self.journal = journal
         self.build_payload = build_payload
@@ -77,6 +80,7 @@ class Supervisor:
         self.options = options or SupervisorOptions()
         self.cgroup_root = cgroup_root
         self.metrics = metrics
+        self.tracing = tracing
         self.log = logs.get()
         self.running: dict[str, _Slot] = {}
         self._drain = DrainState()
@@ -216,6 +220,8 @@ class Supervisor:
         """Run one task to its one terminal status. Nothing one task does or suffers escapes
         this function: an unexpected error ends that task `crashed`, never the scheduler."""
         record = slot.record
+        slot.span = self.tracing.start_task(record.task_id, record.run_id, record.attempts + 1)
+        result: RunResult | None = None
         try:
             try:
                 result = await self._start_and_supervise(slot)
@@ -234,6 +240,7 @@ class Supervisor:
             # The outcome could not be recorded; restart recovery will reconcile the task.
             self.log.error("task.terminal", task_id=record.task_id, err=f"journal: {exc}")
         finally:
+            slot.span.end(result.status.value if result is not None else None)
             self.running.pop(record.task_id, None)
             self._wake.set()
             self.sweep()
@@ -241,6 +248,10 @@ class Supervisor:
     async def _start_and_supervise(self, slot: _Slot) -> RunResult | None:
         try:
             payload = self.build_payload(slot.record)
+            if slot.span is not None and slot.span.traceparent is not None:
+                # The task's span is the parent of its subagents' spans (and its MCP servers').
+                telemetry = payload.telemetry.model_copy(update={"traceparent": slot.span.traceparent})
+                payload = payload.model_copy(update={"telemetry": telemetry})
         except PayloadError as exc:
             return RunResult(status=TerminalStatus.CRASHED, error=RunError(kind="config", message=str(exc)))
         if slot.cancel_reason is not None:
