@@ -1,11 +1,14 @@
-"""What observability costs: per-turn CPU and submit throughput with metrics on and off, one run.
+"""What observability costs: per-turn CPU and submit throughput with metrics and traces on and off.
 
 Each mode runs its own real daemon (zygote spawner, the scripted model): `off` has no
-`[metrics]`, `metrics` serves the listener and is scraped every second while it works. Modes
-alternate round by round, so the shared machine's drift hits them alike. Per-turn CPU is the
+`[metrics]` and no `OTEL_*`; `metrics` serves the listener and is scraped every second while it
+works; `metrics+traces` also exports every span over OTLP/HTTP to a local receiver (the test
+suite's, which decodes each batch). Modes alternate round by round, so the shared machine's drift
+hits them alike. Per-turn CPU is the
 daemon's own CPU plus its reaped subagents' (`RUSAGE_CHILDREN`, which is where a subagent's CPU
 lands once the daemon reaps it) over tasks of `turns` turns each, divided by the turns; submit
-throughput is 8 clients submitting back to back (bench/daemon_intake.py).
+throughput is 8 clients submitting back to back (bench/daemon_intake.py) while one long task
+holds the daemon's only slot, so the submits queue and what is measured is intake.
 
     .venv/bin/python -m bench.observability [--smoke] [--rounds 3] [--out bench/results/observability.json]
 """
@@ -38,9 +41,10 @@ from protocol.api import (
     WaitRequest,
 )
 from tests.support.daemon import scripted
+from tests.tracing.otlp_receiver import OtlpReceiver
 
 RESULTS = Path(__file__).resolve().parent / "results" / "observability.json"
-MODES = ("off", "metrics")
+MODES = ("off", "metrics", "metrics+traces")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,9 +63,12 @@ def _body(workdir: Path, mode: str, turns: int) -> str:
     workdir.mkdir(parents=True, exist_ok=True)
     turn: dict[str, object] = {"tool_calls": [{"name": "note_read", "arguments": {}}]}
     script = [turn] * (turns - 1) + [{"text": "done"}]
-    short = [{"match": "^short", "turns": [{"text": "done"}]}]
+    short = [
+        {"match": "^short", "turns": [{"text": "done"}]},
+        {"match": "^hold", "turns": [{"text": "held", "delay_s": 600}]},
+    ]
     body = scripted("m", script, workdir, roles=short) + '[defaults]\nmodel = "m"\n'
-    if mode == "metrics":
+    if mode != "off":
         body += '[metrics]\nlisten = "127.0.0.1:0"\n'
     return body
 
@@ -109,13 +116,23 @@ def per_turn_cpu_ms(daemon: BenchDaemon, settings: Settings) -> float:
     return round(statistics.median(extra), 2)
 
 
-def one(base: Path, mode: str, round_no: int, settings: Settings) -> dict[str, float]:
-    workdir = base / f"{mode}-{round_no}"
+def hold_the_slot(daemon: BenchDaemon) -> None:
+    """Occupy the daemon's one task slot, so the intake run's submits all stay queued."""
+    with daemon.daemon.client() as api:
+        api.call(SubmitRequest(params=SubmitParams(spec=TaskSpec(instruction="hold the slot"))))
+    daemon.daemon.wait_log("subagent.ready", timeout_s=60)
+
+
+def one(base: Path, mode: str, round_no: int, settings: Settings, otlp: str) -> dict[str, float]:
+    workdir = base / f"{mode.replace('+', '-')}-{round_no}"
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": otlp, "OTEL_SERVICE_NAME": "bench"} if "traces" in mode else {}
     lines = (
         'max_concurrent_tasks = 1\nmax_queued_per_uid = "infinity"\nmax_pending_bytes_per_uid = "infinity"\n'
     )
     lines += "max_connections_per_uid = 128\n"
-    with open_daemon(workdir, _body(workdir, mode, settings.turns), daemon_lines=lines, fast=False) as daemon:
+    with open_daemon(
+        workdir, _body(workdir, mode, settings.turns), daemon_lines=lines, fast=False, env=env
+    ) as daemon:
         stop = threading.Event()
         scraper = None
         if mode != "off":
@@ -123,6 +140,7 @@ def one(base: Path, mode: str, round_no: int, settings: Settings) -> dict[str, f
             scraper.start()
         try:
             per_turn = per_turn_cpu_ms(daemon, settings)
+            hold_the_slot(daemon)
             intake = daemon_intake.measure(daemon, 8, settings.intake_s)
         finally:
             stop.set()
@@ -143,10 +161,10 @@ def main() -> int:
     runs: dict[str, list[dict[str, float]]] = {mode: [] for mode in MODES}
     started = time.monotonic()
     try:
-        with tempfile.TemporaryDirectory(prefix="agentd-bench-obs-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="agentd-bench-obs-") as tmp, OtlpReceiver() as receiver:
             for round_no in range(settings.rounds):
                 for mode in MODES if round_no % 2 == 0 else reversed(MODES):
-                    runs[mode].append(one(Path(tmp), mode, round_no, settings))
+                    runs[mode].append(one(Path(tmp), mode, round_no, settings, receiver.endpoint))
                     print(f"[bench.observability] round {round_no} {mode}: {runs[mode][-1]}", file=sys.stderr)
     finally:
         left = strays([os.getpid()])
@@ -159,14 +177,15 @@ def main() -> int:
         if results
     }
     print(f"agentd observability overhead, {'smoke' if args.smoke else 'default'}: {settings}")
-    print(f"{'mode':<10} {'CPU per turn (daemon + subagents)':>34} {'submits/s (8 clients)':>22}")
+    print(f"{'mode':<16} {'CPU per turn (daemon + subagents)':>34} {'submits/s (8 clients)':>22}")
     for mode, m in medians.items():
-        print(f"{mode:<10} {m['cpu_per_turn_ms']:>31.2f} ms {m['submits_per_s']:>22.0f}")
-    if "off" in medians and "metrics" in medians:
-        off, on = medians["off"], medians["metrics"]
-        cpu = 100 * (on["cpu_per_turn_ms"] / off["cpu_per_turn_ms"] - 1)
-        rate = 100 * (on["submits_per_s"] / off["submits_per_s"] - 1)
-        print(f"metrics on vs off: CPU per turn {cpu:+.1f}%, submits/s {rate:+.1f}%")
+        print(f"{mode:<16} {m['cpu_per_turn_ms']:>31.2f} ms {m['submits_per_s']:>22.0f}")
+    for mode in MODES[1:]:
+        if "off" in medians and mode in medians:
+            off, on = medians["off"], medians[mode]
+            cpu = 100 * (on["cpu_per_turn_ms"] / off["cpu_per_turn_ms"] - 1)
+            rate = 100 * (on["submits_per_s"] / off["submits_per_s"] - 1)
+            print(f"{mode} vs off: CPU per turn {cpu:+.1f}%, submits/s {rate:+.1f}%")
     print(f"processes left at the end: {len(left)}; {time.monotonic() - started:.0f} s")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     document = {"settings": asdict(settings), "smoke": args.smoke, "runs": runs, "medians": medians}
