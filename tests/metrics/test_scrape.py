@@ -11,7 +11,15 @@ import pytest
 
 from protocol.result import TerminalStatus as S
 from tests.metrics.scrape import scrape_tcp, scrape_unix, value
-from tests.support.daemon import Daemon, demo_mcp, running_daemon, scripted, start_daemon, write_config
+from tests.support.daemon import (
+    Daemon,
+    demo_mcp,
+    rogue_command,
+    running_daemon,
+    scripted,
+    start_daemon,
+    write_config,
+)
 from tests.support.fake_llm import FakeLLM, Hang, chat, tool_call
 
 pytestmark = pytest.mark.processes
@@ -126,3 +134,20 @@ def test_a_listener_that_cannot_bind_stops_the_start_with_one_clear_line(tmp_pat
     assert lines, daemon.log_path.read_text()[-2000:]
     assert "metrics listener" in str(lines[-1]["err"]) and "not a socket" in str(lines[-1]["err"])
     assert blocker.read_text() == "keep me"
+
+
+def test_a_wedged_child_counts_one_detector_firing_and_its_ladder(tmp_path: Path) -> None:
+    body = (
+        scripted("m", [{"text": "unused"}], tmp_path)
+        + '[defaults]\nmodel = "m"\n[metrics]\nlisten = "127.0.0.1:0"\n'
+        + "[supervision]\nping_interval_s = 0.2\nmissed_pongs = 3\ncancel_grace_s = 0.5\n"
+        "term_grace_s = 0.5\nkill_reap_s = 2\neof_grace_s = 0.5\n" + rogue_command()
+    )
+    with running_daemon(tmp_path, body) as daemon:
+        address = _listening(daemon)
+        view = daemon.wait(daemon.submit("silent"))  # the rogue stops answering pings
+        assert view.status is S.CRASHED
+        page = scrape_tcp(address)
+        assert value(page, "agentd_liveness_firings_total", verdict="unresponsive") == 1
+        assert value(page, "agentd_kill_ladder_rungs_total", rung="sigterm", cause="stuck") == 1
+        assert value(page, "agentd_tasks_finished_total", status="crashed", exit_code="1") == 1
