@@ -55,7 +55,7 @@ class Settings:
     intake_s: float
 
 
-DEFAULT = Settings(rounds=3, turns=40, tasks=4, intake_s=3.0)
+DEFAULT = Settings(rounds=3, turns=90, tasks=4, intake_s=3.0)
 SMOKE = Settings(rounds=1, turns=6, tasks=1, intake_s=0.5)
 
 
