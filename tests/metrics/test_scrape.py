@@ -151,3 +151,27 @@ def test_a_wedged_child_counts_one_detector_firing_and_its_ladder(tmp_path: Path
         assert value(page, "agentd_liveness_firings_total", verdict="unresponsive") == 1
         assert value(page, "agentd_kill_ladder_rungs_total", rung="sigterm", cause="stuck") == 1
         assert value(page, "agentd_tasks_finished_total", status="crashed", exit_code="1") == 1
+
+
+def test_an_mcp_server_that_dies_mid_call_counts_one_restart(tmp_path: Path) -> None:
+    turns: list[dict[str, object]] = [
+        {"tool_calls": [{"name": "demo__crash", "arguments": {}}]},
+        {"tool_calls": [{"name": "demo__add", "arguments": {"a": 1, "b": 1}}]},
+        {"text": "done"},
+    ]
+    body = (
+        scripted("m", turns, tmp_path)
+        + demo_mcp()
+        + '[defaults]\nmodel = "m"\nmcp = ["demo"]\n[metrics]\nlisten = "127.0.0.1:0"\n'
+    )
+    with running_daemon(tmp_path, body) as daemon:
+        address = _listening(daemon)
+        assert daemon.wait(daemon.submit("crash it, then add")).status is S.COMPLETED
+        page = scrape_tcp(address)
+        assert value(page, "agentd_mcp_server_restarts_total", server="demo") == 1
+        assert value(page, "agentd_tool_calls_total", server="demo", outcome="ok") == 1
+        failed = [
+            value(page, "agentd_tool_calls_total", server="demo", outcome=kind)
+            for kind in ("server_restarted", "transport", "protocol")
+        ]
+        assert sum(failed) == 1, page
