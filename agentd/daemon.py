@@ -37,12 +37,14 @@ from agentd.journal.store import open_journal
 from agentd.options import config_schedules, journal_options, submit_quota, supervisor_options
 from agentd.root_payload import build_payload
 from agentd.scheduling.driver import Scheduler
+from agentd.service.metrics import build_metrics, exporting
 from agentd.service.reporting import ServiceStatus, run_watchdog, wedge_event_loop, wedge_seconds
 from agentd.service.sdnotify import Notifier
 from agentd.spawning import cgroup
 from agentd.spawning.spawner import ExecSpawner
 from agentd.spawning.zygote_spawner import ZygoteSpawner
 from agentd.supervision.supervisor import Supervisor
+from agentd.tracing import NULL_TRACING, Tracing, from_environment
 from processes.linux import set_child_subreaper
 from protocol.exit_codes import ExitCode
 
@@ -207,6 +209,7 @@ async def serve(
     *,
     on_ready: Callable[[str], None] | None = None,
     overrides: dict[str, object] | None = None,
+    tracing: Tracing = NULL_TRACING,
 ) -> int:
     """Run the daemon until it is drained; returns the process exit code."""
     log = logs.get()
@@ -245,6 +248,7 @@ async def serve(
     spawner: ExecSpawner | ZygoteSpawner = (
         ZygoteSpawner() if config.supervision.spawner == "zygote" else ExecSpawner()
     )
+    metrics = build_metrics(holder.get)
     async with open_journal(config.state_dir, journal_options(config)) as journal, _closing(spawner):
         supervisor = Supervisor(
             journal,
@@ -252,6 +256,8 @@ async def serve(
             spawner,
             supervisor_options(config),
             cgroup_root,
+            metrics,
+            tracing,
         )
         scheduler = Scheduler(
             journal,
@@ -259,13 +265,14 @@ async def serve(
             log=log,
             stopped=lambda: supervisor.draining,
             quota=lambda: submit_quota(holder.get()),
+            metrics=metrics,
         )
         supervisor.on_fire_ended = scheduler.fire_ended
         recovered = await supervisor.recover()
         await scheduler.load()
         await _sync_schedules(scheduler, config)
         schedules_changed = anyio.Event()
-        with _listener(config) as sock:
+        with _listener(config) as sock, exporting(metrics, config, journal) as exporter:
             backend = DaemonBackend(journal, supervisor, holder.get, scheduler)
             limits = api_limits(config)  # fixed for the daemon's life: a reload does not change them
             status = ServiceStatus(notifier, supervisor, journal, lambda: holder.reload_error)
@@ -307,6 +314,7 @@ async def serve(
                 await tg.start(_signals, supervisor, reload, on_drain, wedge_seconds())
                 tg.start_soon(run_watchdog, notifier)
                 tg.start_soon(status.run)
+                tg.start_soon(exporter.run, supervisor)
                 log.info(
                     "proc.ready",
                     pid=os.getpid(),
@@ -320,6 +328,7 @@ async def serve(
                     on_ready(str(config.socket))
                 await supervisor.wait_drained()
                 tg.cancel_scope.cancel()
+    await anyio.to_thread.run_sync(tracing.close)  # bounded: the last spans, at most 3 s
     notifier.close()
     log.info("proc.exit", pid=os.getpid(), code=0)
     return ExitCode.OK
@@ -345,8 +354,13 @@ def run_serve(
     faulthandler.enable()
     logs.get().info("config.loaded", source=config.source)
     try:
+        tracing = from_environment()
+    except ValueError as exc:  # OTEL_* asks for traces this install cannot give
+        logs.get().error("config.invalid", source="environment", err=str(exc))
+        return ExitCode.USAGE
+    try:
         Path(config.state_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
-        return anyio.run(functools.partial(serve, config, overrides=overrides))
+        return anyio.run(functools.partial(serve, config, overrides=overrides, tracing=tracing))
     except (JournalError, ListenerError, UnsafeDirectory, OSError) as exc:
         # Start-up failures an operator must act on: one clear log line, no traceback.
         logs.get().error("proc.exit", code=1, err=f"{type(exc).__name__}: {exc}")

@@ -102,12 +102,12 @@ class BenchDaemon:
 
 @contextlib.contextmanager
 def open_daemon(
-    workdir: Path, body: str, *, daemon_lines: str = "", fast: bool = True
+    workdir: Path, body: str, *, daemon_lines: str = "", fast: bool = True, env: dict[str, str] | None = None
 ) -> Iterator[BenchDaemon]:
     """A running daemon with this TOML body; stopped and cleaned up on exit, whatever happens."""
     workdir.mkdir(parents=True, exist_ok=True)
     config = write_config(workdir, body, daemon=daemon_lines, fast=fast)
-    bench = BenchDaemon(start_daemon(workdir, config))
+    bench = BenchDaemon(start_daemon(workdir, config, env))
     try:
         yield bench
     finally:

@@ -133,6 +133,8 @@ class SpawnRequestParams(_Params):
     tool_scope: list[Annotated[str, Field(max_length=200)]] | None = Field(default=None, max_length=256)
     limits: RequestedLimits = RequestedLimits()
     wait: bool = True
+    # The W3C trace context of the delegating tool call; the child's spans are traced under it.
+    traceparent: str | None = Field(default=None, max_length=128)
 
     # A forged identity claim is tolerated on the wire and ignored (never trusted).
     model_config = ConfigDict(extra="ignore", frozen=True)

@@ -61,6 +61,8 @@ EventName = Literal[
     "schedule.resumed",
     "schedule.ended",
     "schedule.deleted",
+    # Metrics outputs (docs/metrics.md): where the listener bound, or a failed textfile write.
+    "proc.metrics",
 ]
 
 EVENT_NAMES: frozenset[str] = frozenset(get_args(EventName))

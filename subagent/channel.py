@@ -53,6 +53,8 @@ class ControlChannel:
         self._closed = False
         # Set by the control thread; read by the loop at its check points (RFC 0007 §3.4).
         self.cancel_requested = threading.Event()
+        # Also told every event, on the emitting task (the traces: subagent/tracing.py).
+        self.observer: Callable[[EventName, dict[str, JsonValue]], None] | None = None
         self.cancel_reason = ""
         # Monotonic time of the event loop's last heartbeat; the thread reports its age.
         self.loop_tick = time.monotonic()
@@ -89,7 +91,9 @@ class ControlChannel:
         return True
 
     def emit(self, event: EventName, fields: dict[str, JsonValue]) -> None:
-        """`EventSink`: report an event to the supervisor as `ev/event`."""
+        """`EventSink`: report an event to the supervisor as `ev/event` (and to the observer)."""
+        if self.observer is not None:
+            self.observer(event, fields)
         self.send(control.Event(params=control.EventParams(event=event, fields=fields)))
 
     # ---- the control thread ----------------------------------------------------------------

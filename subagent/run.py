@@ -45,6 +45,7 @@ from subagent.loop.state import CallModel, CallTools, Finish, LoopState, Termina
 from subagent.messages import ToolOutcome, ToolSpec
 from subagent.telemetry import describe
 from subagent.tools import ToolRouter, open_tools
+from subagent.tracing import tracing
 
 MIN_CALL_TIMEOUT_S = 0.05
 
@@ -339,7 +340,9 @@ def run_task(payload: SpawnPayload, channel: ControlChannel) -> int:
     """The child's top level: run the task; any unexpected error is still reported as `crashed`."""
     started = time.monotonic()
     try:
-        anyio.run(run_async, payload, channel)
+        with tracing(payload) as spans:
+            channel.observer = spans
+            anyio.run(run_async, payload, channel)
     except Exception as exc:  # noqa: BLE001 - the top-level handler: report, never die silently
         import traceback
 

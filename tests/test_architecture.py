@@ -37,9 +37,22 @@ ALLOWED_THIRD_PARTY = {
         "jsonschema",
         "structlog",
         "psutil",
+        # subagent/tracing.py only (the API comes with mcp; the SDK is the `otel` extra).
+        "opentelemetry",
     },
+    # prometheus_client only under agentd/metrics/ (the `metrics` extra); rich only in the CLI's `top`;
     # cronsim evaluates cron expressions (agentd/config/cron.py, agentd/scheduling/plan.py).
-    "agentd": {"anyio", "pydantic", "structlog", "psutil", "jsonschema", "cronsim"},
+    "agentd": {
+        "anyio",
+        "pydantic",
+        "structlog",
+        "psutil",
+        "jsonschema",
+        "cronsim",
+        "prometheus_client",
+        "rich",
+        "opentelemetry",
+    },
 }
 # Which first-party packages each may import.
 ALLOWED_FIRST_PARTY = {
@@ -59,7 +72,7 @@ FLOORS: tuple[frozenset[str], ...] = (
     frozenset({"scheduling"}),
     frozenset({"supervision"}),
     frozenset({"config", "journal", "spawning"}),
-    frozenset({"private_dirs", "logs"}),
+    frozenset({"private_dirs", "logs", "metrics", "tracing"}),
     frozenset({"errors"}),
 )
 

@@ -178,6 +178,17 @@ def build_parser() -> argparse.ArgumentParser:
     _json_arg(p)
 
     p = sub.add_parser(
+        "top",
+        help="a live view of your running tasks as trees (JSON snapshot when piped)",
+        description="Refreshes every --interval seconds; q or Ctrl-C quits. Admins see every task. "
+        "When stdout is not a terminal (or with --json), prints one snapshot as JSON.",
+    )
+    p.add_argument("--interval", type=float, default=1.0, help="seconds between refreshes (default 1)")
+    p.add_argument("--sort", choices=["age", "cpu", "tokens"], default="age", help="task order (default age)")
+    _socket_arg(p)
+    _json_arg(p)
+
+    p = sub.add_parser(
         "run",
         help="run one task without a daemon (embedded supervisor)",
         epilog=EPILOG,
@@ -246,6 +257,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         from agentd.cli.run import cmd_run
 
         return cmd_run(args)
+    if command == "top":
+        from agentd.cli.top import cmd_top
+
+        if not 0.1 <= args.interval <= 3600:
+            sys.stderr.write("agentd top: --interval must be between 0.1 and 3600 seconds\n")
+            return 2
+        return cmd_top(args)
     if command == "demo":
         from agentd.cli.demo import cmd_demo
 

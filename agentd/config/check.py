@@ -9,6 +9,7 @@ by its dotted path) rather than stopping at the first, plus notices that do not 
 from __future__ import annotations
 
 import grp
+import importlib.util
 import os
 import string
 from collections.abc import Iterable, Mapping
@@ -451,4 +452,11 @@ def check_environment(
             grp.getgrgid(int(group)) if group.isdigit() else grp.getgrnam(group)
         except KeyError:
             out.append(ConfigProblem(f"daemon.{key}", f"no group {group!r} on this machine"))
+    metrics = file.metrics
+    wants_metrics = metrics.listen is not None or metrics.textfile is not None
+    if wants_metrics and importlib.util.find_spec("prometheus_client") is None:
+        key = "metrics.listen" if metrics.listen is not None else "metrics.textfile"
+        out.append(ConfigProblem(key, "needs prometheus-client: install agentd[metrics]"))
+    if metrics.textfile is not None and not os.path.isdir(folder := os.path.dirname(metrics.textfile)):
+        out.append(ConfigProblem("metrics.textfile", f"{folder} is not a directory"))
     return out

@@ -16,6 +16,7 @@ from agentd.config.sections import (
     DefaultsSection,
     LimitsSection,
     LoopSection,
+    MetricsSection,
     ScheduleSection,
     Section,
     SecuritySection,
@@ -56,6 +57,9 @@ class AgentdFile(Section):
     )
     loop: LoopSection = Field(default_factory=LoopSection, description="Agentic loop knobs for every task.")
     security: SecuritySection = Field(default_factory=SecuritySection, description="Daemon-wide policy.")
+    metrics: MetricsSection = Field(
+        default_factory=MetricsSection, description="Prometheus metrics outputs (off by default)."
+    )
     intelligence: dict[Name, IntelligenceSection] = Field(
         default_factory=embedded_intelligence,
         description="Model endpoints by name. Declaring any replaces the embedded `demo` endpoint.",

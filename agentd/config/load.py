@@ -304,6 +304,11 @@ def load_config(
                 "path may hold",
             )
         )
+    listen = file.metrics.listen
+    if listen is not None and listen.startswith("/") and os.path.normpath(listen) == str(socket_at):
+        problems.append(
+            ConfigProblem("metrics.listen", "is the API socket; metrics need an address of their own")
+        )
     if problems:
         raise ConfigError(source, problems)
     return Config(

@@ -1,5 +1,5 @@
 """The daemon-wide sections of `agentd.toml`: `[daemon]`, `[defaults]`, `[limits]`,
-`[supervision]`, `[loop]`, `[security]`, `[[trigger]]` and `[[schedule]]`.
+`[supervision]`, `[loop]`, `[security]`, `[metrics]`, `[[trigger]]` and `[[schedule]]`.
 
 These models check shape and single-value ranges; rules that span keys or sections live in
 `agentd.config.check`, which names the exact key of each problem. Every field's `description`
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agentd.config.types import (
     ConfigPath,
@@ -21,6 +21,7 @@ from agentd.config.types import (
     SizeOrInfinity,
     WholeSecondsOrInfinity,
 )
+from agentd.metrics.address import parse_listen
 from processes.ladder import LadderPolicy
 from protocol.spawn import Limits, LoopKnobs
 
@@ -276,6 +277,38 @@ class SecuritySection(Section):
         description="Allow every grant that combines untrusted_input, sensitive and egress tools "
         "(DESIGN §14). Prefer the per-server key of the same name.",
     )
+
+
+class MetricsSection(Section):
+    """Prometheus metrics (docs/metrics.md); both outputs are off unless set."""
+
+    listen: str | None = Field(
+        default=None,
+        description="Where Prometheus scrapes /metrics: HOST:PORT (e.g. 127.0.0.1:9464) or an absolute "
+        "unix socket path (never the API socket). Unset: no listener. Fixed for the daemon's life.",
+    )
+    textfile: ConfigPath | None = Field(
+        default=None,
+        description="A node-exporter textfile (a .prom file in its --collector.textfile.directory), "
+        "replaced atomically every textfile_interval_s and at exit. Unset: none.",
+    )
+    textfile_interval_s: Seconds = Field(
+        default=15.0, gt=0, le=3600, description="How often the textfile is rewritten."
+    )
+
+    @field_validator("listen")
+    @classmethod
+    def _listen_form(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_listen(value)  # raises ValueError with the reason
+        return value
+
+    @field_validator("textfile")
+    @classmethod
+    def _prom_suffix(cls, value: str | None) -> str | None:
+        if value is not None and not value.endswith(".prom"):
+            raise ValueError("must end in .prom (node-exporter reads only *.prom files)")
+        return value
 
 
 class TriggerSection(Section):

@@ -284,6 +284,14 @@ def active(conn: sqlite3.Connection) -> tuple[ScheduleRecord, ...]:
     return tuple(schedule_from_row(row) for row in rows)
 
 
+def state_counts(conn: sqlite3.Connection) -> dict[str, int]:
+    """How many schedules are in each state (every state present, zero if none)."""
+    counts = {"active": 0, "paused": 0, "ended": 0}
+    for state, count in conn.execute("SELECT state, COUNT(*) FROM schedules GROUP BY state"):
+        counts[state] = count
+    return counts
+
+
 def by_name(conn: sqlite3.Connection, *, owner_uid: int) -> dict[str, ScheduleRecord]:
     """The owner's named schedules (those from `[[schedule]]` tables), by name."""
     rows = conn.execute(

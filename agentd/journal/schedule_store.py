@@ -164,5 +164,9 @@ class ScheduleJournal:
     async def active_schedules(self) -> tuple[ScheduleRecord, ...]:
         return await self._read(sq.active)
 
+    async def schedule_counts(self) -> dict[str, int]:
+        """How many schedules are active, paused and ended (the metrics sampler)."""
+        return await self._read(sq.state_counts)
+
     async def named_schedules(self, owner_uid: int) -> dict[str, ScheduleRecord]:
         return await self._read(functools.partial(sq.by_name, owner_uid=owner_uid))

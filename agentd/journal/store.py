@@ -138,6 +138,10 @@ class Journal(ScheduleJournal):
     def stats(self) -> JournalStats:
         return self._writer.stats
 
+    def observe_commits(self, observer: Callable[[float], None] | None) -> None:
+        """Call `observer` with each commit's duration in seconds, on the writer thread (metrics)."""
+        self._writer.commit_observer = observer
+
     # ---- durable writes --------------------------------------------------------------------------
 
     async def submit(

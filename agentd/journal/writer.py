@@ -122,6 +122,8 @@ class JournalWriter:
         self.health = JournalHealth()
         self._stats_lock = threading.Lock()
         self.stats = JournalStats()
+        # Told each commit's duration (seconds) on this thread; set by the daemon's metrics.
+        self.commit_observer: Callable[[float], None] | None = None
         self.closed = False
         self._thread = threading.Thread(target=self._run, name="agentd-journal-writer", daemon=True)
 
@@ -230,6 +232,7 @@ class JournalWriter:
 
     def _commit(self, ops: tuple[Pending[Any], ...], events: list[_Event], *, final: bool) -> None:
         conn = self._conn
+        started = time.perf_counter()
         try:
             conn.execute("BEGIN IMMEDIATE")
             for op in ops:
@@ -239,6 +242,9 @@ class JournalWriter:
         except (sqlite3.Error, _BatchLost) as exc:
             self._fail_batch(conn, ops, events, exc, final=final)
             return
+        observer = self.commit_observer
+        if observer is not None:
+            observer(time.perf_counter() - started)
         for task_id, seq in new_seqs.items():
             self._remember_seq(task_id, seq)
         self._count(

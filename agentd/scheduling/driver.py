@@ -22,6 +22,7 @@ from agentd.errors import JournalError, QuotaExceeded, ScheduleNotFound
 from agentd.journal.quota import Quota
 from agentd.journal.records import ScheduleRecord, TaskRecord
 from agentd.journal.store import Journal
+from agentd.metrics.port import NULL_METRICS, Metrics
 from agentd.scheduling.plan import (
     MIN_IDLE_PAUSE_S,
     DueDecision,
@@ -80,8 +81,10 @@ class Scheduler:
         clock: Clock = time.time,
         stopped: Callable[[], bool] = lambda: False,
         quota: Callable[[], Quota] = Quota,
+        metrics: Metrics = NULL_METRICS,
     ) -> None:
         self.journal = journal
+        self._metrics = metrics
         self._on_fired = on_fired
         # True once the daemon drains: nothing more fires (what comes due waits for the next start).
         self._stopped = stopped
@@ -216,6 +219,8 @@ class Scheduler:
             schedule = await self.journal.skip_schedule(
                 schedule_id, expect_next=due_at, next_at=next_at, skipped=decision.skipped
             )
+            outcome = "refused" if decision.reason == "quota" else "skipped"
+            self._metrics.fired("schedule", record.name or "", outcome)
             self._log.info(
                 EV_SKIPPED,
                 schedule_id=schedule_id,
@@ -235,6 +240,7 @@ class Scheduler:
             self.arm(schedule_id, schedule.next_fire_at)
             return Fired(schedule_id, due_at, decision, None, self._clock() - due_at)
         lag_s = self._clock() - due_at
+        self._metrics.fired("schedule", record.name or "", "started")
         self._log.info(
             EV_FIRED,
             schedule_id=schedule_id,

@@ -29,6 +29,7 @@ from protocol.environment import CGROUP_ENV, RUN_MARKER_ENV, SUPERVISOR_PID_ENV,
 # Environment names a child must never inherit (DESIGN §6): systemd's notify, watchdog and
 # socket-activation contracts belong to the daemon alone.
 SCRUBBED_PREFIXES = ("NOTIFY_SOCKET", "WATCHDOG_", "LISTEN_")
+OTEL_PREFIX = "OTEL_"
 # TEST_FAULT_ENV arms a chaos test's fault in the child; only the daemon's own environment sets it.
 PASSED_ENV = (
     "PATH",
@@ -106,6 +107,8 @@ def default_argv() -> list[str]:
 def child_environment(request: SpawnRequest, base: Mapping[str, str]) -> dict[str, str]:
     """The child's environment: a short allow-list, the marker, and the supervisor's identity."""
     env = {k: base[k] for k in PASSED_ENV if k in base}
+    # The standard OpenTelemetry settings: a subagent exports its traces where the daemon does.
+    env.update({k: v for k, v in base.items() if k.startswith(OTEL_PREFIX)})
     env.update(request.extra_env)
     env.update(
         {

@@ -7,9 +7,13 @@ task or the node is admitted; `limits.deadline_s` on the wire is always derived 
 
 from __future__ import annotations
 
+import re
+
 from agentd.supervision.tree import Grant, Scope
 from protocol import control
 from protocol.spawn import Limits, SpawnPayload
+
+TRACEPARENT = re.compile(r"^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
 
 # `Limits.deadline_s` must be positive: a node at or past its deadline still gets a sliver, and
 # stops itself at once.
@@ -50,6 +54,11 @@ def child_payload(
             tools = grant.scope[spec.name]
             servers.append(spec if tools is None else spec.model_copy(update={"tools": sorted(tools)}))
     notes = root_notes.removesuffix(".md") + f"-{grant.handle}.md" if root_notes else None
+    # The child joins its parent's trace under the delegating call; a malformed claim is ignored.
+    traceparent = params.traceparent
+    telemetry = parent.telemetry
+    if traceparent is not None and TRACEPARENT.match(traceparent):
+        telemetry = telemetry.model_copy(update={"traceparent": traceparent})
     payload = parent.model_copy(
         update={
             "handle": grant.handle,
@@ -67,6 +76,7 @@ def child_payload(
             "warm": False,
             # Only the root run speaks for a schedule's fire.
             "idle_signal": False,
+            "telemetry": telemetry,
         }
     )
     return with_deadline(payload, grant.deadline, now=now)

@@ -14,6 +14,7 @@ from typing import Protocol
 from pydantic import JsonValue
 
 from agentd.journal.records import NodeRecord, NodeState, TaskRecord
+from agentd.metrics.port import NULL_METRICS, Metrics
 from agentd.spawning.cgroup import CgroupRoot
 from agentd.spawning.spawner import RLimits, SpawnedProcess, SpawnRequest
 from agentd.supervision.liveness import LivenessPolicy
@@ -96,3 +97,5 @@ class RunPorts:
     options: RunOptions = field(default_factory=RunOptions)
     # The delegated cgroup that holds one leaf per subagent; None runs them without one.
     cgroups: CgroupRoot | None = None
+    # Where spawn latency, child events, ladder rungs and detector firings are counted.
+    metrics: Metrics = NULL_METRICS

@@ -24,12 +24,14 @@ from agentd import logs
 from agentd.errors import AgentdError, InvalidTransition, JournalError
 from agentd.journal.records import TaskRecord
 from agentd.journal.store import Journal
+from agentd.metrics.port import NULL_METRICS, Metrics
 from agentd.spawning import reaper
 from agentd.spawning.cgroup import CgroupRoot
 from agentd.spawning.spawner import Spawner
 from agentd.supervision.fairness import fair_order
 from agentd.supervision.ports import DrainState, RunOptions, RunPorts
 from agentd.supervision.task_run import TaskRun
+from agentd.tracing import NULL_TRACING, TaskSpan, Tracing
 from protocol.environment import RUN_MARKER_ENV
 from protocol.result import RunError, RunResult, TerminalStatus, exit_code
 from protocol.spawn import SpawnPayload
@@ -60,6 +62,7 @@ class _Slot:
 
     record: TaskRecord
     run: TaskRun | None = None
+    span: TaskSpan | None = None
     cancel_reason: str | None = None
 
 
@@ -71,12 +74,16 @@ class Supervisor:
         spawner: Spawner,
         options: SupervisorOptions | None = None,
         cgroup_root: CgroupRoot | None = None,
+        metrics: Metrics = NULL_METRICS,
+        tracing: Tracing = NULL_TRACING,
     ) -> None:
         self.journal = journal
         self.build_payload = build_payload
         self.spawner = spawner
         self.options = options or SupervisorOptions()
         self.cgroup_root = cgroup_root
+        self.metrics = metrics
+        self.tracing = tracing
         self.log = logs.get()
         self.running: dict[str, _Slot] = {}
         self._drain = DrainState()
@@ -105,6 +112,8 @@ class Supervisor:
         return children | self.spawner.helper_pids()
 
     def notify_submitted(self) -> None:
+        """A submit created a task: count it and wake the scheduler."""
+        self.metrics.task_submitted()
         self._wake.set()
 
     def terminal_event(self, task_id: str) -> anyio.Event:
@@ -215,6 +224,8 @@ class Supervisor:
         """Run one task to its one terminal status. Nothing one task does or suffers escapes
         this function: an unexpected error ends that task `crashed`, never the scheduler."""
         record = slot.record
+        slot.span = self.tracing.start_task(record.task_id, record.run_id, record.attempts + 1)
+        result: RunResult | None = None
         try:
             try:
                 result = await self._start_and_supervise(slot)
@@ -233,6 +244,7 @@ class Supervisor:
             # The outcome could not be recorded; restart recovery will reconcile the task.
             self.log.error("task.terminal", task_id=record.task_id, err=f"journal: {exc}")
         finally:
+            slot.span.end(result.status.value if result is not None else None)
             self.running.pop(record.task_id, None)
             self._wake.set()
             self.sweep()
@@ -240,6 +252,10 @@ class Supervisor:
     async def _start_and_supervise(self, slot: _Slot) -> RunResult | None:
         try:
             payload = self.build_payload(slot.record)
+            if slot.span is not None and slot.span.traceparent is not None:
+                # The task's span is the parent of its subagents' spans (and its MCP servers').
+                telemetry = payload.telemetry.model_copy(update={"traceparent": slot.span.traceparent})
+                payload = payload.model_copy(update={"telemetry": telemetry})
         except PayloadError as exc:
             return RunResult(status=TerminalStatus.CRASHED, error=RunError(kind="config", message=str(exc)))
         if slot.cancel_reason is not None:
@@ -252,6 +268,7 @@ class Supervisor:
             drain=self._drain,
             options=self.options.run,
             cgroups=self.cgroup_root,
+            metrics=self.metrics,
         )
         slot.run = TaskRun(ports, slot.record, payload)
         if self.draining:
@@ -274,6 +291,7 @@ class Supervisor:
             only_queued=only_queued,
             idle=result.idle,
         )
+        self.metrics.task_finished(result.status.value, code)
         self.log.info(
             "task.terminal",
             task_id=record.task_id,

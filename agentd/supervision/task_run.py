@@ -87,12 +87,14 @@ class NodeListener:
 
     def on_ready(self, child: SupervisedChild) -> None:
         ready_ms = int((anyio.current_time() - child.spawned_at) * 1000)
+        self.run.ports.metrics.subagent_ready(anyio.current_time() - child.spawned_at)
         self.log.info("subagent.ready", pid=child.pid, dur_ms=ready_ms)
         self._journal("subagent.ready", {"pid": child.pid, "dur_ms": ready_ms})
 
     def on_event(self, child: SupervisedChild, params: control.EventParams) -> None:
         fields = {k: (v[:FIELD_CAP] if isinstance(v, str) else v) for k, v in params.fields.items()}
         fields.pop("handle", None)
+        self.run.ports.metrics.child_event(params.event, fields)
         shown = params.event in INFO_EVENTS or (
             params.event in CONTENT_EVENTS and self.node.payload.telemetry.capture_content
         )
@@ -116,10 +118,12 @@ class NodeListener:
     def on_verdict(self, child: SupervisedChild, verdict: Verdict) -> None:
         # The last pong's loop age: what detector B judged (and what tells a wedged loop from a slow call).
         age_ms = child.last_loop_age_ms
+        self.run.ports.metrics.liveness(verdict)
         self.log.warning("subagent.stuck", pid=child.pid, verdict=verdict, loop_age_ms=age_ms)
         self._journal("subagent.stuck", {"verdict": verdict, "loop_age_ms": age_ms})
 
     def on_rung(self, child: SupervisedChild, rung: RungAction, cause: KillCause) -> None:
+        self.run.ports.metrics.rung(rung, cause)
         self.log.warning("subagent.signal", pid=child.pid, rung=rung, cause=cause)
         self._journal("subagent.signal", {"rung": rung, "cause": cause})
 

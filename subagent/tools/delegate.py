@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 from protocol.contract import contract_problem, result_errors
 from protocol.spawn import OutputContract
 from subagent.messages import JsonObject, ToolOutcome, ToolSpec
+from subagent.tracing import current_traceparent
 
 SPAWN = "subagent_spawn"
 WAIT = "subagent_wait"
@@ -139,6 +140,8 @@ def _params(
                 "deadline_s": args.deadline_s,
             },
             "wait": args.wait,
+            # The current span is this call's: the child's run is traced under it (if tracing).
+            "traceparent": current_traceparent(),
         }
         return "sup/spawn", params
     handle = HandleArgs.model_validate(arguments)

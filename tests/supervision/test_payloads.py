@@ -62,3 +62,25 @@ def test_a_child_without_root_notes_has_none() -> None:
     child = child_payload(ROOT, grant, params, root_notes=None, now=0.0)
     assert child.notes_path is None
     assert [(s.name, s.tools) for s in child.mcp_servers] == [("web", None)]
+
+
+@pytest.mark.parametrize(
+    ("claimed", "expected"),
+    [
+        pytest.param(
+            f"00-{'a' * 32}-{'b' * 16}-01", f"00-{'a' * 32}-{'b' * 16}-01", id="the-delegating-call"
+        ),
+        pytest.param(None, "parent", id="none-keeps-the-parents"),
+        pytest.param("00-not-a-trace-context-01", "parent", id="a-malformed-claim-is-ignored"),
+    ],
+)
+def test_a_child_is_traced_under_the_delegating_call(claimed: str | None, expected: str) -> None:
+    parent_tp = f"00-{'1' * 32}-{'2' * 16}-01"
+    parent = ROOT.model_copy(
+        update={"telemetry": ROOT.telemetry.model_copy(update={"traceparent": parent_tp})}
+    )
+    grant = Grant("0.1", 1, Budget(5, 20_000), deadline=400.0, scope={})
+    params = control.SpawnRequestParams(instruction="x", traceparent=claimed)
+    child = child_payload(parent, grant, params, root_notes=None, now=0.0)
+    assert child.telemetry.traceparent == (parent_tp if expected == "parent" else expected)
+    assert child.telemetry.model_copy(update={"traceparent": parent_tp}) == parent.telemetry

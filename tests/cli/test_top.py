@@ -1,0 +1,198 @@
+"""`agentd top` against a real daemon running a task with a nested subagent: the JSON snapshot
+when piped, the live tree under a pseudo-terminal (quit with `q` and with Ctrl-C), and uid scoping
+(another user sees none of it)."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import select
+import struct
+import subprocess
+import sys
+import termios
+import time
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from agentd.api.client import ApiClient
+from agentd.cli.top import Collector
+from tests.support.daemon import Daemon, running_daemon, scripted
+
+pytestmark = pytest.mark.processes
+
+NOBODY = 65534
+NOGROUP = 65534
+ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\x1b[=>]")
+
+# The root delegates to a child that sits in a 60 s "model call" until it is cancelled.
+TURNS: list[dict[str, object]] = [
+    {"tool_calls": [{"name": "subagent_spawn", "arguments": {"instruction": "child: wait"}}]},
+    {"text": "the child answered {last_tool_result}"},
+]
+ROLES = [{"match": "^child:", "turns": [{"text": "late", "delay_s": 60}]}]
+
+
+@contextmanager
+def _nested_task(tmp_path: Path, daemon_lines: str = "") -> Iterator[tuple[Daemon, str]]:
+    body = scripted("m", TURNS, tmp_path, roles=ROLES) + '[defaults]\nmodel = "m"\n'
+    with running_daemon(tmp_path, body, daemon_lines=daemon_lines) as daemon:
+        task_id = daemon.submit("delegate and wait")
+        deadline = time.monotonic() + 30
+        while True:
+            tree = daemon.call("task.tree", {"task_id": task_id})
+            assert isinstance(tree, list)
+            if [n["state"] for n in tree if isinstance(n, dict)] == ["running", "running"]:
+                break
+            assert time.monotonic() < deadline, f"the child never ran: {tree}"
+            time.sleep(0.05)
+        daemon.wait_log("subagent.ready", handle="0.1")
+        try:
+            yield daemon, task_id
+        finally:
+            daemon.call("task.cancel", {"task_id": task_id})
+            daemon.wait(task_id, timeout_s=30)
+
+
+def test_piped_top_prints_one_json_snapshot_of_the_tree(tmp_path: Path) -> None:
+    with _nested_task(tmp_path) as (daemon, task_id):
+        done = daemon.cli("top", timeout_s=60)
+        assert done.returncode == 0, done.stderr
+        (line,) = done.stdout.splitlines()
+        snapshot = json.loads(line)
+    assert snapshot["daemon"]["pid"] == daemon.pid
+    (task,) = snapshot["tasks"]
+    assert task["task_id"] == task_id
+    assert task["state"] == "running"
+    assert task["age_s"] > 0
+    root, child = task["nodes"]
+    assert (root["handle"], root["parent"], child["handle"], child["parent"]) == ("0", None, "0.1", "0")
+    for node in (root, child):
+        assert node["state"] == "running"
+        assert node["pid"] > 0
+        assert node["rss_bytes"] > 1 << 20
+        assert node["cpu_percent"] is not None
+        assert node["grant_tokens"] > 0
+        assert node["last_event"] is not None
+    assert root["steps"] == 1  # its one turn so far: the delegation
+    assert child["last_event"]["event"] in {"loop.start", "intel.call", "subagent.ready"}
+    assert snapshot["totals"]["tasks"] == 1
+    assert snapshot["totals"]["subagents"] == 2
+
+
+def _spawn_in_pty(daemon: Daemon, *args: str) -> tuple[subprocess.Popen[bytes], int]:
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
+
+    def controlling_tty() -> None:  # runs after setsid: the pty becomes its terminal (for ^C)
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentd", "top", "--socket", str(daemon.socket), *args],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        start_new_session=True,
+        preexec_fn=controlling_tty,
+        env={**os.environ, "TERM": "xterm-256color", "COLUMNS": "160", "LINES": "40"},
+    )
+    os.close(slave)
+    return proc, master
+
+
+def _screen_until(master: int, wanted: list[str], timeout_s: float = 30.0) -> str:
+    data = b""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        text = ANSI.sub(b"", data).decode(errors="replace")
+        if all(w in text for w in wanted):
+            return text
+        left = deadline - time.monotonic()
+        assert left > 0, f"the screen never showed {wanted}:\n{text[-3000:]}"
+        ready, _, _ = select.select([master], [], [], left)
+        if ready:
+            try:
+                data += os.read(master, 65536)
+            except OSError:  # EIO: the other side closed
+                raise AssertionError(f"top exited early:\n{text[-3000:]}") from None
+
+
+def _drain(master: int, proc: subprocess.Popen[bytes], timeout_s: float = 10.0) -> int:
+    """Keep reading (so top never blocks on a full pty) until it exits; its exit code."""
+    deadline = time.monotonic() + timeout_s
+    while proc.poll() is None:
+        assert time.monotonic() < deadline, "top did not quit"
+        ready, _, _ = select.select([master], [], [], 0.1)
+        if ready:
+            try:
+                os.read(master, 65536)
+            except OSError:
+                pass
+    return proc.wait()
+
+
+@pytest.mark.parametrize(("key", "name"), [(b"q", "q"), (b"\x03", "ctrl-c")])
+def test_live_top_shows_the_running_tree_and_quits(tmp_path: Path, key: bytes, name: str) -> None:
+    with _nested_task(tmp_path) as (daemon, task_id):
+        proc, master = _spawn_in_pty(daemon, "--interval", "0.2")
+        try:
+            screen = _screen_until(master, [task_id, "└─ 0.1", "running", "TASK / NODE", "CPU%", "RSS"])
+            assert f"pid {daemon.pid}" in screen  # the daemon's health line
+            assert "1 tasks · 2 subagents" in screen
+            # The view refreshes: the root's age advances.
+            _screen_until(master, ["q or Ctrl-C quits"], timeout_s=5)
+            os.write(master, key)
+            assert _drain(master, proc) == 0, name
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            os.close(master)
+
+
+def _collect_as_nobody(cwd: Path) -> dict[str, object]:
+    """A snapshot taken by another user (forked, privileges dropped), as JSON."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(read_end)
+            os.chdir(cwd)
+            os.setgroups([])
+            os.setgid(NOGROUP)
+            os.setuid(NOBODY)
+            with ApiClient("agentd.sock", timeout_s=10) as client:
+                snapshot = Collector(client).collect()
+            with os.fdopen(write_end, "wb") as out:
+                out.write(snapshot.model_dump_json().encode())
+            code = 0
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as reader:
+        data = reader.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    result: dict[str, object] = json.loads(data)
+    return result
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another uid")
+def test_another_user_sees_none_of_the_tasks_in_top(tmp_path: Path) -> None:
+    tmp_path.chmod(0o755)
+    with _nested_task(tmp_path, daemon_lines=f'socket_group = "{NOGROUP}"\n') as (_daemon, _):
+        seen = _collect_as_nobody(tmp_path)
+        assert seen["tasks"] == []
+        daemon_view = seen["daemon"]
+        assert isinstance(daemon_view, dict)
+        assert daemon_view["scope"] == "caller"
+        assert daemon_view["running"] == 0
