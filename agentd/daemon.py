@@ -246,7 +246,9 @@ async def serve(
         cgroup=str(cgroup_root.path) if cgroup_root else None,
     )
     spawner: ExecSpawner | ZygoteSpawner = (
-        ZygoteSpawner() if config.supervision.spawner == "zygote" else ExecSpawner()
+        ZygoteSpawner(warm_wait_s=config.supervision.zygote_wait_s)
+        if config.supervision.spawner == "zygote"
+        else ExecSpawner()
     )
     metrics = build_metrics(holder.get)
     async with open_journal(config.state_dir, journal_options(config)) as journal, _closing(spawner):

@@ -190,6 +190,9 @@ class DaemonStatus(_Model):
     # "daemon": queued/running/children count everyone's (the caller is an admin); "caller": only
     # the caller's own tasks, and `children` is 0 — other users' load is not a non-admin's business.
     scope: Literal["daemon", "caller"] = "daemon"
+    # The zygote spawner: "warm" forks children, "starting" makes spawns wait for it (bounded),
+    # "failed" (dead, restarting or given up) execs them, "off" with `spawner = "exec"`.
+    zygote: Literal["warm", "starting", "failed", "off"] = "off"
 
 
 # ---- schedules (DESIGN §11) ------------------------------------------------------------------

@@ -189,6 +189,7 @@ class DaemonBackend:
             degraded=degraded,
             children=children,
             scope="daemon" if owner is None else "caller",
+            zygote=self.supervisor.spawner.state,
         )
 
     # ---- schedules (DESIGN §11) ---------------------------------------------------------------

@@ -207,6 +207,8 @@ def health_line(daemon: DaemonStatus) -> str:
         f"queued {daemon.queued}",
         "journal ok" if daemon.journal_ok else "JOURNAL FAILING",
     ]
+    if daemon.zygote != "off":
+        parts.append(f"zygote {daemon.zygote}")
     if daemon.draining:
         parts.append("DRAINING")
     if daemon.degraded:

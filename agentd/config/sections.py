@@ -223,7 +223,14 @@ class SupervisionSection(Section):
         default="zygote",
         description="How subagents start: `exec` runs a fresh interpreter each time (pays the imports, "
         "~1 s of CPU); `zygote` forks them from a pre-imported helper process (milliseconds; the daemon "
-        "falls back to exec while the zygote warms up or if it fails).",
+        "waits for it while it warms up, and falls back to exec if it is not warm in time or fails).",
+    )
+    zygote_wait_s: Seconds = Field(
+        default=5.0,
+        ge=0,
+        le=60,
+        description="How long a spawn waits for a zygote that is still starting before it execs instead; "
+        "0 never waits. Read at daemon start.",
     )
     child_command: list[str] | None = Field(
         default=None,

@@ -17,7 +17,7 @@ import signal
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 import psutil
 
@@ -44,6 +44,9 @@ PASSED_ENV = (
     "TERM",
     TEST_FAULT_ENV,
 )
+# What `daemon.status` reports: "starting" until the zygote's imports are done (spawns wait),
+# "warm" while it forks, "failed" when it is dead or gave up (spawns exec), "off" for `exec`.
+ZygoteState = Literal["warm", "starting", "failed", "off"]
 RESET_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1)
 
 
@@ -84,6 +87,8 @@ class SpawnedProcess:
     stdin_fd: int
     stdout_fd: int
     stderr_fd: int
+    # How it started: forked from the zygote, or a fresh interpreter (the `subagent.spawn` log says).
+    via: Literal["zygote", "exec"] = "exec"
 
     def close_fds(self) -> None:
         for fd in (self.stdin_fd, self.stdout_fd, self.stderr_fd, self.pidfd):
@@ -93,6 +98,15 @@ class SpawnedProcess:
 
 class Spawner(Protocol):
     def spawn(self, request: SpawnRequest) -> SpawnedProcess: ...
+
+    async def settle(self) -> None:
+        """Wait (bounded) until `spawn` can start a child its fastest way (a zygote warming up)."""
+        ...
+
+    @property
+    def state(self) -> ZygoteState:
+        """The zygote's state for `daemon.status`: `warm|starting|failed`, or `off` without one."""
+        ...
 
     def helper_pids(self) -> set[int]:
         """Long-lived helper processes of the spawner (the zygote): never swept as orphans."""
@@ -160,6 +174,13 @@ class ExecSpawner:
     def helper_pids(self) -> set[int]:
         return set()
 
+    async def settle(self) -> None:
+        return None
+
+    @property
+    def state(self) -> ZygoteState:
+        return "off"
+
     def spawn(self, request: SpawnRequest) -> SpawnedProcess:
         argv = list(request.argv) if request.argv else self._argv
         try:
@@ -185,7 +206,9 @@ class ExecSpawner:
         return adopt(pid, request.rlimits, pipes)
 
 
-def adopt(pid: int, rlimits: RLimits, pipes: StdioPipes) -> SpawnedProcess:
+def adopt(
+    pid: int, rlimits: RLimits, pipes: StdioPipes, via: Literal["zygote", "exec"] = "exec"
+) -> SpawnedProcess:
     """Take ownership of a just-started child: its pidfd, its limits, its identity for recovery,
     and our ends of its `pipes` (made non-blocking).
 
@@ -211,4 +234,5 @@ def adopt(pid: int, rlimits: RLimits, pipes: StdioPipes) -> SpawnedProcess:
         stdin_fd=pipes.stdin,
         stdout_fd=pipes.stdout,
         stderr_fd=pipes.stderr,
+        via=via,
     )

@@ -4,8 +4,12 @@ The zygote (`python -I -m subagent.zygote`) is a helper child of the daemon: PDE
 swept as an orphan, killed and reaped at close. A spawn sends the child's environment and its three
 pipe ends over a SOCK_SEQPACKET socket (the messages are `protocol.zygote`'s) and waits (bounded, a
 few milliseconds in practice) for the pid; the zygote double-forks so the subagent is reparented to
-this daemon, which then owns it like an exec'd child. Until the zygote reports ready, or if it ever
-fails, spawns fall back to exec.
+this daemon, which then owns it like an exec'd child.
+
+A spawn that comes while the zygote is still starting (a burst right after the daemon starts) waits
+for it, bounded by `warm_wait_s` (`supervision.zygote_wait_s`), rather than stampeding the exec path
+— a hundred exec'd interpreters pay ~1 s of CPU each and starve the zygote's own imports. Past the
+bound, or once the zygote has failed (dead and waiting for its restart, or given up), spawns exec.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from agentd.spawning.spawner import (
     ExecSpawner,
     SpawnedProcess,
     SpawnRequest,
+    ZygoteState,
     adopt,
     child_environment,
 )
@@ -50,6 +55,8 @@ REPLY_TIMEOUT_S = 2.0
 READY_TIMEOUT_S = 60.0
 RESTART_DELAY_S = 5.0
 MAX_STARTS = 5
+# How long a spawn waits for a zygote that is starting before it execs instead (the config default).
+WARM_WAIT_S = 5.0
 
 log = structlog.get_logger("agentd.spawning.zygote_spawner")
 
@@ -58,14 +65,40 @@ class ZygoteSpawner:
     """Forks subagents from a warm zygote; any failure falls back to `ExecSpawner`."""
 
     def __init__(
-        self, fallback: ExecSpawner | None = None, base_env: Mapping[str, str] | None = None
+        self,
+        fallback: ExecSpawner | None = None,
+        base_env: Mapping[str, str] | None = None,
+        warm_wait_s: float = WARM_WAIT_S,
     ) -> None:
         self.fallback = fallback or ExecSpawner()
         self._base_env = dict(base_env if base_env is not None else os.environ)
+        self._warm_wait_s = warm_wait_s
         self._sock: socket.socket | None = None
         self._pid: int | None = None
         self._ready = False
         self._next_id = 0
+        # "starting" from construction: `serve` starts the zygote, and a spawn that comes before
+        # it runs (a recovered backlog) must wait for it too.
+        self._state: ZygoteState = "starting"
+        self._changed: anyio.Event | None = None
+
+    @property
+    def state(self) -> ZygoteState:
+        return self._state
+
+    def _set_state(self, state: ZygoteState) -> None:
+        self._state = state
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
+
+    async def settle(self) -> None:
+        """Wait, at most `warm_wait_s`, while the zygote is starting; then `spawn` forks or execs."""
+        with anyio.move_on_after(self._warm_wait_s):
+            while self._state == "starting":
+                if self._changed is None:
+                    self._changed = anyio.Event()
+                await self._changed.wait()
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -91,6 +124,7 @@ class ZygoteSpawner:
             )
         except OSError as exc:
             ours.close()
+            self._set_state("failed")
             log.warning("proc.start", comp="supervisor", err=f"zygote could not start: {exc.strerror}")
             return
         finally:
@@ -103,6 +137,7 @@ class ZygoteSpawner:
         return {self._pid} if self._pid is not None else set()
 
     def close(self) -> None:
+        self._set_state("failed")
         if self._sock is not None:
             self._sock.close()
             self._sock = None
@@ -121,8 +156,10 @@ class ZygoteSpawner:
     async def serve(self) -> None:
         """Keep a zygote running: start it, mark it ready, restart it (bounded) if it dies."""
         for attempt in range(MAX_STARTS):
+            self._set_state("starting")
             self.start()
             if self._sock is None or self._pid is None:
+                self._set_state("failed")
                 return
             pid, sock = self._pid, self._sock
             pidfd = open_pidfd(pid)
@@ -140,6 +177,7 @@ class ZygoteSpawner:
             finally:
                 os.close(pidfd)
             await anyio.sleep(RESTART_DELAY_S)
+        self._set_state("failed")
         log.warning(
             "proc.exit", comp="supervisor", process="zygote", err="gave up restarting it", fallback="exec"
         )
@@ -159,6 +197,7 @@ class ZygoteSpawner:
         match message:
             case Ready():
                 self._ready = True
+                self._set_state("warm")
                 return
             case None:
                 why = "it exited"
@@ -197,7 +236,7 @@ class ZygoteSpawner:
         except BaseException:
             pipes.close()
             raise
-        return adopt(pid, request.rlimits, pipes)
+        return adopt(pid, request.rlimits, pipes, via="zygote")
 
     def _reply(self) -> int:
         """The pid the zygote forked for our last request: a blocking wait of a few ms, bounded."""

@@ -77,6 +77,10 @@ class ChildSpawner(Protocol):
 
     def spawn(self, request: SpawnRequest) -> SpawnedProcess: ...
 
+    async def settle(self) -> None:
+        """Wait, bounded, for a starting zygote (so a burst forks instead of exec'ing)."""
+        ...
+
 
 @dataclass
 class DrainState:

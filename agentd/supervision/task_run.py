@@ -265,6 +265,8 @@ class TaskRun:
                 grant_steps=tree_node.grant.steps,
                 grant_tokens=tree_node.grant.tokens,
             )
+        # Root and nested children alike: a spawn during the zygote's warm-up waits for it (bounded).
+        await self.ports.spawner.settle()
         leaf = None
         if self.ports.cgroups is not None:
             leaf = self.ports.cgroups.create_leaf(
@@ -297,6 +299,7 @@ class TaskRun:
         log.info(
             "subagent.spawn",
             pid=proc.pid,
+            via=proc.via,
             parent=tree_node.parent,
             depth=tree_node.depth,
             grant_steps=tree_node.grant.steps,

@@ -9,6 +9,7 @@ from agentd.cli.top_model import (
     ProcStats,
     TopNode,
     TopTask,
+    health_line,
     human_age,
     human_bytes,
     human_count,
@@ -17,7 +18,7 @@ from agentd.cli.top_model import (
     totals,
     tree_prefixes,
 )
-from protocol.api import NodeView, TaskView
+from protocol.api import DaemonStatus, NodeView, TaskView
 from protocol.result import RunUsage
 
 
@@ -104,3 +105,19 @@ def test_human_figures() -> None:
         "200k",
         "2.5M",
     ]
+
+
+def test_the_health_line_says_whether_the_zygote_is_warm() -> None:
+    status = DaemonStatus(
+        pid=7,
+        version="1",
+        uptime_s=3,
+        draining=False,
+        queued=0,
+        running=0,
+        max_concurrent_tasks=8,
+        journal_ok=True,
+        zygote="starting",
+    )
+    assert "zygote starting" in health_line(status)
+    assert "zygote" not in health_line(status.model_copy(update={"zygote": "off"}))

@@ -92,6 +92,9 @@ class RecordingSpawner:
         self.fail = fail
         self._exec = ExecSpawner()
 
+    async def settle(self) -> None:
+        return None
+
     def spawn(self, request: SpawnRequest) -> SpawnedProcess:
         self.ledger.append(f"spawn {request.handle}")
         if self.fail:
