@@ -269,7 +269,7 @@ def test_a_client_adds_a_gate_and_a_spec_cannot_remove_the_operators(daemon: Dae
     frame = {"jsonrpc": "2.0", "id": 1, "method": "task.submit"}
     frame["params"] = {"spec": {"instruction": "approve-once", "approval": []}}
     removed = _raw(daemon, frame)
-    assert removed["error"]["code"] == INVALID_PARAMS and "approval" in removed["error"]["message"]
+    assert removed["error"]["code"] == INVALID_PARAMS and "extra_forbidden" in removed["error"]["message"]
     with pytest.raises(ApiClientError) as unknown:
         daemon.call("task.submit", {"spec": {"instruction": "x", "approve": ["nope/tool"]}})
     assert unknown.value.code == INVALID_SPEC and "names no MCP server granted" in unknown.value.message
