@@ -130,4 +130,3 @@ def test_a_v3_journal_migrates_to_v4_with_an_empty_approvals_table(tmp_path: Pat
         assert migrated.execute("SELECT count(*) FROM tasks").fetchone()[0] == 1
     finally:
         migrated.close()
-
