@@ -7,9 +7,12 @@ MCP server, a grant that breaks the Rule of Two, an invalid output schema) into 
 
 from __future__ import annotations
 
+import fnmatch
+
 from agentd.config.load import Config, ConfigError, NotConfigured
 from agentd.errors import AgentdError
 from protocol.api import TaskSpec
+from protocol.approval import pattern_problem, split_client_pattern
 from protocol.contract import contract_problem
 
 
@@ -33,3 +36,22 @@ def check_spec(config: Config, spec: TaskSpec) -> None:
     problem = contract_problem(spec.output_contract)
     if problem is not None:
         raise SpecRejected(problem)
+    problem = approval_problem(spec.approve, names)
+    if problem is not None:
+        raise SpecRejected(problem)
+
+
+def approval_problem(patterns: list[str], granted: list[str]) -> str | None:
+    """Why a client's `--approve` patterns are unusable: a bad pattern, or one naming a server the
+    task is not granted (it would gate nothing, silently)."""
+    for pattern in patterns:
+        problem = pattern_problem(pattern)
+        if problem is not None:
+            return f"approve: {problem}"
+        server_glob, tool_glob = split_client_pattern(pattern)
+        if not tool_glob or not server_glob:
+            return f"approve: {pattern!r} needs a server and a tool (server/tool_glob) or a tool glob"
+        if not any(fnmatch.fnmatchcase(name, server_glob) for name in granted):
+            listed = ", ".join(granted) or "none"
+            return f"approve: {pattern!r} names no MCP server granted to this task (granted: {listed})"
+    return None

@@ -13,6 +13,7 @@ from pathlib import Path
 from agentd.config.load import Config, ConfigError, NotConfigured
 from agentd.journal.records import TaskRecord
 from agentd.supervision.supervisor import PayloadError
+from protocol.approval import client_gates
 from protocol.spawn import SpawnPayload, Telemetry
 
 
@@ -29,6 +30,13 @@ def build_payload(config: Config, record: TaskRecord) -> SpawnPayload:
         servers = [config.mcp_spec(name) for name in config.mcp_names_for(spec)]
     except (NotConfigured, ConfigError) as exc:
         raise PayloadError(str(exc)) from None
+    # A client's `--approve` adds to the operator's gate, never removes from it (issue 18).
+    servers = [
+        s.model_copy(
+            update={"approval": list(dict.fromkeys([*s.approval, *client_gates(spec.approve, s.name)]))}
+        )
+        for s in servers
+    ]
     notes = Path(config.state_dir) / "notes" / f"{record.task_id}.md"
     notes.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     return SpawnPayload(

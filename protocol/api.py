@@ -32,6 +32,9 @@ QUOTA_EXCEEDED = 1007  # retryable: the caller is at a per-uid cap (the message 
 IDEMPOTENCY_CONFLICT = 1008  # the idempotency key was used for a different spec (the message names it)
 
 TaskState = Literal["queued", "starting", "running", "terminal"]
+# What a view shows: a running task (or node) holding a tool call for a person's approval is
+# `awaiting_approval` — a state of a live task, not a terminal status (issue 18).
+ViewState = Literal["queued", "starting", "running", "awaiting_approval", "terminal"]
 
 
 class _Model(BaseModel):
@@ -75,6 +78,11 @@ class TaskSpec(_Model):
     labels: dict[Annotated[str, Field(max_length=64)], Annotated[str, Field(max_length=256)]] = Field(
         default_factory=dict, max_length=32
     )
+    # Tool calls that wait for a person's approval, added to the operator's (never removing one):
+    # `server/tool_glob`, or `tool_glob` for every granted server (`agentd submit --approve`).
+    approve: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
+        default_factory=list, max_length=64
+    )
 
 
 class TaskView(_Model):
@@ -83,7 +91,7 @@ class TaskView(_Model):
     task_id: str
     run_id: str
     owner_uid: int
-    state: TaskState
+    state: ViewState
     status: TerminalStatus | None = None
     exit_code: int | None = None
     result: JsonValue = None
@@ -110,7 +118,7 @@ class NodeView(_Model):
     parent: str | None
     depth: int
     status: TerminalStatus | None = None
-    state: Literal["starting", "running", "terminal"] = "starting"
+    state: Literal["starting", "running", "awaiting_approval", "terminal"] = "starting"
     pid: int | None = None
     usage: RunUsage = RunUsage()
     grant_steps: int | None = None
@@ -193,6 +201,47 @@ class DaemonStatus(_Model):
     # The zygote spawner: "warm" forks children, "starting" makes spawns wait for it (bounded),
     # "failed" (dead, restarting or given up) execs them, "off" with `spawner = "exec"`.
     zygote: Literal["warm", "starting", "failed", "off"] = "off"
+
+
+# ---- approvals (issue 18) --------------------------------------------------------------------
+
+ApprovalState = Literal["pending", "approved", "denied", "expired", "withdrawn"]
+
+
+class ApprovalView(_Model):
+    """One gated tool call and its decision. Visible only to those who may decide it: the task's
+    owner and admins (the daemon's uid, root, the admin group). Times are UTC epoch seconds."""
+
+    call: str
+    task_id: str
+    handle: str
+    owner_uid: int
+    server: str
+    tool: str
+    arguments: JsonValue = None
+    instruction: str = ""
+    state: ApprovalState
+    requested_at: float
+    expires_at: float
+    decided_at: float | None = None
+    decided_by: int | None = None
+    reason: str | None = None
+
+
+class ApprovalListParams(_Model):
+    """Pending requests the caller may decide (one task's, or all), oldest first."""
+
+    task_id: str | None = Field(default=None, min_length=1, max_length=64)
+    limit: int = Field(default=100, ge=1, le=1000)
+
+
+class ApprovalDecideParams(_Model):
+    """Approve or deny a pending request; `call` may be left out when the task has exactly one."""
+
+    task_id: str = Field(min_length=1, max_length=64)
+    call: str | None = Field(default=None, min_length=1, max_length=64)
+    approve: bool
+    reason: str | None = Field(default=None, max_length=1000)
 
 
 # ---- schedules (DESIGN §11) ------------------------------------------------------------------
@@ -365,6 +414,16 @@ class StatusRequest(Request[DaemonStatus]):
     params: NoParams = NoParams()
 
 
+class ApprovalListRequest(Request[list[ApprovalView]]):
+    method: Literal["approval.list"] = "approval.list"
+    params: ApprovalListParams = ApprovalListParams()
+
+
+class ApprovalDecideRequest(Request[ApprovalView]):
+    method: Literal["approval.decide"] = "approval.decide"
+    params: ApprovalDecideParams
+
+
 class ScheduleCreateRequest(Request[ScheduleCreateResult]):
     method: Literal["schedule.create"] = "schedule.create"
     params: ScheduleCreateParams
@@ -411,7 +470,9 @@ ApiRequest = Annotated[
     | ScheduleGetRequest
     | SchedulePauseRequest
     | ScheduleResumeRequest
-    | ScheduleDeleteRequest,
+    | ScheduleDeleteRequest
+    | ApprovalListRequest
+    | ApprovalDecideRequest,
     Field(discriminator="method"),
 ]
 

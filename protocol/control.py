@@ -163,6 +163,32 @@ class SupStatus(Message):
     params: HandleParams
 
 
+class ApproveParams(_Params):
+    """A gated tool call the child holds until a person decides (issue 18). The supervisor bounds
+    the wait by `timeout_s` and by the node's deadline."""
+
+    call_id: str = Field(max_length=200)
+    server: str = Field(min_length=1, max_length=64)
+    tool: str = Field(min_length=1, max_length=200)
+    arguments: dict[str, JsonValue] = Field(default_factory=dict)
+    timeout_s: float = Field(gt=0)
+
+
+class SupApprove(Message):
+    id: RequestId
+    method: Literal["sup/approve"] = "sup/approve"
+    params: ApproveParams
+
+
+class ApproveResult(_Params):
+    """The answer to `sup/approve`: run the call once (`approved`), or tell the model why not."""
+
+    outcome: Literal["approved", "denied", "timeout"]
+    reason: str | None = Field(default=None, max_length=1000)
+    decider_uid: int | None = None
+    call: str | None = Field(default=None, max_length=64)
+
+
 class SupCancel(Message):
     id: RequestId
     method: Literal["sup/cancel"] = "sup/cancel"
@@ -189,6 +215,7 @@ UpMessage = Annotated[
     | Annotated[SupWait, Tag("sup/wait")]
     | Annotated[SupStatus, Tag("sup/status")]
     | Annotated[SupCancel, Tag("sup/cancel")]
+    | Annotated[SupApprove, Tag("sup/approve")]
     | Annotated[Response, Tag("result")]
     | Annotated[ErrorResponse, Tag("error")],
     Discriminator(message_kind),

@@ -63,6 +63,10 @@ EventName = Literal[
     "schedule.deleted",
     # Metrics outputs (docs/metrics.md): where the listener bound, or a failed textfile write.
     "proc.metrics",
+    # The approval gate (docs/security.md "Approval of tool calls"): a gated call waits for a
+    # person; the decision (approved, denied, timeout) with the decider's uid and the wait.
+    "approval.requested",
+    "approval.decided",
 ]
 
 EVENT_NAMES: frozenset[str] = frozenset(get_args(EventName))

@@ -145,6 +145,13 @@ class McpServerSpec(_Wire):
     # The `logging/setLevel` sent after connecting (2026: the per-request log opt-in); None: none.
     log_level: McpLogLevel | None = None
     oauth: OAuthSpec | None = None
+    # Tool-name globs whose calls wait for a person's approval (issue 18). Invariant: a nested
+    # child's payload copies its parent's specs, so a child's gate is never narrower.
+    approval: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
+        default_factory=list, max_length=128
+    )
+    # Each approval request is denied once this passes without a decision.
+    approval_timeout_s: float = Field(default=3600.0, gt=0)
 
     @field_serializer("env", "headers")
     def _ser_secret_map(self, value: dict[str, SecretStr], info: SerializationInfo) -> dict[str, str | None]:

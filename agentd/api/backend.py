@@ -12,6 +12,9 @@ from agentd.api.peercred import Caller
 from agentd.errors import ApiError
 from protocol.api import (
     NOT_FOUND,
+    ApprovalDecideParams,
+    ApprovalListParams,
+    ApprovalView,
     CancelParams,
     DaemonStatus,
     EventsParams,
@@ -57,6 +60,12 @@ class Backend(Protocol):
     async def schedule_pause(self, caller: Caller, params: ScheduleRef) -> ScheduleView: ...
     async def schedule_resume(self, caller: Caller, params: ScheduleRef) -> ScheduleView: ...
     async def schedule_delete(self, caller: Caller, params: ScheduleRef) -> ScheduleView: ...
+    # Approvals (issue 18): a caller sees and decides only the requests of tasks it owns, unless
+    # it is an admin; another uid's request is a missing one.
+    async def approval_list(
+        self, caller: Caller, params: ApprovalListParams
+    ) -> builtins.list[ApprovalView]: ...
+    async def approval_decide(self, caller: Caller, params: ApprovalDecideParams) -> ApprovalView: ...
 
 
 def task_not_found(task_id: str | None = None) -> ApiError:

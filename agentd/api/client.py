@@ -81,6 +81,11 @@ class ApiClient:
         self._lines: deque[bytes | Oversize] = deque()
         self._next_id = 1
 
+    @property
+    def path(self) -> str:
+        """The socket this client talks to."""
+        return self._path
+
     def __enter__(self) -> ApiClient:
         return self
 

@@ -32,6 +32,8 @@ from agentd.api.peercred import Caller
 from agentd.errors import AgentdError, ApiError
 from protocol.api import (
     ApiRequest,
+    ApprovalDecideRequest,
+    ApprovalListRequest,
     CancelRequest,
     EventsParams,
     EventsRequest,
@@ -309,6 +311,10 @@ class Connection:
                 return request.dump_result(await backend.schedule_resume(caller, request.params))
             case ScheduleDeleteRequest():
                 return request.dump_result(await backend.schedule_delete(caller, request.params))
+            case ApprovalListRequest():
+                return request.dump_result(await backend.approval_list(caller, request.params))
+            case ApprovalDecideRequest():
+                return request.dump_result(await backend.approval_decide(caller, request.params))
             case _:
                 assert_never(request)
 

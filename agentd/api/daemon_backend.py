@@ -29,8 +29,12 @@ from protocol.api import (
     DRAINING,
     IDEMPOTENCY_CONFLICT,
     INVALID_SPEC,
+    NOT_FOUND,
     QUOTA_EXCEEDED,
     UNAVAILABLE,
+    ApprovalDecideParams,
+    ApprovalListParams,
+    ApprovalView,
     CancelParams,
     DaemonStatus,
     EventsParams,
@@ -265,10 +269,60 @@ class DaemonBackend:
             raise ApiError(UNAVAILABLE, f"the schedule was not changed: {exc}", retryable=True) from None
         return record.to_view()
 
+    # ---- approvals (issue 18) -----------------------------------------------------------------
+
+    async def approval_list(self, caller: Caller, params: ApprovalListParams) -> builtins.list[ApprovalView]:
+        if params.task_id is not None:
+            await self._owned(caller, params.task_id)
+        owner = None if caller.is_admin else caller.uid
+        records = await self.journal.pending_approvals(
+            owner_uid=owner, task_id=params.task_id, limit=params.limit
+        )
+        return [r.to_view() for r in records]
+
+    async def approval_decide(self, caller: Caller, params: ApprovalDecideParams) -> ApprovalView:
+        """A person's decision on a pending request of a task the caller may decide (its owner or an
+        admin: the same rule, and the same NOT_FOUND, as every task operation)."""
+        await self._owned(caller, params.task_id)
+        desk = self.supervisor.approvals
+        if desk is None:
+            raise ApiError(UNAVAILABLE, "this daemon takes no approvals", retryable=False)
+        call = params.call
+        if call is None:
+            pending = await self.journal.pending_approvals(task_id=params.task_id, limit=2)
+            if not pending:
+                raise ApiError(NOT_FOUND, f"task {params.task_id!r} has no pending approval request")
+            if len(pending) > 1:
+                raise ApiError(
+                    INVALID_SPEC,
+                    f"task {params.task_id!r} has several pending requests; name one (agentd approvals)",
+                )
+            call = pending[0].call_id
+        record = await self.journal.get_approval(call)
+        if record is None or record.task_id != params.task_id:
+            raise ApiError(NOT_FOUND, f"no approval request {call!r} on task {params.task_id!r}")
+        try:
+            decided, won = await desk.decide(
+                call, approve=params.approve, reason=params.reason, decider_uid=caller.uid
+            )
+        except JournalUnavailable as exc:
+            raise ApiError(UNAVAILABLE, f"the decision was not recorded: {exc}", retryable=True) from None
+        assert decided is not None
+        if not won:
+            raise ApiError(
+                INVALID_SPEC,
+                f"approval request {call!r} is already {decided.state}"
+                + (f" ({decided.reason})" if decided.reason else ""),
+            )
+        return decided.to_view()
+
     def _view(self, record: TaskRecord) -> TaskView:
         view = record.to_view()
         slot = self.supervisor.running.get(record.task_id)
-        child = slot.run.root_child if slot is not None and slot.run is not None else None
+        run = slot.run if slot is not None else None
+        child = run.root_child if run is not None else None
         if child is not None and view.pid is None:
             view = view.model_copy(update={"pid": child.pid})
+        if run is not None and view.state == "running" and run.awaiting_approval():
+            view = view.model_copy(update={"state": "awaiting_approval"})
         return view

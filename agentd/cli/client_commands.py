@@ -20,6 +20,7 @@ from typing import TextIO
 from pydantic import JsonValue, ValidationError
 
 from agentd.api.client import ApiClient
+from agentd.cli import approval_commands
 from agentd.cli.outcome import outcome_line
 from agentd.errors import AgentdError, ApiClientError
 from protocol.api import (
@@ -122,6 +123,7 @@ def spec_from_args(args: argparse.Namespace, *, model: str | None, mcp: list[str
             mcp=mcp,
             output_contract=contract,
             limits=SpecLimits(max_steps=args.max_steps, max_tokens=args.max_tokens, deadline_s=deadline_s),
+            approve=list(getattr(args, "approve", None) or []),
         )
     except ValidationError as exc:
         raise UsageError(_invalid("task", exc)) from None
@@ -268,10 +270,14 @@ def render_event(event: EventView) -> str | None:
         return f"■ {f.get('status')} after {f.get('steps')} steps, {f.get('tokens')} tokens"
     if name in ("subagent.stuck", "subagent.signal", "subagent.exit"):
         return f"  [{name}] " + " ".join(f"{k}={v}" for k, v in f.items() if k != "handle")
-    return None
+    return approval_commands.render_approval(event)
 
 
-def follow(client: ApiClient, task_id: str, out: TextIO, *, human: bool) -> None:
+def follow(
+    client: ApiClient, task_id: str, out: TextIO, *, human: bool, decide: ApiClient | None = None
+) -> None:
+    """Stream a task's events until it ends. With `decide` (a second connection), a request for
+    approval is asked on the terminal (`approve? [y/N]`) or explained."""
     for item in client.stream(EventsRequest(params=EventsParams(task_id=task_id, follow=True))):
         if isinstance(item, TaskView):
             return
@@ -280,6 +286,8 @@ def follow(client: ApiClient, task_id: str, out: TextIO, *, human: bool) -> None
             if line is not None:
                 out.write(line + "\n")
                 out.flush()
+            if decide is not None and item.event == "approval.requested":
+                approval_commands.ask(decide, task_id, item, out, inp=approval_commands.prompt_input())
         else:
             out.write(item.model_dump_json() + "\n")
             out.flush()
@@ -313,9 +321,14 @@ def cmd_submit(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
         out.write((json.dumps(submitted.model_dump(mode="json")) if args.json else task_id) + "\n")
         return ExitCode.OK
     human = args.follow and out.isatty() and not args.json
-    if args.follow:
-        # A terminal gets a progress view; anything else gets one JSON line per event.
-        follow(client, task_id, out, human=human)
+    if args.follow and human:
+        # A terminal gets a progress view (and is asked about gated tool calls on a second
+        # connection: the first is busy streaming).
+        with ApiClient(client.path, timeout_s=30.0) as decide:
+            follow(client, task_id, out, human=True, decide=decide)
+    elif args.follow:
+        # Anything else gets one JSON line per event.
+        follow(client, task_id, out, human=False)
     view = client.call(WaitRequest(params=WaitParams(task_id=task_id)), timeout_s=math.inf)
     if human:
         out.write(describe(view) + "\n")
@@ -460,6 +473,9 @@ COMMANDS: dict[str, Callable[[ApiClient, argparse.Namespace, TextIO], int]] = {
     "logs": cmd_logs,
     "tree": cmd_tree,
     "schedules": cmd_schedules,
+    "approvals": approval_commands.cmd_approvals,
+    "approve": approval_commands.cmd_decide,
+    "deny": approval_commands.cmd_decide,
 }
 
 

@@ -134,6 +134,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--idempotency-key", metavar="KEY", help="retrying with the same key returns the same task"
     )
+    p.add_argument(
+        "--approve",
+        metavar="TOOL_GLOB",
+        action="append",
+        default=[],
+        help="tool calls that wait for your approval, added to the daemon's (SERVER/TOOL_GLOB, or "
+        "TOOL_GLOB on every granted server; repeatable)",
+    )
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--wait", action="store_true", help="wait for the result and exit with the task's code")
     mode.add_argument("--follow", action="store_true", help="show progress live, then the result")
@@ -171,6 +179,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("schedule", nargs="?", metavar="ID")
     _socket_arg(p)
     _json_arg(p)
+    p = sub.add_parser(
+        "approvals",
+        help="list the pending tool-call approval requests you may decide",
+        description="Each line: task, call id, tool, arguments, age. You see the requests of your own "
+        "tasks (admins: all).",
+    )
+    p.add_argument("task", nargs="?", metavar="TASK", help="only this task's requests")
+    _socket_arg(p)
+    _json_arg(p)
+    for name, text in (("approve", "let a waiting tool call run"), ("deny", "refuse a waiting tool call")):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("task", metavar="TASK", help="task id")
+        p.add_argument("call", nargs="?", metavar="CALL", help="the request (needed when several wait)")
+        if name == "deny":
+            p.add_argument("--reason", metavar="TEXT", help="told to the model")
+        _socket_arg(p)
+        _json_arg(p)
     p = sub.add_parser("logs", help="show a task's events")
     p.add_argument("task", metavar="TASK")
     p.add_argument("-f", "--follow", action="store_true", help="keep showing new events until the task ends")

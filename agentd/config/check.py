@@ -23,6 +23,7 @@ from agentd.config.redact import argv_credentials, url_credentials
 from agentd.config.secrets import SecretSource, SecretUnavailable
 from agentd.config.servers import CREDENTIAL_HEADERS, MAX_CHAIN, IntelligenceSection, McpSection, McpServer
 from agentd.errors import ConfigProblem
+from protocol.approval import gated
 from protocol.spawn import Name
 
 # Threaded Python reserves address space it never touches; below this it cannot start threads.
@@ -223,6 +224,11 @@ def _check_server(server: McpServer, out: list[ConfigProblem], notices: list[str
     tools = section.tools
     if tools is not None and (any(not t for t in tools) or len(set(tools)) != len(tools)):
         out.append(ConfigProblem(f"{key}.tools", "tool names must be non-empty and listed once"))
+    if tools is not None:
+        # A gate that matches none of the granted tools is almost surely a typo: it would gate nothing.
+        for pattern in section.approval:
+            if not gated([pattern], "") and not any(gated([pattern], t) for t in tools):
+                notices.append(f"{key}.approval: {pattern!r} matches none of the tools this server grants")
 
 
 def _check_names(

@@ -17,7 +17,8 @@ from pydantic.json_schema import SkipJsonSchema
 
 from agentd.config.secrets import SecretSource
 from agentd.config.sections import Section, TrustTag
-from agentd.config.types import Command, ConfigPath, EnvName, HeaderName, Name, Seconds
+from agentd.config.types import Command, ConfigPath, Duration, EnvName, HeaderName, Name, Seconds
+from protocol.approval import MAX_PATTERNS, pattern_problem
 from protocol.spawn import EndpointSpec, McpLogLevel, McpServerSpec, OAuthSpec
 
 DEFAULT_BASE_URLS: dict[str, str] = {
@@ -226,6 +227,26 @@ class McpSection(Section):
         description="Consent to grants that break the Rule of Two; a violating grant passes only when "
         "every server in it consents (or [security] allows all).",
     )
+    approval: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_PATTERNS,
+        description="Tool names (shell-style globs: `delete_*`) whose calls wait for a person's approval "
+        "(`agentd approve`/`deny`); a task can add to this list, never remove from it.",
+    )
+    approval_timeout: Duration = Field(
+        default=_server_default("approval_timeout_s"),
+        gt=0,
+        description="How long one approval request waits for a decision; then the call is denied.",
+    )
+
+    @field_validator("approval")
+    @classmethod
+    def _check_approval(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            problem = pattern_problem(pattern)
+            if problem is not None:
+                raise ValueError(problem)
+        return value
 
     @property
     def effective_transport(self) -> Literal["stdio", "http", "sse"]:
@@ -332,4 +353,6 @@ class McpServer:
             connect_timeout_s=section.connect_timeout_s,
             call_timeout_s=section.call_timeout_s,
             log_level=section.log_level,
+            approval=list(section.approval),
+            approval_timeout_s=section.approval_timeout,
         )

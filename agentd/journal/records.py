@@ -16,6 +16,8 @@ from typing import Literal
 from pydantic import JsonValue
 
 from protocol.api import (
+    ApprovalState,
+    ApprovalView,
     EventView,
     NodeView,
     ScheduleSpec,
@@ -50,6 +52,11 @@ def new_task_id() -> str:
 def new_schedule_id() -> str:
     """A fresh schedule id (`s_` + 26 characters)."""
     return "s_" + _ulid()
+
+
+def new_call_id() -> str:
+    """A fresh approval request id (`a_` + 26 characters)."""
+    return "a_" + _ulid()
 
 
 def new_run_id() -> str:
@@ -235,3 +242,45 @@ class JournalStats:
     failed_batches: int = 0
     events_written: int = 0
     events_dropped: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRecord:
+    """One gated tool call held for a person (issue 18); times are UTC epoch seconds."""
+
+    call_id: str
+    task_id: str
+    run_id: str
+    handle: str
+    owner_uid: int
+    tool_call_id: str
+    server: str
+    tool: str
+    arguments: JsonValue
+    digest: str
+    instruction: str
+    state: ApprovalState
+    consumed: bool
+    reason: str | None
+    decided_by: int | None
+    requested_at: float
+    expires_at: float
+    decided_at: float | None
+
+    def to_view(self) -> ApprovalView:
+        return ApprovalView(
+            call=self.call_id,
+            task_id=self.task_id,
+            handle=self.handle,
+            owner_uid=self.owner_uid,
+            server=self.server,
+            tool=self.tool,
+            arguments=self.arguments,
+            instruction=self.instruction,
+            state=self.state,
+            requested_at=self.requested_at,
+            expires_at=self.expires_at,
+            decided_at=self.decided_at,
+            decided_by=self.decided_by,
+            reason=self.reason,
+        )

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from agentd.errors import JournalError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 BUSY_TIMEOUT_MS = 5000
 
 # Invariant: `seq` is the rowid alias, so it is the submission order and survives VACUUM (an
@@ -123,8 +123,39 @@ ALTER TABLE tasks ADD COLUMN idle INTEGER NOT NULL DEFAULT 0;
 CREATE UNIQUE INDEX tasks_by_fire ON tasks (schedule_id, fire_at) WHERE schedule_id IS NOT NULL;
 """
 
+# v4: the approval gate (issue 18). One row per gated tool call a subagent holds for a person;
+# it outlives the daemon, so a request pending at a restart stays decidable, and a decision not yet
+# `consumed` is honoured once when the requeued run makes the same call (same `digest`: server,
+# tool, arguments). `call_id` is the public id a person names (`agentd approve TASK CALL`).
+_V4 = """
+CREATE TABLE approvals (
+    seq          INTEGER PRIMARY KEY,
+    call_id      TEXT    NOT NULL UNIQUE,
+    task_id      TEXT    NOT NULL REFERENCES tasks (task_id),
+    run_id       TEXT    NOT NULL,
+    handle       TEXT    NOT NULL,
+    owner_uid    INTEGER NOT NULL,
+    tool_call_id TEXT    NOT NULL,
+    server       TEXT    NOT NULL,
+    tool         TEXT    NOT NULL,
+    arguments    TEXT    NOT NULL,
+    digest       TEXT    NOT NULL,
+    instruction  TEXT    NOT NULL,
+    state        TEXT    NOT NULL DEFAULT 'pending'
+                 CHECK (state IN ('pending', 'approved', 'denied', 'expired', 'withdrawn')),
+    consumed     INTEGER NOT NULL DEFAULT 0,
+    reason       TEXT,
+    decided_by   INTEGER,
+    requested_at REAL    NOT NULL,
+    expires_at   REAL    NOT NULL,
+    decided_at   REAL
+);
+CREATE INDEX approvals_by_task ON approvals (task_id, digest);
+CREATE INDEX approvals_by_state ON approvals (state);
+"""
+
 # Index i holds the script that takes a database from version i to i + 1.
-_MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
+_MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 
 # SQLite primary result codes (the low byte of an extended code) that describe the environment

@@ -27,6 +27,7 @@ from pydantic import JsonValue
 
 from agentd.errors import JournalError, JournalUnavailable
 from agentd.journal import queries as q
+from agentd.journal.approval_store import ApprovalJournal
 from agentd.journal.files import DB_NAME, open_state_dir
 from agentd.journal.quota import Quota
 from agentd.journal.records import (
@@ -92,9 +93,10 @@ class _Followers:
         self.count = 0
 
 
-class Journal(ScheduleJournal):
+class Journal(ScheduleJournal, ApprovalJournal):
     """Async access to the journal. Obtain one with `open_journal`. The schedule operations come
-    from `ScheduleJournal` (agentd/journal/schedule_store.py)."""
+    from `ScheduleJournal` (agentd/journal/schedule_store.py), the approval gate's from
+    `ApprovalJournal` (agentd/journal/approval_store.py)."""
 
     def __init__(
         self,

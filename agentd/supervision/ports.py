@@ -17,6 +17,7 @@ from agentd.journal.records import NodeRecord, NodeState, TaskRecord
 from agentd.metrics.port import NULL_METRICS, Metrics
 from agentd.spawning.cgroup import CgroupRoot
 from agentd.spawning.spawner import RLimits, SpawnedProcess, SpawnRequest
+from agentd.supervision.approvals import ApprovalDesk
 from agentd.supervision.liveness import LivenessPolicy
 from processes.ladder import LadderPolicy
 from protocol.result import RunUsage, TerminalStatus
@@ -103,3 +104,5 @@ class RunPorts:
     cgroups: CgroupRoot | None = None
     # Where spawn latency, child events, ladder rungs and detector firings are counted.
     metrics: Metrics = NULL_METRICS
+    # Where gated tool calls wait for a person; None (`agentd run`: nobody to ask) denies them.
+    approvals: ApprovalDesk | None = None

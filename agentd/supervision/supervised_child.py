@@ -46,7 +46,7 @@ WRITE_TIMEOUT_S = 5.0
 DRAIN_AFTER_EXIT_S = 1.0
 RTT_SAMPLES = 256
 
-SupRequest = control.SupSpawn | control.SupWait | control.SupStatus | control.SupCancel
+SupRequest = control.SupSpawn | control.SupWait | control.SupStatus | control.SupCancel | control.SupApprove
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,7 @@ from agentd.metrics.port import NULL_METRICS, Metrics
 from agentd.spawning import reaper
 from agentd.spawning.cgroup import CgroupRoot
 from agentd.spawning.spawner import Spawner
+from agentd.supervision.approvals import ApprovalDesk
 from agentd.supervision.fairness import fair_order
 from agentd.supervision.ports import DrainState, RunOptions, RunPorts
 from agentd.supervision.task_run import TaskRun
@@ -76,8 +77,12 @@ class Supervisor:
         cgroup_root: CgroupRoot | None = None,
         metrics: Metrics = NULL_METRICS,
         tracing: Tracing = NULL_TRACING,
+        *,
+        approvals: bool = True,
     ) -> None:
         self.journal = journal
+        # Gated tool calls wait here for a person (issue 18); without a desk they are denied.
+        self.approvals = ApprovalDesk(journal) if approvals else None
         self.build_payload = build_payload
         self.spawner = spawner
         self.options = options or SupervisorOptions()
@@ -269,6 +274,7 @@ class Supervisor:
             options=self.options.run,
             cgroups=self.cgroup_root,
             metrics=self.metrics,
+            approvals=self.approvals,
         )
         slot.run = TaskRun(ports, slot.record, payload)
         if self.draining:

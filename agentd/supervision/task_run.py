@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
+from typing import Literal
 
 import anyio
 import anyio.abc
@@ -21,6 +22,7 @@ from agentd import logs
 from agentd.errors import InvalidTransition, JournalError, SpawnError
 from agentd.journal.records import TaskRecord
 from agentd.spawning.spawner import SpawnRequest
+from agentd.supervision.approvals import Asker, result_json
 from agentd.supervision.liveness import KillCause, Verdict
 from agentd.supervision.payloads import child_payload, scope_of
 from agentd.supervision.ports import RunPorts
@@ -130,6 +132,8 @@ class NodeListener:
     async def on_request(self, child: SupervisedChild, request: SupRequest) -> JsonValue:
         if isinstance(request, control.SupSpawn):
             return await self.run.spawn(self.node.handle, request.params)
+        if isinstance(request, control.SupApprove):
+            return await self.run.approve(self.node, request.params)
         target = request.params.handle
         if not self.run.is_descendant(target, of=self.node.handle):
             return {"refused": f"no subagent {target} under node {self.node.handle}"}
@@ -172,12 +176,15 @@ class TaskRun:
     def node_views(self) -> list[NodeView]:
         """The live tree: each node's state, pid, usage so far and grant."""
         views = []
+        waiting = self.awaiting_approval()
         for handle in sorted(self.nodes, key=lambda h: [int(p) for p in h.split(".")]):
             node, tree_node = self.nodes[handle], self.tree.nodes[handle]
             child = node.child
-            state = (
+            state: Literal["starting", "running", "awaiting_approval", "terminal"] = (
                 "terminal" if node.result is not None else ("running" if child is not None else "starting")
             )
+            if state == "running" and handle in waiting:
+                state = "awaiting_approval"
             views.append(
                 NodeView(
                     handle=handle,
@@ -192,6 +199,11 @@ class TaskRun:
                 )
             )
         return views
+
+    def awaiting_approval(self) -> set[str]:
+        """The handles of the nodes holding a tool call for a person right now."""
+        desk = self.ports.approvals
+        return desk.awaiting(self.record.task_id) if desk is not None else set()
 
     def pids(self) -> set[int]:
         return {n.child.pid for n in self.nodes.values() if n.child is not None and not n.child.exited}
@@ -357,6 +369,9 @@ class TaskRun:
 
     def cancel(self, reason: str, *, cause: KillCause = "cancel", force: bool = False) -> None:
         self.cancel_reason = self.cancel_reason or reason
+        if self.ports.approvals is not None:
+            # Every wait of the tree ends now, not when each child gets round to its cancel.
+            self.ports.approvals.release(self.record.task_id, reason)
         self.tree.closed = self.tree.closed or (
             "the daemon is draining" if cause == "drain" else "the task is being cancelled"
         )
@@ -443,6 +458,30 @@ class TaskRun:
             }
         await node.done.wait()
         return self.distillate(decision.handle)
+
+    async def approve(self, node: NodeRun, params: control.ApproveParams) -> JsonValue:
+        """A gated tool call of `node`, held until a person decides (issue 18); fails closed."""
+        desk = self.ports.approvals
+        if desk is None:
+            reason = "no one can approve tool calls here (agentd run has no API socket)"
+            return result_json(control.ApproveResult(outcome="denied", reason=reason))
+        if self.tree.closed is not None and self.cancel_reason is not None:
+            return result_json(control.ApproveResult(outcome="denied", reason=self.cancel_reason[:1000]))
+        asker = Asker(
+            task_id=self.record.task_id,
+            run_id=self.record.run_id,
+            owner_uid=self.record.owner_uid,
+            handle=node.handle,
+            instruction=node.payload.instruction[:1000],
+        )
+        try:
+            result = await desk.request(asker, params, deadline=self.tree.nodes[node.handle].deadline)
+        except JournalError as exc:
+            # Never run a gated call unrecorded: the model hears it was not approved.
+            result = control.ApproveResult(
+                outcome="denied", reason=f"the request could not be journaled ({exc})"
+            )
+        return result_json(result)
 
     async def wait(self, handle: str, timeout_s: float | None) -> JsonValue:
         node = self.nodes[handle]

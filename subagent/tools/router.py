@@ -21,6 +21,8 @@ import anyio
 import mcp_types
 from pydantic import JsonValue, ValidationError
 
+from protocol import approval
+from protocol.control import ApproveResult
 from protocol.spawn import SpawnPayload
 from subagent.errors import McpFatal
 from subagent.messages import JsonObject, ToolCall, ToolOutcome, ToolSpec
@@ -65,6 +67,7 @@ ErrorKind = Literal[
     "server_withdrawn",
     "mcp_fatal",
     "cancelled",
+    "denied",
 ]
 
 
@@ -310,7 +313,48 @@ class ToolRouter:
             outcome = await self._self_tool(route.tool, call.arguments, timeout_s)
             return outcome, "tool_error" if outcome.is_error else None
         link = next(link for link in self._links if link.name == route.server)
+        if approval.gated(link.spec.approval, route.tool):
+            started = anyio.current_time()
+            denied = await self._ask_approval(link, route.tool, call, timeout_s)
+            if denied is not None:
+                return denied, "denied"
+            # The wait counts against the deadline: the call gets only what is left of it.
+            timeout_s -= anyio.current_time() - started
         return await self._mcp_call(link, route.tool, call, timeout_s)
+
+    async def _ask_approval(
+        self, link: ServerLink, tool: str, call: ToolCall, timeout_s: float
+    ) -> ToolOutcome | None:
+        """Hold a gated call until the supervisor relays a person's decision: None to run it, else
+        the observation saying who refused it and why. Fails closed: no answer is a denial."""
+        started = anyio.current_time()
+
+        def refused(outcome: approval.Outcome, reason: str | None) -> ToolOutcome:
+            waited_s = anyio.current_time() - started
+            return ToolOutcome(
+                approval.denial_text(call.name, outcome, reason, waited_s=waited_s), is_error=True
+            )
+
+        if self._supervisor is None:
+            return refused("denied", "no supervisor is present to ask a person")
+        params: dict[str, JsonValue] = {
+            "call_id": call.id[:200],
+            "server": link.name,
+            "tool": tool,
+            "arguments": dict(call.arguments or {}),
+            "timeout_s": link.spec.approval_timeout_s,
+        }
+        # The supervisor answers `timeout` itself; this bound only covers a supervisor that never does.
+        with anyio.move_on_after(min(timeout_s, link.spec.approval_timeout_s + 5.0)):
+            try:
+                response = await self._supervisor.request("sup/approve", params)
+                answer = ApproveResult.model_validate(response)
+            except (RuntimeError, TimeoutError, ConnectionError, ValidationError) as exc:
+                return refused("denied", f"the approval request failed ({type(exc).__name__})")
+            if answer.outcome == "approved":
+                return None
+            return refused(answer.outcome, answer.reason)
+        return refused("timeout", None)
 
     async def _mcp_call(
         self, link: ServerLink, tool: str, call: ToolCall, timeout_s: float

@@ -20,6 +20,9 @@ from agentd.api.peercred import Caller
 from agentd.errors import ApiError
 from protocol.api import (
     UNAVAILABLE,
+    ApprovalDecideParams,
+    ApprovalListParams,
+    ApprovalView,
     CancelParams,
     DaemonStatus,
     EventsParams,
@@ -197,3 +200,16 @@ class InMemoryBackend:
 
     async def schedule_delete(self, caller: Caller, params: ScheduleRef) -> ScheduleView:
         raise self._no_schedules()
+
+    async def approval_list(self, caller: Caller, params: ApprovalListParams) -> builtins.list[ApprovalView]:
+        self.callers.append(caller)
+        if params.task_id is not None:
+            task = self._tasks.get(params.task_id)
+            if task is None:
+                raise task_not_found(params.task_id)
+            check_owner(caller, task.view.owner_uid, task_id=params.task_id)
+        return []
+
+    async def approval_decide(self, caller: Caller, params: ApprovalDecideParams) -> ApprovalView:
+        self.callers.append(caller)
+        raise task_not_found(params.task_id)

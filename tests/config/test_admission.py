@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from pydantic import JsonValue
 
@@ -24,3 +26,46 @@ def test_a_spec_whose_output_schema_is_not_a_json_schema_is_refused_naming_why(l
         check_spec(load(MINIMAL), _spec({"type": "no-such-type"}))
     assert str(refused.value).startswith("output_contract.schema is not a valid JSON Schema: ")
     assert "'no-such-type' is not valid" in str(refused.value)
+
+
+GATED = (
+    MINIMAL
+    + """
+[mcp.gh]
+command = ["true"]
+trust = []
+approval = ["merge_*"]
+approval_timeout = "15m"
+[mcp.fs]
+command = ["true"]
+trust = []
+"""
+)
+
+
+def test_the_operators_gate_and_a_clients_patterns_reach_the_root_payload(load: Load, tmp_path: Path) -> None:
+    from agentd.journal.records import TaskRecord
+    from agentd.root_payload import build_payload
+
+    config = load(GATED + f'[daemon]\nstate_dir = "{tmp_path / "state"}"\n')
+    spec = TaskSpec(instruction="x", mcp=["gh", "fs"], approve=["gh/close_*", "delete_*"])
+    check_spec(config, spec)
+    record = TaskRecord("t1", "r1", 0, None, spec, "queued", 0.0)
+    servers = {s.name: s for s in build_payload(config, record).mcp_servers}
+    assert servers["gh"].approval == ["merge_*", "close_*", "delete_*"]
+    assert servers["gh"].approval_timeout_s == 900
+    assert servers["fs"].approval == ["delete_*"]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "why"),
+    [
+        pytest.param("web/post", "names no MCP server granted to this task (granted: gh, fs)", id="server"),
+        pytest.param("gh/", "needs a server and a tool", id="no-tool"),
+        pytest.param(" gh/x", "surrounding or control whitespace", id="space"),
+    ],
+)
+def test_a_client_pattern_that_would_gate_nothing_is_refused(load: Load, pattern: str, why: str) -> None:
+    with pytest.raises(SpecRejected, match="approve: ") as refused:
+        check_spec(load(GATED), TaskSpec(instruction="x", mcp=["gh", "fs"], approve=[pattern]))
+    assert why in str(refused.value)

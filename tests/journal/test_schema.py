@@ -66,7 +66,7 @@ def test_migrating_a_current_database_changes_nothing(tmp_path: Path) -> None:
     try:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        assert tables == {"tasks", "nodes", "events", "schedules"}
+        assert tables == {"tasks", "nodes", "events", "schedules", "approvals"}
     finally:
         conn.close()
 
@@ -104,9 +104,29 @@ def test_a_v2_journal_migrates_to_v3_keeping_its_tasks_as_plain_tasks(tmp_path: 
     conn.close()
     migrated = connect_writer(db)
     try:
-        assert migrated.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+        assert migrated.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         row = migrated.execute("SELECT schedule_id, fire_at, idle FROM tasks WHERE task_id = 't1'").fetchone()
         assert tuple(row) == (None, None, 0)
         assert migrated.execute("SELECT count(*) FROM schedules").fetchone()[0] == 0
+    finally:
+        migrated.close()
+
+
+def test_a_v3_journal_migrates_to_v4_with_an_empty_approvals_table(tmp_path: Path) -> None:
+    db = tmp_path / "agentd.db"
+    conn = sqlite3.connect(db, isolation_level=None)
+    for script in _MIGRATIONS[:3]:
+        for statement in _statements(script):
+            conn.execute(statement)
+    conn.execute("PRAGMA user_version = 3")
+    conn.execute(
+        "INSERT INTO tasks (task_id, run_id, owner_uid, spec, created_at) VALUES ('t1', 'r1', 7, '{}', 0)"
+    )
+    conn.close()
+    migrated = connect_writer(db)
+    try:
+        assert migrated.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert migrated.execute("SELECT count(*) FROM approvals").fetchone()[0] == 0
+        assert migrated.execute("SELECT count(*) FROM tasks").fetchone()[0] == 1
     finally:
         migrated.close()

@@ -12,6 +12,11 @@ from typing import Any, get_args
 from hypothesis import strategies as st
 
 from protocol.api import (
+    ApprovalDecideParams,
+    ApprovalDecideRequest,
+    ApprovalListParams,
+    ApprovalListRequest,
+    ApprovalView,
     CancelParams,
     CancelRequest,
     DaemonStatus,
@@ -279,6 +284,41 @@ def _ref_requests(cls: type[Request[ScheduleView]]) -> st.SearchStrategy[Request
     return st.builds(cls, id=request_ids, params=schedule_refs)
 
 
+approval_list_requests = st.builds(
+    ApprovalListRequest,
+    id=request_ids,
+    params=st.builds(ApprovalListParams, task_id=_maybe(task_ids), limit=st.integers(1, 1000)),
+)
+approval_decide_requests = st.builds(
+    ApprovalDecideRequest,
+    id=request_ids,
+    params=st.builds(
+        ApprovalDecideParams,
+        task_id=task_ids,
+        call=_maybe(task_ids),
+        approve=st.booleans(),
+        reason=_maybe(short_text),
+    ),
+)
+approval_views = st.builds(
+    ApprovalView,
+    call=task_ids,
+    task_id=task_ids,
+    handle=short_text,
+    owner_uid=non_negative,
+    server=short_text,
+    tool=short_text,
+    arguments=json_values,
+    instruction=short_text,
+    state=st.sampled_from(["pending", "approved", "denied", "expired", "withdrawn"]),
+    requested_at=finite_floats,
+    expires_at=finite_floats,
+    decided_at=_maybe(finite_floats),
+    decided_by=_maybe(non_negative),
+    reason=_maybe(short_text),
+)
+
+
 # Every method: its requests, and the results that answer them.
 METHOD_STRATEGIES: dict[str, tuple[st.SearchStrategy[Request[Any]], st.SearchStrategy[Any]]] = {
     "task.submit": (submit_requests, submit_results),
@@ -295,4 +335,6 @@ METHOD_STRATEGIES: dict[str, tuple[st.SearchStrategy[Request[Any]], st.SearchStr
     "schedule.pause": (_ref_requests(SchedulePauseRequest), schedule_views),
     "schedule.resume": (_ref_requests(ScheduleResumeRequest), schedule_views),
     "schedule.delete": (_ref_requests(ScheduleDeleteRequest), schedule_views),
+    "approval.list": (approval_list_requests, st.lists(approval_views, max_size=3)),
+    "approval.decide": (approval_decide_requests, approval_views),
 }

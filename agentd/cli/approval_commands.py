@@ -1,0 +1,113 @@
+"""Client commands of the approval gate (issue 18): `approvals`, `approve`, `deny`, and what
+`submit --follow` shows and asks when a task's tool call waits for a person.
+
+A person decides only requests of tasks they own (admins: all); the daemon enforces it, this
+module only asks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import TextIO
+
+from agentd.api.client import ApiClient
+from agentd.errors import ApiClientError
+from protocol.api import (
+    ApprovalDecideParams,
+    ApprovalDecideRequest,
+    ApprovalListParams,
+    ApprovalListRequest,
+    ApprovalView,
+    EventView,
+)
+from protocol.exit_codes import ExitCode
+
+ARGS_SHOWN = 200
+
+
+def _cut(text: str, limit: int = ARGS_SHOWN) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def describe_approval(view: ApprovalView, *, now: float) -> str:
+    """One line: task, call, tool (as the model names it), arguments, age."""
+    import json
+
+    args = json.dumps(view.arguments, ensure_ascii=False, sort_keys=True, separators=(", ", ": "))
+    age_s = max(0.0, now - view.requested_at)
+    left_s = max(0.0, view.expires_at - now)
+    return (
+        f"{view.task_id}  {view.call}  {view.server}__{view.tool} {_cut(args)}  "
+        f"age {age_s:.0f}s  expires in {left_s:.0f}s  (node {view.handle}, owner uid {view.owner_uid})"
+    )
+
+
+def cmd_approvals(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
+    views = client.call(ApprovalListRequest(params=ApprovalListParams(task_id=args.task)))
+    now = time.time()
+    for view in views:
+        out.write((view.model_dump_json() if args.json else describe_approval(view, now=now)) + "\n")
+    if not views and not args.json:
+        out.write("no pending approval requests you may decide\n")
+    return ExitCode.OK
+
+
+def cmd_decide(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
+    approve = args.command == "approve"
+    params = ApprovalDecideParams(
+        task_id=args.task, call=args.call, approve=approve, reason=getattr(args, "reason", None)
+    )
+    view = client.call(ApprovalDecideRequest(params=params))
+    if args.json:
+        out.write(view.model_dump_json() + "\n")
+    else:
+        out.write(f"{view.call} {view.state}: {view.server}__{view.tool}\n")
+    return ExitCode.OK
+
+
+def render_approval(event: EventView) -> str | None:
+    """The progress line of an approval event (None: not one)."""
+    f = event.fields
+    if event.event == "approval.requested":
+        return f"⏸ awaiting approval: {f.get('server')}__{f.get('tool')} {_cut(str(f.get('arguments', '')))}"
+    if event.event == "approval.decided":
+        outcome, who = f.get("outcome"), f.get("decider_uid")
+        if outcome == "approved":
+            return f"  ✓ approved by uid {who}"
+        if outcome == "timeout":
+            return f"  ✗ not decided in time: denied ({f.get('reason') or 'timeout'})"
+        by = f" by uid {who}" if who is not None else ""
+        return f"  ✗ denied{by}" + (f": {f.get('reason')}" if f.get("reason") else "")
+    return None
+
+
+def ask(client: ApiClient, task_id: str, event: EventView, out: TextIO, *, inp: TextIO | None) -> None:
+    """After an `approval.requested` line: on a terminal ask `approve? [y/N]` and send the answer;
+    otherwise say how to decide. A failed decision (decided elsewhere meanwhile) is reported."""
+    call = event.fields.get("call")
+    if not isinstance(call, str):
+        return
+    if inp is None or not inp.isatty():
+        out.write(
+            f"  decide: agentd approve {task_id} {call}  |  agentd deny {task_id} {call} --reason TEXT\n"
+        )
+        out.flush()
+        return
+    out.write("  approve? [y/N] ")
+    out.flush()
+    answer = inp.readline().strip().lower()
+    approve = answer in ("y", "yes")
+    reason = None if approve else "denied at the submitting terminal"
+    params = ApprovalDecideParams(task_id=task_id, call=call, approve=approve, reason=reason)
+    try:
+        client.call(ApprovalDecideRequest(params=params))
+    except ApiClientError as exc:
+        out.write(f"  (not recorded: {exc})\n")
+        out.flush()
+
+
+def prompt_input() -> TextIO | None:
+    """Where `submit --follow` reads answers: stdin when it is a terminal."""
+    return sys.stdin if sys.stdin is not None and sys.stdin.isatty() else None

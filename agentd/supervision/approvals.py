@@ -1,0 +1,253 @@
+"""The approval desk: where gated tool calls wait for a person (issue 18).
+
+A subagent holding a gated call sends `sup/approve`; its node's `TaskRun` hands it here. The desk
+journals the request (so it survives a restart), waits — bounded by the request's expiry and the
+node's deadline — until a person decides through the API, the expiry passes, or the task is
+cancelled, and answers with the decision, consumed once. A decision journaled while no run waited
+(the daemon restarted) is honoured when the requeued run makes the same call.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+import anyio
+from pydantic import JsonValue
+
+from agentd import logs
+from agentd.errors import JournalError
+from agentd.journal.approval_queries import Opened
+from agentd.journal.records import ApprovalRecord
+from protocol.api import ApprovalState
+from protocol.approval import canonical_arguments
+from protocol.control import ApproveParams, ApproveResult
+
+ARGS_SHOWN = 2000
+SETTLE_WRITE_S = 5.0
+DECIDERS = "the task's owner, the daemon's user, root and the admin group"
+
+
+class DeskJournal(Protocol):
+    """The journal operations the desk uses (the real `Journal` has them)."""
+
+    async def open_approval(
+        self,
+        *,
+        task_id: str,
+        run_id: str,
+        handle: str,
+        owner_uid: int,
+        tool_call_id: str,
+        server: str,
+        tool: str,
+        arguments: JsonValue,
+        instruction: str,
+        timeout_s: float,
+        busy: frozenset[str],
+    ) -> tuple[ApprovalRecord, Opened]: ...
+
+    async def decide_approval(
+        self,
+        call_id: str,
+        state: Literal["approved", "denied", "expired", "withdrawn"],
+        *,
+        reason: str | None = None,
+        decided_by: int | None = None,
+    ) -> tuple[ApprovalRecord | None, bool]: ...
+
+    async def consume_approval(self, call_id: str) -> None: ...
+
+    async def get_approval(self, call_id: str) -> ApprovalRecord | None: ...
+
+    def append_event(
+        self, task_id: str, event: str, fields: Mapping[str, JsonValue] | None = None
+    ) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Asker:
+    """Who holds the call: the task and the node, as the supervisor knows them (never the child)."""
+
+    task_id: str
+    run_id: str
+    owner_uid: int
+    handle: str
+    instruction: str
+
+
+@dataclass
+class _Waiter:
+    asker: Asker
+    woken: anyio.Event = field(default_factory=anyio.Event)
+    # Set when the task is cancelled: the wait ends without a person's decision.
+    withdrawn: str | None = None
+
+
+def outcome_of(state: ApprovalState) -> Literal["approved", "denied", "timeout"]:
+    """The child's answer for a decided request."""
+    if state == "approved":
+        return "approved"
+    return "timeout" if state == "expired" else "denied"
+
+
+def answer(record: ApprovalRecord) -> ApproveResult:
+    return ApproveResult(
+        outcome=outcome_of(record.state),
+        reason=(record.reason or "")[:1000] or None,
+        decider_uid=record.decided_by,
+        call=record.call_id,
+    )
+
+
+def shown_arguments(arguments: JsonValue) -> str:
+    """The arguments as an event shows them (compact JSON, capped)."""
+    text = canonical_arguments(arguments)
+    return text if len(text) <= ARGS_SHOWN else text[:ARGS_SHOWN] + "…"
+
+
+class ApprovalDesk:
+    """Every gated call this daemon holds, by request id; decisions arrive through `decide`."""
+
+    def __init__(self, journal: DeskJournal) -> None:
+        self._journal = journal
+        self._waiting: dict[str, _Waiter] = {}
+        self.log = logs.get()
+
+    def awaiting(self, task_id: str) -> set[str]:
+        """The handles of `task_id`'s nodes that hold a call for a person right now."""
+        return {w.asker.handle for w in self._waiting.values() if w.asker.task_id == task_id}
+
+    def release(self, task_id: str, reason: str) -> None:
+        """End every wait of `task_id` at once (its cancel): each is withdrawn, answered `denied`."""
+        for waiter in self._waiting.values():
+            if waiter.asker.task_id == task_id and not waiter.woken.is_set():
+                waiter.withdrawn = reason
+                waiter.woken.set()
+
+    async def request(self, asker: Asker, params: ApproveParams, *, deadline: float) -> ApproveResult:
+        """Hold one gated call until it is decided, expires or is withdrawn; its answer, consumed.
+
+        Args:
+            asker: the task and node holding the call.
+            params: the child's `sup/approve`.
+            deadline: the node's deadline (monotonic); the wait never outlasts it.
+
+        Raises:
+            JournalError: the request could not be journaled (the caller refuses the call).
+        """
+        record, opened = await self._journal.open_approval(
+            task_id=asker.task_id,
+            run_id=asker.run_id,
+            handle=asker.handle,
+            owner_uid=asker.owner_uid,
+            tool_call_id=params.call_id,
+            server=params.server,
+            tool=params.tool,
+            arguments=params.arguments,
+            instruction=asker.instruction,
+            timeout_s=params.timeout_s,
+            busy=frozenset(self._waiting),
+        )
+        log = self.log.bind(task_id=asker.task_id, run_id=asker.run_id, handle=asker.handle)
+        if opened == "decided":
+            # Decided while no run waited (a restart): honoured now, once.
+            log.info("approval.decided", call=record.call_id, outcome=outcome_of(record.state), honoured=True)
+            return answer(record)
+        call_id = record.call_id
+        waiter = _Waiter(asker)
+        self._waiting[call_id] = waiter
+        try:
+            if opened == "new":
+                self._requested(asker, record)
+            else:
+                log.info("approval.requested", call=call_id, tool=record.tool, resumed=True)
+            until = anyio.current_time() + max(0.0, record.expires_at - time.time())
+            with anyio.move_on_at(min(until, deadline)):
+                await waiter.woken.wait()
+            if waiter.withdrawn is not None:
+                return await self._settle(call_id, "withdrawn", waiter.withdrawn)
+            if not waiter.woken.is_set():
+                why = "nobody decided in time" if until <= deadline else "the task's deadline came first"
+                return await self._settle(call_id, "expired", why)
+            decided = await self._journal.get_approval(call_id)
+            assert decided is not None  # rows are never deleted
+            await self._journal.consume_approval(call_id)
+            return answer(decided)
+        except BaseException:
+            # Cancelled with its node (or our own error): nobody can use a decision now.
+            if waiter.withdrawn is None and not waiter.woken.is_set():
+                with anyio.CancelScope(shield=True), anyio.move_on_after(SETTLE_WRITE_S):
+                    try:
+                        await self._journal.decide_approval(
+                            call_id, "withdrawn", reason="the run ended before a decision"
+                        )
+                    except JournalError as exc:
+                        log.warning("approval.decided", call=call_id, err=f"journal: {exc}")
+            raise
+        finally:
+            self._waiting.pop(call_id, None)
+
+    async def _settle(
+        self, call_id: str, state: Literal["expired", "withdrawn"], reason: str
+    ) -> ApproveResult:
+        """End a wait without a person (unless one decided just now: then theirs stands)."""
+        record, won = await self._journal.decide_approval(call_id, state, reason=reason)
+        assert record is not None
+        if won:
+            self._decided(record)
+        await self._journal.consume_approval(call_id)
+        return answer(record)
+
+    async def decide(
+        self, call_id: str, *, approve: bool, reason: str | None, decider_uid: int
+    ) -> tuple[ApprovalRecord | None, bool]:
+        """A person's decision; returns the row and whether it was this decision that counted
+        (False: the request was decided, expired or withdrawn already)."""
+        state: Literal["approved", "denied"] = "approved" if approve else "denied"
+        record, won = await self._journal.decide_approval(
+            call_id, state, reason=reason, decided_by=decider_uid
+        )
+        if record is not None and won:
+            self._decided(record)
+            waiter = self._waiting.get(call_id)
+            if waiter is not None:
+                waiter.woken.set()
+        return record, won
+
+    def _requested(self, asker: Asker, record: ApprovalRecord) -> None:
+        fields: dict[str, JsonValue] = {
+            "handle": asker.handle,
+            "call": record.call_id,
+            "server": record.server,
+            "tool": record.tool,
+            "arguments": shown_arguments(record.arguments),
+            "expires_in_s": round(record.expires_at - record.requested_at, 3),
+            "deciders": DECIDERS,
+        }
+        self.log.info("approval.requested", task_id=asker.task_id, run_id=asker.run_id, **fields)
+        self._journal.append_event(asker.task_id, "approval.requested", fields)
+
+    def _decided(self, record: ApprovalRecord) -> None:
+        decided_at = record.decided_at if record.decided_at is not None else time.time()
+        fields: dict[str, JsonValue] = {
+            "handle": record.handle,
+            "call": record.call_id,
+            "server": record.server,
+            "tool": record.tool,
+            "outcome": outcome_of(record.state),
+            "state": record.state,
+            "decider_uid": record.decided_by,
+            "wait_ms": max(0, round((decided_at - record.requested_at) * 1000)),
+            "reason": (record.reason or "")[:1000] or None,
+        }
+        self.log.info("approval.decided", task_id=record.task_id, run_id=record.run_id, **fields)
+        self._journal.append_event(record.task_id, "approval.decided", fields)
+
+
+def result_json(result: ApproveResult) -> JsonValue:
+    value: JsonValue = json.loads(result.model_dump_json())
+    return value
