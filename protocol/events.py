@@ -63,6 +63,8 @@ EventName = Literal[
     "schedule.deleted",
     # Metrics outputs (docs/metrics.md): where the listener bound, or a failed textfile write.
     "proc.metrics",
+    # Warm sessions (docs/warm-sessions.md): one delivery's turn ended (its status and usage).
+    "session.turn",
 ]
 
 EVENT_NAMES: frozenset[str] = frozenset(get_args(EventName))
