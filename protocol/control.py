@@ -59,7 +59,7 @@ class InjectParams(_Params):
     """One delivery to a warm session: `message` becomes one user turn (the supervisor writes it);
     `seq` is echoed in the `ev/turn` that answers it, so the supervisor matches the two."""
 
-    message: str = Field(min_length=1, max_length=1_000_000)
+    message: str = Field(max_length=1_000_000)
     seq: int = Field(default=0, ge=0)
 
 

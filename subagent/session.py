@@ -10,19 +10,39 @@ interrupts it like any other operation.
 from __future__ import annotations
 
 import collections
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import anyio
 
 from protocol import control
-from protocol.result import RunResult, TerminalStatus, distill
+from protocol.result import RunResult, RunUsage, TerminalStatus, distill
+from protocol.spawn import SpawnPayload
+from subagent.channel import ControlChannel
 from subagent.intel import Intelligence
 from subagent.loop import session
-from subagent.loop.state import Terminal
+from subagent.loop.state import LoopState, Terminal
 from subagent.tools import ToolRouter
 
-if TYPE_CHECKING:  # the driver runs the turns; it imports this module to run a warm payload
-    from subagent.run import Driver
+
+class Interrupt(Protocol):
+    scope: anyio.CancelScope | None
+
+
+class Driver(Protocol):
+    """What a session needs of the run's driver (`subagent.run.Driver`): its turns are its runs."""
+
+    payload: SpawnPayload
+    channel: ControlChannel
+    state: LoopState
+    started: float
+    base_usage: RunUsage
+
+    @property
+    def current(self) -> Interrupt: ...
+    @property
+    def cancelled(self) -> bool: ...
+    def usage(self) -> RunUsage: ...
+    async def drive(self, intel: Intelligence, tools: ToolRouter) -> Terminal: ...
 
 
 class Inbox:

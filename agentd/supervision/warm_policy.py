@@ -7,7 +7,7 @@ Pure: frozen data in, frozen data out; `agentd.supervision.warm_session` does th
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from pydantic import JsonValue
@@ -58,7 +58,7 @@ class TurnOutcome:
     status: TerminalStatus | None
     result: JsonValue = None
     partial: bool = False
-    usage: RunUsage = RunUsage()
+    usage: RunUsage = field(default_factory=RunUsage)
     task_id: str | None = None
     seq: int = 0
     injections: int = 0

@@ -83,14 +83,18 @@ class SessionListener(Protocol):
     """What a warm session reports to its owner (called on the event loop; must not raise)."""
 
     def on_turn(self, session: WarmSession, outcome: TurnOutcome) -> None: ...
-    def on_exit(self, session: WarmSession, record: TaskRecord, result: RunResult, decision: ExitDecision) -> None: ...
+    def on_exit(
+        self, session: WarmSession, record: TaskRecord, result: RunResult, decision: ExitDecision
+    ) -> None: ...
 
 
 class _Quiet:
     def on_turn(self, session: WarmSession, outcome: TurnOutcome) -> None:
         return None
 
-    def on_exit(self, session: WarmSession, record: TaskRecord, result: RunResult, decision: ExitDecision) -> None:
+    def on_exit(
+        self, session: WarmSession, record: TaskRecord, result: RunResult, decision: ExitDecision
+    ) -> None:
         return None
 
 
@@ -203,7 +207,9 @@ class WarmSession:
 
     # ---- the session's life ----------------------------------------------------------------
 
-    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> RunResult | None:
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> RunResult | None:
         """Run incarnations until the session ends; returns the last one's result."""
         task_status.started()
         last: RunResult | None = None
@@ -213,7 +219,9 @@ class WarmSession:
                 turns_before = self.turns
                 record = await self._new_task()
                 last = await self._incarnation(record)
-                decision = warm_policy.after_exit(last, stopping=self._stopping is not None, wedged=self._wedged)
+                decision = warm_policy.after_exit(
+                    last, stopping=self._stopping is not None, wedged=self._wedged
+                )
                 self._settle_in_flight(decision)
                 self._listener.on_exit(self, record, last, decision)
                 self.log.info(
@@ -363,7 +371,11 @@ class WarmSession:
                 newer = next(p for p in self._queue if p.delivery.uri == pending.delivery.uri)
                 self._waiters.setdefault(newer.slot, []).extend(self._waiters.pop(pending.slot, []))
                 return
-        why = "the warm session ended during its turn" if decision == "end" else "the session crashed on it twice"
+        why = (
+            "the warm session ended during its turn"
+            if decision == "end"
+            else "the session crashed on it twice"
+        )
         self._resolve(pending, TurnOutcome(pending.delivery, None, injections=pending.injections, error=why))
 
     def _fail_all(self, why: str) -> None:
@@ -372,7 +384,9 @@ class WarmSession:
             queue = (self._in_flight, *queue)
             self._in_flight = None
         for pending in queue:
-            self._resolve(pending, TurnOutcome(pending.delivery, None, injections=pending.injections, error=why))
+            self._resolve(
+                pending, TurnOutcome(pending.delivery, None, injections=pending.injections, error=why)
+            )
 
     async def _wait_for_delivery(self) -> None:
         """Until a delivery waits or the session is stopping (the owner's `stop` bounds this)."""

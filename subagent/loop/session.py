@@ -33,7 +33,9 @@ class TurnBounds:
     session_tokens: bool
 
 
-def turn_bounds(spec: WarmSpec, limits: Limits, used: RunUsage, *, session_deadline: float, now: float) -> TurnBounds:
+def turn_bounds(
+    spec: WarmSpec, limits: Limits, used: RunUsage, *, session_deadline: float, now: float
+) -> TurnBounds:
     """The next turn's budgets: the delivery's own, capped by what the session has left."""
     steps_left = max(1, limits.max_steps - used.steps)
     tokens_left = max(1, limits.max_tokens - used.tokens)
@@ -81,7 +83,8 @@ def end_turn(state: LoopState, terminal: Terminal) -> LoopState:
     added: list[Message] = []
     if state.pending is not None:
         added.extend(
-            ToolResultMessage(p.call.id, p.call.name, TURN_ENDED_OBSERVATION, is_error=True) for p in state.pending
+            ToolResultMessage(p.call.id, p.call.name, TURN_ENDED_OBSERVATION, is_error=True)
+            for p in state.pending
         )
     last = state.transcript[-1] if state.transcript else None
     answered = isinstance(last, AssistantMessage) and not last.tool_calls

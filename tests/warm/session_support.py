@@ -41,7 +41,9 @@ class Recorder:
         self.turns.append(outcome)
         self._notify()
 
-    def on_exit(self, session: WarmSession, record: TaskRecord, result: RunResult, decision: ExitDecision) -> None:
+    def on_exit(
+        self, session: WarmSession, record: TaskRecord, result: RunResult, decision: ExitDecision
+    ) -> None:
         self.exits.append((record, result, decision))
         self._notify()
 

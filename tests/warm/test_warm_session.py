@@ -63,7 +63,13 @@ async def test_three_injections_keep_their_context_and_each_turn_is_journaled(
         assert [e.fields["uri"] for e in turns] == [f"status://incident/{n}" for n in (1, 2, 3)]
     # The model was told of all three changes, and heard its own earlier answers.
     third = sent(fake_llm, 2)
-    for text in ("status://incident/1", "first noted", "status://incident/2", "second noted", "status://incident/3"):
+    for text in (
+        "status://incident/1",
+        "first noted",
+        "status://incident/2",
+        "second noted",
+        "status://incident/3",
+    ):
         assert text in third
     assert "You watch the feed" in third
 
