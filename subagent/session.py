@@ -20,6 +20,7 @@ from protocol.spawn import SpawnPayload
 from subagent.channel import ControlChannel
 from subagent.intel import Intelligence
 from subagent.loop import session
+from subagent.loop.machine import TurnView
 from subagent.loop.state import LoopState, Terminal
 from subagent.tools import ToolRouter
 
@@ -42,6 +43,8 @@ class Driver(Protocol):
     @property
     def cancelled(self) -> bool: ...
     def usage(self) -> RunUsage: ...
+    def view(self, tools: ToolRouter) -> TurnView: ...
+    def emit_notes(self) -> None: ...
     async def drive(self, intel: Intelligence, tools: ToolRouter) -> Terminal: ...
 
 
@@ -95,7 +98,10 @@ async def run_session(driver: Driver, intel: Intelligence, tools: ToolRouter, in
             spec, limits, driver.usage(), session_deadline=session_deadline, now=anyio.current_time()
         )
         started = anyio.current_time()
-        driver.state = session.begin_turn(driver.state, params.message, bounds)
+        view = driver.view(tools)
+        overhead = len(view.system or "") + view.tools_chars
+        driver.state = session.begin_turn(driver.state, params.message, bounds, overhead_chars=overhead)
+        driver.emit_notes()
         terminal = await driver.drive(intel, tools)
         turn_usage = driver.state.budgets.used
         driver.base_usage = driver.base_usage + turn_usage

@@ -14,9 +14,10 @@ from dataclasses import dataclass, replace
 
 from protocol.result import RunUsage, TerminalStatus
 from protocol.spawn import Limits, WarmSpec
+from subagent.loop import context
 from subagent.loop.machine import message_chars
-from subagent.loop.state import Budgets, LoopState, Terminal
-from subagent.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
+from subagent.loop.state import Budgets, LoopState, Note, Terminal
+from subagent.messages import AssistantMessage, Message, ToolResultMessage, UserMessage, estimate_tokens
 
 TURN_ENDED_OBSERVATION = "the call did not complete: the turn ended first"
 
@@ -48,17 +49,44 @@ def turn_bounds(
     )
 
 
-def begin_turn(state: LoopState, message: str, bounds: TurnBounds) -> LoopState:
-    """Append the delivery as one user turn and reset the per-run judgements for it."""
+# A turn's request must leave room in its token budget. Past a quarter of it, the turn starts with
+# a summary call (lever 2); past a half, there is no room for that call and the turn: the old
+# transcript is dropped mechanically before the delivery is appended.
+SUMMARY_SHARE = 4
+DROP_SHARE = 2
+
+
+def begin_turn(state: LoopState, message: str, bounds: TurnBounds, *, overhead_chars: int = 0) -> LoopState:
+    """Append the delivery as one user turn and reset the per-run judgements for it.
+
+    `overhead_chars`: the system prompt and tool catalogue as sent, for the request's estimate.
+    The transcript is compacted first when the turn's token budget could not carry it (above).
+    """
     inject = UserMessage(message, kind="inject")
+    estimate = estimate_tokens(overhead_chars + state.chars + message_chars(inject))
+    transcript, chars, verbatim = state.transcript, state.chars, state.verbatim
+    compactions, force = state.compactions, False
+    notes: tuple[Note, ...] = ()
+    if _compactable(transcript) and estimate * DROP_SHARE >= bounds.max_tokens:
+        before = len(transcript)
+        transcript = context.mechanical_compaction(transcript, 0)
+        chars = sum(message_chars(m) for m in (*state.head, *transcript))
+        verbatim, compactions = (), compactions + 1
+        notes = (
+            Note("loop.compact", {"how": "mechanical", "messages_before": before, "why": "turn_budget"}),
+        )
+    elif _compactable(transcript) and estimate * SUMMARY_SHARE >= bounds.max_tokens:
+        force = True
     config = replace(
         state.config, max_steps=bounds.max_steps, max_tokens=bounds.max_tokens, deadline=bounds.deadline
     )
     return replace(
         state,
         config=config,
-        transcript=(*state.transcript, inject),
-        chars=state.chars + message_chars(inject),
+        transcript=(*transcript, inject),
+        chars=chars + message_chars(inject),
+        verbatim=verbatim,
+        compactions=compactions,
         # The last call's prompt tokens stay: they are the next estimate's ground truth.
         budgets=Budgets(last_call=state.budgets.last_call),
         repeats={},
@@ -68,12 +96,20 @@ def begin_turn(state: LoopState, message: str, bounds: TurnBounds) -> LoopState:
         pending=None,
         pending_text="",
         partial=None,
-        force_compaction=False,
+        force_compaction=force,
         overflow_retried=False,
-        notes=(),
+        notes=notes,
         terminal=None,
         turn_message=inject,
     )
+
+
+def _compactable(transcript: tuple[Message, ...]) -> bool:
+    """Something to gain: more than a lone summary of earlier turns."""
+    if not transcript:
+        return False
+    only = transcript[0]
+    return len(transcript) > 1 or not (isinstance(only, UserMessage) and only.kind == "summary")
 
 
 def end_turn(state: LoopState, terminal: Terminal) -> LoopState:
