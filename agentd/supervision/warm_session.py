@@ -98,8 +98,8 @@ class _Quiet:
         return None
 
 
-class _Waiter:
-    """One `inject` call waiting for the outcome of the delivery it made."""
+class Ticket:
+    """One delivery handed to the session: `done` is set once `outcome` is known."""
 
     __slots__ = ("delivery", "done", "outcome")
 
@@ -107,6 +107,11 @@ class _Waiter:
         self.delivery = delivery
         self.done = anyio.Event()
         self.outcome: TurnOutcome | None = None
+
+    async def wait(self) -> TurnOutcome:
+        await self.done.wait()
+        assert self.outcome is not None
+        return self.outcome
 
 
 class WarmSession:
@@ -149,7 +154,7 @@ class WarmSession:
         self._restart = restart
         self._listener: SessionListener = listener or _Quiet()
         self._queue: tuple[Pending, ...] = ()
-        self._waiters: dict[int, list[_Waiter]] = {}
+        self._waiters: dict[int, list[Ticket]] = {}
         self._slots = 0
         self._seq = 0
         self._in_flight: Pending | None = None
@@ -169,14 +174,11 @@ class WarmSession:
         Every path that resolves the wait is bounded: a turn by its deadline plus
         `warm_policy.TURN_REPORT_SLACK_S`, a restart by the owner's policy, the end by the ladder.
         """
-        waiter = self.inject_nowait(delivery)
-        await waiter.done.wait()
-        assert waiter.outcome is not None
-        return waiter.outcome
+        return await self.inject_nowait(delivery).wait()
 
-    def inject_nowait(self, delivery: Delivery) -> _Waiter:
+    def inject_nowait(self, delivery: Delivery) -> Ticket:
         """Queue one change without waiting; its outcome reaches the listener's `on_turn`."""
-        waiter = _Waiter(delivery)
+        waiter = Ticket(delivery)
         if self.state == "ended":
             waiter.outcome = TurnOutcome(delivery, None, error="the warm session has ended")
             waiter.done.set()
@@ -217,7 +219,12 @@ class WarmSession:
         try:
             while self._stopping is None:
                 turns_before = self.turns
-                record = await self._new_task()
+                try:
+                    record = await self._new_task()
+                except JournalError as exc:
+                    # Nothing may run unrecorded: the session ends, its deliveries unanswered.
+                    self.log.error("task.terminal", err=f"journal: {exc}", warm=True)
+                    break
                 last = await self._incarnation(record)
                 decision = warm_policy.after_exit(
                     last, stopping=self._stopping is not None, wedged=self._wedged
