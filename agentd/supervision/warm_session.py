@@ -79,6 +79,14 @@ RestartPolicy = Callable[[Restart], Awaitable[bool]]
 give up (the session ends; its waiting deliveries come back unanswered)."""
 
 
+class TaskRegistry(Protocol):
+    """Where the session's tasks are made known (the `Supervisor`): `agentd cancel` and a drain
+    reach them, and the orphan sweep spares their processes."""
+
+    def adopt(self, task_id: str, cancel: Callable[[str], None], pids: Callable[[], set[int]]) -> None: ...
+    def release(self, task_id: str) -> None: ...
+
+
 class SessionListener(Protocol):
     """What a warm session reports to its owner (called on the event loop; must not raise)."""
 
@@ -126,6 +134,7 @@ class WarmSession:
         payload: the warm spawn payload (`warm=True`); task and run ids are replaced per incarnation.
         restart: the owner's restart policy (the trigger governor).
         listener: told of every turn and every incarnation's exit.
+        registry: the supervisor, which then cancels (`agentd cancel`, drain) and sweeps with it.
     """
 
     def __init__(
@@ -138,6 +147,7 @@ class WarmSession:
         *,
         restart: RestartPolicy,
         listener: SessionListener | None = None,
+        registry: TaskRegistry | None = None,
         name: str = "warm",
     ) -> None:
         if not payload.warm:
@@ -153,6 +163,7 @@ class WarmSession:
         self.turns = 0
         self._restart = restart
         self._listener: SessionListener = listener or _Quiet()
+        self.registry = registry
         self._queue: tuple[Pending, ...] = ()
         self._waiters: dict[int, list[Ticket]] = {}
         self._slots = 0
@@ -275,13 +286,19 @@ class WarmSession:
         if self._stopping is not None:
             run.cancel(self._stopping)
         self.log.info("task.started", task_id=record.task_id, warm=True)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._pump, run)
-            result = await run.run()
-            tg.cancel_scope.cancel()
-        if result is None:  # its task was ended from outside before it started
-            result = RunResult(status=TerminalStatus.CANCELLED)
-        await self._record_terminal(record, result)
+        if self.registry is not None:
+            self.registry.adopt(record.task_id, run.cancel, run.pids)
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._pump, run)
+                result = await run.run()
+                tg.cancel_scope.cancel()
+            if result is None:  # its task was ended from outside before it started
+                result = RunResult(status=TerminalStatus.CANCELLED)
+            await self._record_terminal(record, result)
+        finally:
+            if self.registry is not None:
+                self.registry.release(record.task_id)
         return result
 
     async def _pump(self, run: TaskRun) -> None:

@@ -15,6 +15,7 @@ from agentd.journal.records import TaskRecord
 from agentd.journal.store import Journal, JournalOptions, open_journal
 from agentd.spawning.spawner import ExecSpawner
 from agentd.supervision.ports import RunOptions, RunPorts
+from agentd.supervision.supervisor import Supervisor
 from agentd.supervision.warm_policy import ExitDecision, TurnOutcome
 from agentd.supervision.warm_session import Restart, WarmSession
 from processes.ladder import LadderPolicy
@@ -78,11 +79,14 @@ def warm_payload(fake: FakeLLM, **fields: Any) -> SpawnPayload:
 
 @asynccontextmanager
 async def open_session(
-    tmp_path: Path, payload: SpawnPayload, recorder: Recorder
+    tmp_path: Path, payload: SpawnPayload, recorder: Recorder, *, supervised: bool = False
 ) -> AsyncIterator[tuple[WarmSession, Journal]]:
-    """A started warm session; on exit it is stopped and waited for (bounded)."""
+    """A started warm session; on exit it is stopped and waited for (bounded). `supervised`: a
+    `Supervisor` over the same journal is its registry (`session.registry`)."""
     async with open_journal(tmp_path / "state", JournalOptions(event_flush_interval_s=0.01)) as journal:
-        ports = RunPorts(journal=journal, spawner=ExecSpawner(), options=RunOptions(ladder=LADDER))
+        spawner = ExecSpawner()
+        ports = RunPorts(journal=journal, spawner=spawner, options=RunOptions(ladder=LADDER))
+        registry = Supervisor(journal, lambda record: payload, spawner) if supervised else None
         session = WarmSession(
             ports,
             journal,
@@ -91,6 +95,7 @@ async def open_session(
             payload,
             restart=recorder.restart,
             listener=recorder,
+            registry=registry,
             name="feed",
         )
         async with anyio.create_task_group() as tg:

@@ -17,6 +17,7 @@ import anyio
 import psutil
 import pytest
 
+from agentd.supervision.supervisor import Supervisor
 from agentd.supervision.warm_policy import Delivery
 from processes.ladder import bound_s, plan
 from protocol.result import TerminalStatus as S
@@ -217,3 +218,29 @@ async def test_stop_during_a_turn_ends_the_session_within_the_ladder_bound(
         assert recorder.restarts == []
         late = await session.inject(change("status://late"))
         assert late.status is None and late.error == "the warm session has ended"
+
+
+async def test_the_supervisor_knows_a_sessions_task_to_cancel_it_and_to_spare_its_process(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.enqueue(chat("noted"))
+    recorder = Recorder()
+    async with open_session(tmp_path, warm_payload(fake_llm), recorder, supervised=True) as (
+        session,
+        journal,
+    ):
+        supervisor = session.registry
+        assert isinstance(supervisor, Supervisor)
+        with anyio.fail_after(30):
+            outcome = await session.inject(change("status://a"))
+        assert outcome.task_id is not None
+        pid = next(iter(session.pids()))
+        assert pid in supervisor.owned_pids()  # the orphan sweep leaves it alone
+        await supervisor.cancel(outcome.task_id, "cancelled by its owner")
+        with anyio.fail_after(bound_s(plan(LADDER)) + 5.0):
+            await session.wait_ended()
+        record, result, decision = recorder.exits[0]
+        assert (result.status, decision) == (S.CANCELLED, "end")
+        assert supervisor.owned_pids() == set()
+        ended = await journal.get(record.task_id)
+        assert ended is not None and ended.status is S.CANCELLED
