@@ -289,10 +289,17 @@ class WarmSession:
         if self.registry is not None:
             self.registry.adopt(record.task_id, run.cancel, run.pids)
         try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(self._pump, run)
-                result = await run.run()
-                tg.cancel_scope.cancel()
+            try:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._pump, run)
+                    result = await run.run()
+                    tg.cancel_scope.cancel()
+            except Exception as exc:  # the session's top level, as the scheduler's is a task's
+                self.log.exception("task.terminal", task_id=record.task_id, err=f"internal error: {exc!r}")
+                message = f"agentd internal error: {type(exc).__name__}"
+                result = RunResult(
+                    status=TerminalStatus.CRASHED, error=RunError(kind="internal", message=message)
+                )
             if result is None:  # its task was ended from outside before it started
                 result = RunResult(status=TerminalStatus.CANCELLED)
             await self._record_terminal(record, result)
@@ -331,6 +338,8 @@ class WarmSession:
                     child.stop("stuck", start="sigterm", reason="no ev/turn within the turn's bound")
                 return
             self._answered(pending, slot[0])
+            if slot[0].status is TerminalStatus.CANCELLED:
+                return  # the session is ending: nothing more is injected into it
             self.state = "idle"
 
     def _on_turn(self, params: control.TurnParams) -> None:
