@@ -13,7 +13,7 @@ from protocol import control
 from protocol.result import TerminalStatus as S
 from tests.child.conftest import openai_endpoint, payload
 from tests.support.child import ChildHarness, spawn_child
-from tests.support.fake_llm import FakeLLM, chat, tool_call
+from tests.support.fake_llm import FakeLLM, Hang, chat, tool_call
 
 pytestmark = [pytest.mark.anyio, pytest.mark.processes]
 
@@ -93,3 +93,16 @@ async def test_the_session_token_cap_ends_the_session(fake_llm: FakeLLM) -> None
         assert result.status is S.EXHAUSTED_TOKENS
         assert statuses[-1] is S.EXHAUSTED_TOKENS
         assert result.usage.tokens <= 1200
+
+
+async def test_a_turn_past_its_deadline_reports_deadline_and_the_session_goes_on(fake_llm: FakeLLM) -> None:
+    fake_llm.enqueue(Hang(), chat("on time"))
+    async with spawn_child(warm(fake_llm, turn_deadline_s=1.0)) as child:
+        late = await inject(child, 1, "change of res://slow")
+        assert late.status is S.DEADLINE
+        assert 1000 <= late.dur_ms < 10_000
+        on_time = await inject(child, 2, "change of res://fast")
+        assert on_time.status is S.COMPLETED and on_time.result == "on time"
+        assert child.results() == []  # the session itself has not ended
+        await child.cancel()
+        assert (await child.result()).status is S.CANCELLED
