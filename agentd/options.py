@@ -7,7 +7,7 @@ so neither of them reads the configuration itself.
 from __future__ import annotations
 
 from agentd.config.load import Config
-from agentd.config.sections import ScheduleSection
+from agentd.config.sections import ScheduleSection, TriggerSection
 from agentd.journal.quota import Quota
 from agentd.journal.store import JournalOptions
 from agentd.spawning.spawner import RLimits
@@ -16,6 +16,7 @@ from agentd.supervision.ports import RunOptions
 from agentd.supervision.supervisor import SupervisorOptions
 from processes.ladder import LadderPolicy
 from protocol.api import ScheduleSpec, SpecLimits, TaskSpec
+from protocol.spawn import Limits, SpawnPayload, WarmSpec
 
 
 def _finite(value: int | float | None) -> int | None:
@@ -69,6 +70,33 @@ def supervisor_options(config: Config) -> SupervisorOptions:
         drain_timeout_s=config.daemon.drain_timeout_s,
         orphan_sweep_interval_s=sup.orphan_sweep_interval_s,
         run=run,
+    )
+
+
+# A warm session's steps over its life are bounded by its tokens; steps get the wire's ceiling.
+WARM_SESSION_STEPS = 100_000
+
+
+def warm_payload(base: SpawnPayload, section: TriggerSection) -> SpawnPayload:
+    """A `route = "continue"` trigger's session payload: `base` (its instruction, endpoint and MCP
+    grant, as a task of the trigger would get) made warm, with the trigger's per-delivery budgets
+    and its session's token cap and lifetime (docs/warm-sessions.md)."""
+    return base.model_copy(
+        update={
+            "warm": True,
+            "session": WarmSpec(
+                turn_max_steps=section.turn_max_steps,
+                turn_max_tokens=section.turn_max_tokens,
+                turn_deadline_s=section.turn_deadline,
+                idle_timeout_s=section.session_idle_timeout,
+            ),
+            "limits": Limits(
+                max_steps=WARM_SESSION_STEPS,
+                max_tokens=section.session_max_tokens,
+                deadline_s=section.session_max_life,
+                remaining_depth=base.limits.remaining_depth,
+            ),
+        }
     )
 
 

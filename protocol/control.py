@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, JsonValue, Tag
 
 from protocol.events import EventName
 from protocol.jsonrpc import ErrorResponse, Message, RequestId, Response, message_kind
-from protocol.result import RunResult
+from protocol.result import RunResult, RunUsage, TerminalStatus
 from protocol.spawn import Handle, OutputContract, SeedMessage, SpawnPayload
 
 
@@ -56,7 +56,11 @@ class Cancel(Message):
 
 
 class InjectParams(_Params):
+    """One delivery to a warm session: `message` becomes one user turn (the supervisor writes it);
+    `seq` is echoed in the `ev/turn` that answers it, so the supervisor matches the two."""
+
     message: str = Field(max_length=1_000_000)
+    seq: int = Field(default=0, ge=0)
 
 
 class Inject(Message):
@@ -101,7 +105,18 @@ class Usage(Message):
 
 
 class TurnParams(_Params):
+    """A warm session's turn ended: the answer to the injection `seq`, its status and usage.
+
+    `result` keeps its place as the answer (a partial one when `partial`); `usage` is this turn's
+    alone (the session's is the sum, and its `ev/usage` frames were sent as usual).
+    """
+
+    seq: int = Field(default=0, ge=0)
+    status: TerminalStatus
     result: JsonValue = None
+    partial: bool = False
+    usage: RunUsage = RunUsage()
+    dur_ms: int = Field(default=0, ge=0)
 
 
 class Turn(Message):

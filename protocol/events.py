@@ -67,6 +67,8 @@ EventName = Literal[
     # person; the decision (approved, denied, timeout) with the decider's uid and the wait.
     "approval.requested",
     "approval.decided",
+    # Warm sessions (docs/warm-sessions.md): one delivery's turn ended (its status and usage).
+    "session.turn",
 ]
 
 EVENT_NAMES: frozenset[str] = frozenset(get_args(EventName))

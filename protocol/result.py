@@ -109,6 +109,17 @@ def cap_text(text: str, limit: int = RESULT_TEXT_CAP) -> str:
     return text[: limit - len(TRUNCATION_MARKER)] + TRUNCATION_MARKER
 
 
+def distill(value: JsonValue) -> JsonValue:
+    """Cap every string in a result at 8,000 characters, with a marker (DESIGN §4)."""
+    if isinstance(value, str):
+        return cap_text(value)
+    if isinstance(value, list):
+        return [distill(v) for v in value]
+    if isinstance(value, dict):
+        return {k: distill(v) for k, v in value.items()}
+    return value
+
+
 def exit_code(result: RunResult, *, clean_drain: bool = False) -> ExitCode:
     """Map a run's outcome to the process exit code (DESIGN §12).
 

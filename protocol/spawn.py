@@ -189,6 +189,19 @@ class LoopKnobs(_Wire):
     catalogue_bytes: int = Field(default=4000, ge=0)
 
 
+class WarmSpec(_Wire):
+    """A warm session's budgets (`warm = true`; docs/warm-sessions.md). The session's own
+    budget is the payload's `limits` (tokens and steps over its life, its lifetime as
+    `deadline_s`); these bound each delivery's turn and the wait between deliveries."""
+
+    # Per delivery: a turn that spends one of these ends with that status; the session goes on.
+    turn_max_steps: int = Field(default=20, ge=1, le=100_000)
+    turn_max_tokens: int = Field(default=50_000, ge=1)
+    turn_deadline_s: float = Field(default=300.0, gt=0, le=86_400)
+    # No delivery for this long: the session ends cleanly (`completed`, `idle`).
+    idle_timeout_s: float = Field(default=3600.0, gt=0, le=7 * 86_400)
+
+
 class Telemetry(_Wire):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     capture_content: bool = False
@@ -211,7 +224,10 @@ class SpawnPayload(_Wire):
     loop: LoopKnobs = LoopKnobs()
     telemetry: Telemetry = Telemetry()
     notes_path: str | None = Field(default=None, max_length=4096)
+    # A warm session (route = "continue"): after each answer, report `ev/turn` and wait for
+    # the next `ctrl/inject` instead of exiting; `session` bounds each turn and the idle wait.
     warm: bool = False
+    session: WarmSpec = WarmSpec()
     # A loop schedule's run: offer the `nothing_to_do` self-tool, whose call makes the run's
     # result `idle` (the schedule then backs off; DESIGN §11).
     idle_signal: bool = False

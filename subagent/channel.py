@@ -152,7 +152,9 @@ class ControlChannel:
 
     # ---- the event loop's side -------------------------------------------------------------
 
-    async def serve(self, on_cancel: Callable[[], None], on_inject: Callable[[str], None]) -> None:
+    async def serve(
+        self, on_cancel: Callable[[], None], on_inject: Callable[[control.InjectParams], None]
+    ) -> None:
         """Run in the event loop: dispatch cancels, injections and responses from the thread."""
         while True:
             await anyio.wait_readable(self._wake_r)
@@ -167,7 +169,7 @@ class ControlChannel:
                 except queue.Empty:
                     break
                 if isinstance(item, control.Inject):
-                    on_inject(item.params.message)
+                    on_inject(item.params)
                 elif isinstance(item, jsonrpc.Response | jsonrpc.ErrorResponse):
                     self._resolve(item)
 

@@ -20,7 +20,15 @@ from pydantic import JsonValue
 
 from protocol import control
 from protocol.exit_codes import ExitCode
-from protocol.result import RunError, RunResult, RunUsage, TerminalStatus, cap_text, interrupted_status
+from protocol.result import (
+    RunError,
+    RunResult,
+    RunUsage,
+    TerminalStatus,
+    cap_text,
+    distill,
+    interrupted_status,
+)
 from protocol.spawn import SpawnPayload
 from subagent import faults
 from subagent.channel import ControlChannel
@@ -43,6 +51,7 @@ from subagent.loop.machine import (
 )
 from subagent.loop.state import CallModel, CallTools, Finish, LoopState, Terminal
 from subagent.messages import ToolOutcome, ToolSpec
+from subagent.session import Inbox, run_session
 from subagent.telemetry import describe
 from subagent.tools import ToolRouter, open_tools
 from subagent.tracing import tracing
@@ -74,6 +83,8 @@ class Driver:
     sent: RunResult | None = None
     # The tool router, once connected (its `idle_reported` goes into the result).
     tools: ToolRouter | None = None
+    # A warm session's usage in turns already ended (`state.budgets` holds the current turn's).
+    base_usage: RunUsage = field(default_factory=RunUsage)
 
     @property
     def cancelled(self) -> bool:
@@ -223,7 +234,7 @@ class Driver:
         )
 
     def usage(self) -> RunUsage:
-        return self.state.budgets.used
+        return self.base_usage + self.state.budgets.used
 
 
 # The provider's envelope around one tool definition (`{"type":"function","function":{…}}`).
@@ -245,17 +256,6 @@ class ChannelLink:
     async def request(self, method: str, params: dict[str, JsonValue]) -> JsonValue:
         # The tool call that makes the request bounds it by the run's deadline.
         return await self._channel.request(method, params, timeout_s=math.inf)
-
-
-def distill(value: JsonValue) -> JsonValue:
-    """Cap every string in a result at 8,000 characters, with a marker (DESIGN §4)."""
-    if isinstance(value, str):
-        return cap_text(value)
-    if isinstance(value, list):
-        return [distill(v) for v in value]
-    if isinstance(value, dict):
-        return {k: distill(v) for k, v in value.items()}
-    return value
 
 
 async def run_async(payload: SpawnPayload, channel: ControlChannel) -> RunResult:
@@ -291,12 +291,17 @@ async def run_async(payload: SpawnPayload, channel: ControlChannel) -> RunResult
             driver.tools = tools
             if (fault := faults.armed(payload.handle, os.environ)) is not None:
                 faults.commit(fault, channel.out_fd)
-            driver.report(driver.result(await driver.drive(intel, tools)))
+            if payload.warm:
+                driver.report(await run_session(driver, intel, tools, inbox))
+            else:
+                driver.report(driver.result(await driver.drive(intel, tools)))
             # The result is out; MCP servers are torn down (bounded, shielded) as the block exits.
 
+    # Injections reach only a warm session; any other run ignores them (nothing to append them to).
+    inbox = Inbox()
     async with anyio.create_task_group() as tg:
         tg.start_soon(channel.heartbeat)
-        tg.start_soon(channel.serve, driver.on_cancel, lambda _message: None)
+        tg.start_soon(channel.serve, driver.on_cancel, inbox.put if payload.warm else _ignore)
         try:
             with anyio.CancelScope(deadline=driver.state.config.deadline) as outer:
                 driver.current.scope = outer
@@ -315,6 +320,10 @@ async def run_async(payload: SpawnPayload, channel: ControlChannel) -> RunResult
         tg.cancel_scope.cancel()
     assert driver.sent is not None
     return driver.sent
+
+
+def _ignore(_params: control.InjectParams) -> None:
+    return None
 
 
 def abort(driver: Driver, kind: str, exc: Exception) -> RunResult:

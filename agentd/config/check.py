@@ -21,6 +21,7 @@ from agentd.config.cron import cron_problem, zone_problem
 from agentd.config.file import EMBEDDED_SCRIPT, AgentdFile
 from agentd.config.redact import argv_credentials, url_credentials
 from agentd.config.secrets import SecretSource, SecretUnavailable
+from agentd.config.sections import TriggerSection
 from agentd.config.servers import CREDENTIAL_HEADERS, MAX_CHAIN, IntelligenceSection, McpSection, McpServer
 from agentd.errors import ConfigProblem
 from protocol.approval import gated
@@ -260,6 +261,32 @@ def _template_problem(template: str) -> str | None:
     return None
 
 
+WARM_KEYS = (
+    "turn_max_steps",
+    "turn_max_tokens",
+    "turn_deadline",
+    "session_max_tokens",
+    "session_idle_timeout",
+    "session_max_life",
+)
+
+
+def _check_warm_keys(key: str, trigger: TriggerSection) -> list[ConfigProblem]:
+    """The warm-session keys: route "continue" only, and a turn fits in its session."""
+    if trigger.route != "continue":
+        return [
+            ConfigProblem(f"{key}.{name}", 'applies to route "continue" only (a warm session)')
+            for name in WARM_KEYS
+            if name in trigger.model_fields_set
+        ]
+    out: list[ConfigProblem] = []
+    if trigger.turn_max_tokens > trigger.session_max_tokens:
+        out.append(ConfigProblem(f"{key}.turn_max_tokens", "must be at most session_max_tokens"))
+    if trigger.turn_deadline > trigger.session_max_life:
+        out.append(ConfigProblem(f"{key}.turn_deadline", "must be at most session_max_life"))
+    return out
+
+
 def _check_triggers(
     file: AgentdFile, servers: Mapping[str, McpServer], allow_all: bool, out: list[ConfigProblem]
 ) -> None:
@@ -301,6 +328,7 @@ def _check_triggers(
                     f"{key}.max_inflight", 'applies to route "spawn" only (continue has one session)'
                 )
             )
+        out.extend(_check_warm_keys(key, trigger))
         if trigger.max_wait_ms < trigger.debounce_ms:
             out.append(ConfigProblem(f"{key}.max_wait_ms", "must be at least debounce_ms"))
         if problem := _template_problem(trigger.instruction):

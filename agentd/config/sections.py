@@ -346,6 +346,28 @@ class TriggerSection(Section):
     overflow: Literal["coalesce", "drop_oldest", "drop_newest"] = Field(
         default="coalesce", description="What happens to deliveries beyond max_inflight."
     )
+    # route = "continue" (docs/warm-sessions.md): each delivery's turn, and the session's life.
+    turn_max_steps: int = Field(
+        default=20, ge=1, le=100_000, description="route continue: model steps one delivery's turn may take."
+    )
+    turn_max_tokens: int = Field(
+        default=50_000, ge=1, description="route continue: tokens one delivery's turn may spend."
+    )
+    turn_deadline: Duration = Field(
+        default=300.0, gt=0, le=86_400, description="route continue: how long one delivery's turn may run."
+    )
+    session_max_tokens: int = Field(
+        default=1_000_000, ge=1, description="route continue: tokens the session may spend over its life."
+    )
+    session_idle_timeout: Duration = Field(
+        default=3600.0,
+        gt=0,
+        le=7 * 86_400,
+        description="route continue: with no delivery for this long the session ends (and resumes fresh).",
+    )
+    session_max_life: Duration = Field(
+        default=86_400.0, gt=0, description="route continue: the longest one session runs before it ends."
+    )
 
 
 class ScheduleSection(Section):

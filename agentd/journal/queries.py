@@ -154,6 +154,30 @@ def insert_task(
     return record, True
 
 
+def insert_claimed_task(
+    conn: sqlite3.Connection,
+    *,
+    task_id: str,
+    run_id: str,
+    spec: TaskSpec,
+    owner_uid: int,
+    now: float,
+    grant_steps: int | None,
+    grant_tokens: int | None,
+) -> TaskRecord:
+    """Insert a task already `starting`, with its root node, in one commit: a task its creator
+    runs itself (a warm session's), which the scheduler must never see queued. It runs once:
+    restart recovery ends it `crashed` instead of requeueing it (`max_attempts` 1)."""
+    spec = spec.model_copy(update={"retry": spec.retry.model_copy(update={"max_attempts": 1})})
+    spec_json = spec.model_dump_json()
+    conn.execute(
+        "INSERT INTO tasks (task_id, run_id, owner_uid, idempotency_key, spec, spec_bytes, created_at)"
+        " VALUES (?, ?, ?, NULL, ?, ?, ?)",
+        (task_id, run_id, owner_uid, spec_json, len(spec_json.encode()), now),
+    )
+    return mark_starting(conn, task_id, grant_steps=grant_steps, grant_tokens=grant_tokens, now=now)
+
+
 def _check_quota(conn: sqlite3.Connection, owner_uid: int, spec_bytes: int, quota: Quota) -> None:
     if quota.max_queued is None and quota.max_pending_bytes is None:
         return

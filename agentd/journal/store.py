@@ -172,6 +172,29 @@ class Journal(ScheduleJournal, ApprovalJournal):
         )
         return await self._write(op)
 
+    async def submit_claimed(
+        self,
+        spec: TaskSpec,
+        owner_uid: int,
+        *,
+        grant_steps: int | None = None,
+        grant_tokens: int | None = None,
+    ) -> TaskRecord:
+        """Journal a task that its creator runs itself (a warm session's), already `starting`:
+        the scheduler never takes it, and a daemon restart ends it `crashed` (never requeued).
+        Run it with `TaskRun(..., claimed=True)`."""
+        op = functools.partial(
+            q.insert_claimed_task,
+            task_id=new_task_id(),
+            run_id=new_run_id(),
+            spec=spec,
+            owner_uid=owner_uid,
+            now=time.time(),
+            grant_steps=grant_steps,
+            grant_tokens=grant_tokens,
+        )
+        return await self._write(op)
+
     async def mark_starting(
         self, task_id: str, *, grant_steps: int | None = None, grant_tokens: int | None = None
     ) -> TaskRecord:

@@ -99,6 +99,8 @@ class Supervisor:
         self._starts = 0
         self._last_started: dict[int, int] = {}
         self.on_fire_ended: FireEnded | None = None
+        # Tasks run outside the scheduler (warm sessions): how to cancel each, and its processes.
+        self._adopted: dict[str, tuple[Callable[[str], None], Callable[[], set[int]]]] = {}
 
     # ---- public --------------------------------------------------------------------------------
 
@@ -114,7 +116,19 @@ class Supervisor:
 
     def owned_pids(self) -> set[int]:
         children = {pid for slot in self.running.values() if slot.run is not None for pid in slot.run.pids()}
-        return children | self.spawner.helper_pids()
+        adopted = {pid for _, pids in self._adopted.values() for pid in pids()}
+        return children | adopted | self.spawner.helper_pids()
+
+    def adopt(self, task_id: str, cancel: Callable[[str], None], pids: Callable[[], set[int]]) -> None:
+        """Know a task that runs outside the scheduler (a warm session's incarnation): `cancel`
+        serves `agentd cancel` and the drain, and its processes are not orphans to the sweep."""
+        self._adopted[task_id] = (cancel, pids)
+        if self.draining:
+            cancel("agentd is shutting down")
+
+    def release(self, task_id: str) -> None:
+        """The adopted task has ended (its terminal status is recorded)."""
+        self._adopted.pop(task_id, None)
 
     def notify_submitted(self) -> None:
         """A submit created a task: count it and wake the scheduler."""
@@ -132,6 +146,9 @@ class Supervisor:
         scheduler claimed it meanwhile, its run is cancelled instead. Either way it ends once.
         """
         slot = self.running.get(task_id)
+        if slot is None and (adopted := self._adopted.get(task_id)) is not None:
+            adopted[0](reason)
+            return await self.journal.get(task_id)
         if slot is None:
             record = await self.journal.get(task_id)
             if record is None or record.state != "queued":
@@ -161,6 +178,8 @@ class Supervisor:
             slot.cancel_reason = slot.cancel_reason or "agentd is shutting down"
             if slot.run is not None:
                 slot.run.cancel("agentd is shutting down", cause="drain", force=force)
+        for cancel, _ in list(self._adopted.values()):
+            cancel("agentd is shutting down")
         self._wake.set()
 
     async def wait_drained(self) -> None:

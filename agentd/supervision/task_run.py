@@ -11,6 +11,7 @@ outside — journal writes, the spawner, its options, the drain state — comes 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -88,6 +89,8 @@ class NodeListener:
         )
 
     def on_ready(self, child: SupervisedChild) -> None:
+        if self.node.handle == "0":
+            self.run.root_ready.set()
         ready_ms = int((anyio.current_time() - child.spawned_at) * 1000)
         self.run.ports.metrics.subagent_ready(anyio.current_time() - child.spawned_at)
         self.log.info("subagent.ready", pid=child.pid, dur_ms=ready_ms)
@@ -113,6 +116,13 @@ class NodeListener:
 
     def on_result(self, child: SupervisedChild, result: RunResult) -> None:
         self.log.info("subagent.exit", pid=child.pid, status=result.status.value, phase="result")
+
+    def on_turn(self, child: SupervisedChild, params: control.TurnParams) -> None:
+        # Only a warm root reports turns (nested children are never warm); its owner matches them.
+        if self.node.handle == "0" and self.run.on_root_turn is not None:
+            self.run.on_root_turn(params)
+        else:
+            child.faults += 1
 
     def on_stderr(self, child: SupervisedChild, line: str) -> None:
         self.log.info("log.stderr", pid=child.pid, line=line)
@@ -148,9 +158,17 @@ class NodeListener:
 class TaskRun:
     """Runs one task's tree of subagent processes to its one terminal result."""
 
-    def __init__(self, ports: RunPorts, record: TaskRecord, root: SpawnPayload) -> None:
+    def __init__(
+        self, ports: RunPorts, record: TaskRecord, root: SpawnPayload, *, claimed: bool = False
+    ) -> None:
         self.ports = ports
         self.record = record
+        # The record was journaled already `starting` by its owner (a warm session's task).
+        self.claimed = claimed
+        # Set once the root child has read its spawn frame (`ev/ready`): it may now be sent more.
+        self.root_ready = anyio.Event()
+        # A warm root's `ev/turn` frames go here (agentd/supervision/warm_session.py).
+        self.on_root_turn: Callable[[control.TurnParams], None] | None = None
         now = anyio.current_time()
         # The task is admitted now: its one deadline is fixed here, and every node's derives from it.
         self.tree = Tree(
@@ -218,9 +236,10 @@ class TaskRun:
         """
         root = self.tree.nodes["0"]
         try:
-            self.record = await self.ports.journal.mark_starting(
-                self.record.task_id, grant_steps=root.grant.steps, grant_tokens=root.grant.tokens
-            )
+            if not self.claimed:
+                self.record = await self.ports.journal.mark_starting(
+                    self.record.task_id, grant_steps=root.grant.steps, grant_tokens=root.grant.tokens
+                )
         except InvalidTransition as exc:
             if exc.task_id == self.record.task_id and exc.state == "terminal":
                 return None  # the task itself ended (a cancel while queued), not one of its nodes

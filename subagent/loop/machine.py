@@ -567,6 +567,8 @@ def _append(state: LoopState, message: Message) -> LoopState:
 
 def _reset_transcript(state: LoopState, transcript: tuple[Message, ...]) -> LoopState:
     """Replace the whole transcript (compaction): recount, nothing left verbatim."""
+    if state.turn_message is not None and state.turn_message not in transcript:
+        transcript = (*transcript, state.turn_message)
     chars = sum(message_chars(m) for m in (*state.head, *transcript))
     return replace(state, transcript=transcript, chars=chars, verbatim=())
 

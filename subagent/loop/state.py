@@ -122,6 +122,9 @@ class LoopState:
     compactions: int = 0
     notes: tuple[Note, ...] = ()
     terminal: Terminal | None = None
+    # A warm session's current delivery (loop/session.py): compaction keeps it verbatim after
+    # the summary, so the turn never loses what it was asked.
+    turn_message: Message | None = None
 
 
 # ---- actions -------------------------------------------------------------------------------

@@ -327,6 +327,26 @@ STDIO = '\n[mcp.fs]\ncommand = "mcp-fs"\n'
             id="trigger-inflight-on-continue",
         ),
         pytest.param(
+            "[[trigger]]\nserver = 'fs'\nuri = 'u'\ninstruction = 'i'\nsession_idle_timeout = '5m'\n" + STDIO,
+            "trigger[0].session_idle_timeout",
+            'route "continue" only',
+            id="trigger-warm-key-on-spawn",
+        ),
+        pytest.param(
+            "[[trigger]]\nserver = 'fs'\nuri = 'u'\ninstruction = 'i'\nroute = 'continue'\n"
+            "turn_max_tokens = 5000\nsession_max_tokens = 1000\n" + STDIO,
+            "trigger[0].turn_max_tokens",
+            "at most session_max_tokens",
+            id="trigger-turn-over-session-tokens",
+        ),
+        pytest.param(
+            "[[trigger]]\nserver = 'fs'\nuri = 'u'\ninstruction = 'i'\nroute = 'continue'\n"
+            "turn_deadline = '2h'\nsession_max_life = '1h'\n" + STDIO,
+            "trigger[0].turn_deadline",
+            "at most session_max_life",
+            id="trigger-turn-longer-than-session",
+        ),
+        pytest.param(
             "[[trigger]]\nserver = 'fs'\nuri = 'u'\ninstruction = 'i'\n[[trigger]]\nserver = 'fs'\nuri = 'u'\ninstruction = 'j'\n"
             + STDIO,
             "trigger[1].uri",
