@@ -94,7 +94,7 @@ class WatcherHarness:
 
     # ---- waiting ---------------------------------------------------------------------------
 
-    async def wait_for(self, predicate: Callable[[WatchUp], bool], *, timeout_s: float = 20.0) -> WatchUp:
+    async def wait_for(self, predicate: Callable[[WatchUp], bool], *, timeout_s: float = 60.0) -> WatchUp:
         """The first frame (already received or future) matching `predicate`."""
         with anyio.fail_after(timeout_s):
             seen = 0
@@ -110,16 +110,12 @@ class WatcherHarness:
                     )
                 await self._changed.wait()
 
-    async def state(self, name: str, *, timeout_s: float = 20.0, after: int = 0) -> WatchStateParams:
-        """The first `ev/watch_state` named `name` among frames from index `after` on."""
-        frame = await self.wait_for(
-            lambda f: isinstance(f, WatchState) and f.params.state == name and self.frames.index(f) >= after,
-            timeout_s=timeout_s,
-        )
-        assert isinstance(frame, WatchState)
-        return frame.params
+    async def state(self, name: str, *, timeout_s: float = 60.0, nth: int = 1) -> WatchStateParams:
+        """The `nth` `ev/watch_state` named `name` (1: the first), once it arrived."""
+        await self.wait_for(lambda _f: len(self.states(name)) >= nth, timeout_s=timeout_s)
+        return self.states(name)[nth - 1]
 
-    async def resources_for(self, count: int, *, timeout_s: float = 20.0) -> list[ResourceChangedParams]:
+    async def resources_for(self, count: int, *, timeout_s: float = 60.0) -> list[ResourceChangedParams]:
         """Wait until at least `count` `ev/resource` frames arrived; all of them."""
         await self.wait_for(lambda _f: len(self.resources()) >= count, timeout_s=timeout_s)
         return self.resources()
@@ -127,8 +123,8 @@ class WatcherHarness:
     def resources(self) -> list[ResourceChangedParams]:
         return [f.params for f in self.frames if isinstance(f, ResourceChanged)]
 
-    def states(self) -> list[WatchStateParams]:
-        return [f.params for f in self.frames if isinstance(f, WatchState)]
+    def states(self, name: str | None = None) -> list[WatchStateParams]:
+        return [f.params for f in self.frames if isinstance(f, WatchState) and name in (None, f.params.state)]
 
     def events_named(self, name: str) -> list[control.EventParams]:
         return [f.params for f in self.frames if isinstance(f, control.Event) and f.params.event == name]
@@ -155,7 +151,7 @@ class WatcherHarness:
         assert self.process.stdin is not None
         await self.process.stdin.aclose()
 
-    async def wait_exit(self, *, timeout_s: float = 20.0) -> int:
+    async def wait_exit(self, *, timeout_s: float = 60.0) -> int:
         with anyio.fail_after(timeout_s):
             return await self.process.wait()
 
