@@ -43,7 +43,9 @@ def main() -> int:
     first, rest = read_first_line(ctrl_in, splitter)
     if first is None:
         return die(
-            ExitCode.USAGE, f"no ctrl/watch within {SPAWN_TIMEOUT_S:g} s (EOF, timeout or oversized frame)", WHO
+            ExitCode.USAGE,
+            f"no ctrl/watch within {SPAWN_TIMEOUT_S:g} s (EOF, timeout or oversized frame)",
+            WHO,
         )
 
     from protocol import control

@@ -30,7 +30,13 @@ import anyio
 import mcp_types
 from mcp import ClientSession, MCPDeprecationWarning, MCPError
 from mcp.client.session import IncomingMessage
-from mcp.client.subscriptions import ResourcesListChanged, ResourceUpdated, Subscription, SubscriptionLost, listen
+from mcp.client.subscriptions import (
+    ResourcesListChanged,
+    ResourceUpdated,
+    Subscription,
+    SubscriptionLost,
+    listen,
+)
 from pydantic import JsonValue
 
 from protocol import control
@@ -44,7 +50,15 @@ from subagent.tools.server_events import EventBudget, log_fields
 from subagent.tools.stdio import StdioNotes
 from subagent.watch.outbox import Outbox, Sender
 from subagent.watch.session import is_connection_loss, open_session, why_lost
-from subagent.watch.targets import Interest, Selection, diff, era_of, fit_frame, state_detail, unsupported_reason
+from subagent.watch.targets import (
+    Interest,
+    Selection,
+    diff,
+    era_of,
+    fit_frame,
+    state_detail,
+    unsupported_reason,
+)
 
 logger = logging.getLogger(__name__)
 # The watcher speaks 2025's subscribe (and ping) only on 2025 connections, where they are the protocol.
@@ -103,7 +117,9 @@ class Watcher:
     def emit(self, event: EventName, fields: dict[str, JsonValue]) -> None:
         self.outbox.put_event(control.Event(params=control.EventParams(event=event, fields=fields)))
 
-    def state(self, name: WatchStateName, *, detail: str | None = None, subscribed: Sequence[str] = ()) -> None:
+    def state(
+        self, name: WatchStateName, *, detail: str | None = None, subscribed: Sequence[str] = ()
+    ) -> None:
         params = WatchStateParams(state=name, era=self.era, subscribed=list(subscribed), detail=detail)
         self.outbox.put_state(WatchState(params=params))
 
@@ -148,7 +164,9 @@ class Watcher:
         elif isinstance(message, mcp_types.LoggingMessageNotification):
             if self.budget.take(anyio.current_time()):
                 p = message.params
-                self.emit("mcp.log", log_fields(self.server, p.level, p.logger, p.data, self.budget.drain_dropped()))
+                self.emit(
+                    "mcp.log", log_fields(self.server, p.level, p.logger, p.data, self.budget.drain_dropped())
+                )
         elif self.modern:
             return  # changes come on the listen stream (copies also reach this handler)
         elif isinstance(message, mcp_types.ResourceUpdatedNotification):
@@ -178,7 +196,9 @@ class Watcher:
                 break
             seen.add(cursor)
         else:
-            logger.warning("MCP server %s: resources/list stopped after %d pages", self.server, MAX_LIST_PAGES)
+            logger.warning(
+                "MCP server %s: resources/list stopped after %d pages", self.server, MAX_LIST_PAGES
+            )
         return selection
 
     async def watch_exit(self) -> None:
@@ -190,7 +210,9 @@ class Watcher:
 
     # ---- 2025-11-25 --------------------------------------------------------------------------
 
-    async def subscribe_many(self, uris: Sequence[str], *, unsubscribe: bool = False) -> list[tuple[str, str]]:
+    async def subscribe_many(
+        self, uris: Sequence[str], *, unsubscribe: bool = False
+    ) -> list[tuple[str, str]]:
         """`resources/(un)subscribe` each URI, a few at a time; the ones the server refused, and why."""
         refused: dict[int, tuple[str, str]] = {}
         work = iter(enumerate(uris))
@@ -243,7 +265,9 @@ class Watcher:
         no = {uri for uri, _ in refused}
         if added or removed:
             kept = set(self.subscribed) | set(added)
-            self.arm([u for u in wanted if u in kept and u not in no], left_out=selection.left_out, refused=refused)
+            self.arm(
+                [u for u in wanted if u in kept and u not in no], left_out=selection.left_out, refused=refused
+            )
             self.synthetic([u for u in added if u not in no])
         self.connected("refreshed", started)
 

@@ -79,4 +79,8 @@ async def why_lost(spec: McpServerSpec, notes: StdioNotes, fallback: str) -> str
 
 
 def is_connection_loss(exc: MCPError) -> bool:
-    return exc.code == mcp_types.CONNECTION_CLOSED or failure_from(exc).kind in ("lost", "session", "transport")
+    return exc.code == mcp_types.CONNECTION_CLOSED or failure_from(exc).kind in (
+        "lost",
+        "session",
+        "transport",
+    )

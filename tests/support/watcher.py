@@ -69,9 +69,11 @@ class WatcherHarness:
         with suppress(anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
             async for chunk in self.process.stdout:
                 for line in splitter.feed(chunk):
-                    self._accept(decode(line, WATCH_UP_ADAPTER))
+                    message = decode(line, WATCH_UP_ADAPTER)
+                    self._accept(message)
         for line in splitter.close():
-            self._accept(decode(line, WATCH_UP_ADAPTER))
+            last = decode(line, WATCH_UP_ADAPTER)
+            self._accept(last)
         self.stdout_done = True
         self._notify()
 
@@ -140,7 +142,9 @@ class WatcherHarness:
         self._ping_seq += 1
         seq = self._ping_seq
         await self.send_raw(encode(control.Ping(id=seq, params=control.PingParams(seq=seq))))
-        frame = await self.wait_for(lambda f: isinstance(f, jsonrpc.Response) and f.id == seq, timeout_s=timeout_s)
+        frame = await self.wait_for(
+            lambda f: isinstance(f, jsonrpc.Response) and f.id == seq, timeout_s=timeout_s
+        )
         assert isinstance(frame, jsonrpc.Response)
         return control.PingResult.model_validate(frame.result)
 

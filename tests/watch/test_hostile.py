@@ -25,15 +25,21 @@ def frame(params: object, method: str = "ctrl/watch") -> bytes:
         pytest.param(b"not json " + SECRET.encode() + b"\n", b"invalid ctrl/watch: json", id="garbage"),
         pytest.param(b"\xff\xfe" + SECRET.encode() + b"\n", b"invalid ctrl/watch: encoding", id="not-utf8"),
         pytest.param(
-            frame({"watcher_id": "w", "server": SERVER, "targets": []}), b"invalid ctrl/watch: shape", id="no-targets"
+            frame({"watcher_id": "w", "server": SERVER, "targets": []}),
+            b"invalid ctrl/watch: shape",
+            id="no-targets",
         ),
         pytest.param(
-            frame({"watcher_id": "w", "server": SERVER, "targets": [{"trigger": "t", "uri": "a", "glob": "b*"}]}),
+            frame(
+                {"watcher_id": "w", "server": SERVER, "targets": [{"trigger": "t", "uri": "a", "glob": "b*"}]}
+            ),
             b"invalid ctrl/watch: shape",
             id="uri-and-glob",
         ),
         pytest.param(
-            frame({"watcher_id": "w", "server": SERVER, "targets": [{"trigger": "t", "uri": "a"}], SECRET: 1}),
+            frame(
+                {"watcher_id": "w", "server": SERVER, "targets": [{"trigger": "t", "uri": "a"}], SECRET: 1}
+            ),
             b"invalid ctrl/watch: shape",
             id="unknown-field",
         ),

@@ -29,7 +29,9 @@ async def armed_with_synthetics(watcher: WatcherHarness, uris: list[str]) -> Non
     state = await watcher.state("armed")
     assert state.subscribed == uris
     await watcher.resources_for(len(uris))
-    armed_at = next(i for i, f in enumerate(watcher.frames) if isinstance(f, WatchState) and f.params.state == "armed")
+    armed_at = next(
+        i for i, f in enumerate(watcher.frames) if isinstance(f, WatchState) and f.params.state == "armed"
+    )
     after = [f for f in watcher.frames[armed_at:] if isinstance(f, ResourceChanged)]
     assert [f.params.uri for f in after] == uris
     assert all(f.params.synthetic for f in after)
@@ -55,7 +57,9 @@ async def test_armed_then_one_synthetic_per_uri_then_a_bump_is_one_change(era: s
 
 
 @pytest.mark.parametrize("era", ERAS)
-async def test_only_the_exact_uri_is_watched_and_other_changes_are_not_forwarded(era: str, tmp_path: Path) -> None:
+async def test_only_the_exact_uri_is_watched_and_other_changes_are_not_forwarded(
+    era: str, tmp_path: Path
+) -> None:
     payload = watch_payload(
         fixture_argv(era, "--state", str(tmp_path)), [WatchTarget(trigger="one", uri=ITEMS[2])]
     )
@@ -95,7 +99,9 @@ async def test_a_glob_is_listed_across_pages(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("era", ERAS)
-async def test_a_server_without_subscriptions_is_unsupported_once_and_exits_0(era: str, tmp_path: Path) -> None:
+async def test_a_server_without_subscriptions_is_unsupported_once_and_exits_0(
+    era: str, tmp_path: Path
+) -> None:
     payload = watch_payload(fixture_argv(era, "--state", str(tmp_path), "--no-subscribe"), ALL_ITEMS)
     async with spawn_watcher(payload) as watcher:
         assert await watcher.wait_exit() == 0
@@ -108,7 +114,9 @@ async def test_a_server_without_subscriptions_is_unsupported_once_and_exits_0(er
 
 
 @pytest.mark.parametrize("era", ERAS)
-async def test_a_server_that_exits_ends_the_watcher_with_an_event_and_exit_6(era: str, tmp_path: Path) -> None:
+async def test_a_server_that_exits_ends_the_watcher_with_an_event_and_exit_6(
+    era: str, tmp_path: Path
+) -> None:
     payload = watch_payload(fixture_argv(era, "--state", str(tmp_path), "--exit-after", "1"), ALL_ITEMS)
     async with spawn_watcher(payload) as watcher:
         await watcher.state("armed")
@@ -150,7 +158,9 @@ async def test_a_change_stream_lost_again_and_again_is_a_lost_session(tmp_path: 
 
 
 @pytest.mark.parametrize("era", ERAS)
-async def test_ping_is_answered_and_cancel_closes_the_session_and_its_server(era: str, tmp_path: Path) -> None:
+async def test_ping_is_answered_and_cancel_closes_the_session_and_its_server(
+    era: str, tmp_path: Path
+) -> None:
     payload = watch_payload(fixture_argv(era, "--state", str(tmp_path)), ALL_ITEMS)
     async with spawn_watcher(payload) as watcher:
         await watcher.state("armed")
