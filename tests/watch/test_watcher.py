@@ -9,7 +9,7 @@ import psutil
 import pytest
 
 from protocol.watch import ResourceChanged, WatchState, WatchTarget
-from tests.fixtures.watch_changes import bump, create, drop_streams
+from tests.fixtures.watch_changes import bump, create, delete, drop_streams
 from tests.support.watcher import WatcherHarness, fixture_argv, spawn_watcher, watch_payload
 
 pytestmark = [pytest.mark.anyio, pytest.mark.processes]
@@ -88,6 +88,19 @@ async def test_a_glob_picks_up_a_resource_created_after_arming(era: str, tmp_pat
         changes = await watcher.resources_for(4)
         assert (changes[3].uri, changes[3].synthetic) == ("watch://item/new", False)
         assert [e.fields["outcome"] for e in watcher.events_named("mcp.connect")][-1] == "refreshed"
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_resource_gone_from_the_listing_is_no_longer_watched(era: str, tmp_path: Path) -> None:
+    payload = watch_payload(fixture_argv(era, "--state", str(tmp_path)), ALL_ITEMS)
+    async with spawn_watcher(payload) as watcher:
+        await armed_with_synthetics(watcher, ITEMS)
+        delete(tmp_path, ITEMS[1])
+        state = await watcher.state("armed", nth=2)
+        assert state.subscribed == [ITEMS[0], ITEMS[2]]
+        bump(tmp_path, ITEMS[2])
+        changes = await watcher.resources_for(4)
+        assert [(c.uri, c.synthetic) for c in changes[3:]] == [(ITEMS[2], False)]  # no synthetic for a removal
 
 
 async def test_a_glob_is_listed_across_pages(tmp_path: Path) -> None:
