@@ -454,5 +454,6 @@ def run_watcher(payload: WatchPayload, channel: ControlChannel) -> int:
         return ExitCode.FAILURE
     finally:
         outbox.close()
-        sender.join(FLUSH_TIMEOUT_S)
-        channel.close()
+        # A sender still blocked on a full pipe holds the channel's write lock: leave it to exit.
+        if sender.join(FLUSH_TIMEOUT_S):
+            channel.close()
