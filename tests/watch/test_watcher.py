@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+from contextlib import suppress
 from pathlib import Path
 
 import anyio
 import psutil
 import pytest
 
-from protocol.watch import ResourceChanged, WatchState, WatchTarget
+from protocol.control import Cancel, CancelParams
+from protocol.framing import LineSplitter, decode, encode
+from protocol.spawn import REVEAL_SECRETS
+from protocol.watch import WATCH_UP_ADAPTER, ResourceChanged, Watch, WatchState, WatchTarget
 from tests.fixtures.watch_changes import bump, create, delete, drop_streams
-from tests.support.watcher import WatcherHarness, fixture_argv, spawn_watcher, watch_payload
+from tests.support.watcher import REPO, WatcherHarness, fixture_argv, spawn_watcher, watch_payload
 
 pytestmark = [pytest.mark.anyio, pytest.mark.processes]
 
@@ -100,7 +108,9 @@ async def test_a_resource_gone_from_the_listing_is_no_longer_watched(era: str, t
         assert state.subscribed == [ITEMS[0], ITEMS[2]]
         bump(tmp_path, ITEMS[2])
         changes = await watcher.resources_for(4)
-        assert [(c.uri, c.synthetic) for c in changes[3:]] == [(ITEMS[2], False)]  # no synthetic for a removal
+        assert [(c.uri, c.synthetic) for c in changes[3:]] == [
+            (ITEMS[2], False)
+        ]  # no synthetic for a removal
 
 
 async def test_a_glob_is_listed_across_pages(tmp_path: Path) -> None:
@@ -206,3 +216,38 @@ async def test_a_server_that_cannot_start_is_a_lost_session(tmp_path: Path) -> N
         assert connect.fields["outcome"] == "failed"
         assert "no-such-server" in str(connect.fields["err"])
         assert "could not connect" in str(watcher.events_named("mcp.disconnect")[0].fields["err"])
+
+
+async def test_a_daemon_that_stops_reading_cannot_keep_the_watcher_from_exiting(tmp_path: Path) -> None:
+    """1,500 synthetic deliveries overflow the unread pipe and 4,500 changes pile up behind them;
+    a cancel still ends the watcher promptly, exit 0, with its server gone."""
+    argv = fixture_argv("2026", "--state", str(tmp_path), "--resources", "1500", "--page-size", "500")
+    payload = watch_payload(argv, ALL_ITEMS)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
+    process = await anyio.open_process(
+        [sys.executable, "-m", "subagent.watch"], env=env, start_new_session=True, stderr=subprocess.DEVNULL
+    )
+    try:
+        assert process.stdin is not None and process.stdout is not None
+        await process.stdin.send(encode(Watch(params=payload), context=REVEAL_SECRETS))
+        splitter, armed = LineSplitter(), False
+        with anyio.fail_after(90):
+            while not armed:  # read up to `armed`, then never again
+                for line in splitter.feed(await process.stdout.receive()):
+                    frame = decode(line, WATCH_UP_ADAPTER)
+                    armed = armed or (isinstance(frame, WatchState) and frame.params.state == "armed")
+        servers = [p.pid for p in psutil.Process(process.pid).children(recursive=True)]
+        for uri in [f"watch://item/{i}" for i in range(1500)]:
+            bump(tmp_path, uri, times=3)
+        await anyio.sleep(1)  # let the changes reach the watcher (it cannot tell us: nobody reads)
+        await process.stdin.send(encode(Cancel(params=CancelParams(reason="drain"))))
+        started = anyio.current_time()
+        with anyio.fail_after(30):
+            assert await process.wait() == 0
+        assert anyio.current_time() - started < 15
+        assert not [p for p in servers if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
+    finally:
+        with suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        with anyio.CancelScope(shield=True):
+            await process.aclose()
