@@ -166,12 +166,15 @@ class WatcherHarness:
 
 @asynccontextmanager
 async def spawn_watcher(
-    payload: WatchPayload | bytes | None, *, env: dict[str, str] | None = None
+    payload: WatchPayload | bytes | None,
+    *,
+    env: dict[str, str] | None = None,
+    argv: Sequence[str] = (sys.executable, "-m", "subagent.watch"),
 ) -> AsyncIterator[WatcherHarness]:
     """Start `python -m subagent.watch`, send `payload` (a model, raw bytes, or nothing), yield a harness."""
     child_env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", **(env or {})}
     process = await anyio.open_process(
-        [sys.executable, "-m", "subagent.watch"],
+        list(argv),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

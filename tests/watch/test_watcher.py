@@ -10,6 +10,7 @@ from contextlib import suppress
 from pathlib import Path
 
 import anyio
+import anyio.to_thread
 import psutil
 import pytest
 
@@ -251,3 +252,44 @@ async def test_a_daemon_that_stops_reading_cannot_keep_the_watcher_from_exiting(
             os.killpg(process.pid, signal.SIGKILL)
         with anyio.CancelScope(shield=True):
             await process.aclose()
+
+
+# A careless spawner: SIGTERM blocked and SIGHUP ignored survive exec (the daemon blocks its signals).
+CARELESS = (
+    "import os, signal, sys; signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT});"
+    " signal.signal(signal.SIGHUP, signal.SIG_IGN); signal.signal(signal.SIGTERM, signal.SIG_IGN);"
+    " os.execv(sys.executable, [sys.executable, '-m', 'subagent.watch'])"
+)
+
+
+def _signal_set(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1], 16)
+    raise AssertionError(f"no {field} in /proc/{pid}/status")
+
+
+async def test_a_watcher_clears_an_inherited_signal_mask_so_sigterm_ends_it(tmp_path: Path) -> None:
+    payload = watch_payload(fixture_argv("2025", "--state", str(tmp_path)), ALL_ITEMS)
+    async with spawn_watcher(payload, argv=[sys.executable, "-c", CARELESS]) as watcher:
+        await watcher.state("armed")
+        term = 1 << (signal.SIGTERM - 1)
+        hup = 1 << (signal.SIGHUP - 1)
+        assert _signal_set(watcher.pid, "SigBlk") == 0
+        assert _signal_set(watcher.pid, "SigIgn") & (term | hup) == 0
+        for server in server_pids(watcher):  # and its MCP server inherits the clean mask
+            assert _signal_set(server, "SigBlk") & term == 0
+        servers = server_pids(watcher)
+        os.kill(watcher.pid, signal.SIGTERM)
+        assert await watcher.wait_exit(timeout_s=15) == -signal.SIGTERM
+        # PDEATHSIG takes the server down with it (the subreaper reaps it).
+        _, alive = await anyio.to_thread.run_sync(lambda: psutil.wait_procs(_procs(servers), timeout=10))
+        assert not alive
+
+
+def _procs(pids: list[int]) -> list[psutil.Process]:
+    found = []
+    for pid in pids:
+        with suppress(psutil.NoSuchProcess):
+            found.append(psutil.Process(pid))
+    return found
