@@ -89,6 +89,7 @@ class WatcherHarness:
         with suppress(anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
             async for chunk in self.process.stderr:
                 self.stderr += chunk[: max(0, 1_000_000 - len(self.stderr))]
+                self._notify()
 
     def _notify(self) -> None:
         self._changed.set()
@@ -110,6 +111,12 @@ class WatcherHarness:
                         f"watcher closed its channel without a matching frame; frames: {self.frames[-10:]};"
                         f" stderr:\n{self.stderr.decode(errors='replace')[-3000:]}"
                     )
+                await self._changed.wait()
+
+    async def wait_stderr(self, text: bytes, *, timeout_s: float = 30.0) -> None:
+        """Until the watcher's stderr (where its MCP server's stderr goes too) holds `text`."""
+        with anyio.fail_after(timeout_s):
+            while text not in self.stderr:
                 await self._changed.wait()
 
     async def state(self, name: str, *, timeout_s: float = 60.0, nth: int = 1) -> WatchStateParams:
