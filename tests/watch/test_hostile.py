@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import sys
 
+import anyio
 import pytest
 
 from protocol.environment import SUPERVISOR_PID_ENV
@@ -70,3 +72,13 @@ async def test_a_watcher_whose_supervisor_is_not_its_parent_exits_at_once() -> N
     async with spawn_watcher(None, env={SUPERVISOR_PID_ENV: "1"}) as watcher:
         assert await watcher.wait_exit() == 1
         assert watcher.frames == []
+
+
+async def test_boot_imports_nothing_heavy_before_the_first_frame() -> None:
+    # DESIGN §2, as for a subagent: pydantic comes with the first frame, `mcp` after `ev/ready`.
+    code = (
+        "import json, sys, subagent.watch.boot; print(json.dumps(sorted(m for m in sys.modules "
+        "if m.split('.')[0] in ('protocol', 'processes', 'pydantic', 'anyio', 'mcp', 'httpx2'))))"
+    )
+    done = await anyio.run_process([sys.executable, "-I", "-c", code])
+    assert json.loads(done.stdout) == ["protocol", "protocol.environment", "protocol.exit_codes"]
