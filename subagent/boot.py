@@ -29,12 +29,12 @@ if TYPE_CHECKING:
 SPAWN_TIMEOUT_S = float(os.environ.get(SPAWN_TIMEOUT_ENV, "30"))
 
 
-def _die(code: int, message: str) -> int:
-    os.write(2, f"subagent: {message}\n".encode())
+def die(code: int, message: str, who: str = "subagent") -> int:
+    os.write(2, f"{who}: {message}\n".encode())
     return code
 
 
-def _private_channel() -> tuple[int, int]:
+def private_channel() -> tuple[int, int]:
     """Steps 1: the control channel moves to close-on-exec fds nothing else will touch."""
     ctrl_in, ctrl_out = os.dup(0), os.dup(1)  # os.dup fds are non-inheritable
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -44,18 +44,18 @@ def _private_channel() -> tuple[int, int]:
     return ctrl_in, ctrl_out
 
 
-def _guard_parent() -> bool:
+def guard_parent(process_name: str = "agentd-subagent") -> bool:
     """Step 2. Returns False when the supervisor we were started for is already gone."""
     from processes.linux import set_pdeathsig, set_process_name
 
     set_pdeathsig(signal.SIGKILL)
     # Exec'd or forked from the zygote, every subagent shows up under one name in ps/top.
-    set_process_name("agentd-subagent")
+    set_process_name(process_name)
     expected = os.environ.get(SUPERVISOR_PID_ENV)
     return not expected or os.getppid() == int(expected)
 
 
-def _join_cgroup() -> None:
+def join_cgroup() -> None:
     """Step 3: best effort; the supervisor already falls back when no cgroup is writable."""
     leaf = os.environ.get(CGROUP_ENV)
     if not leaf:
@@ -67,7 +67,7 @@ def _join_cgroup() -> None:
         os.write(2, f"subagent: could not join cgroup leaf: {exc.strerror}\n".encode())
 
 
-def _read_first_line(fd: int, splitter: LineSplitter) -> tuple[bytes | None, list[bytes | Oversize]]:
+def read_first_line(fd: int, splitter: LineSplitter) -> tuple[bytes | None, list[bytes | Oversize]]:
     """Read up to the first newline, bounded in size and time; return it and any later lines."""
     from protocol.framing import Oversize
 
@@ -90,33 +90,33 @@ def _read_first_line(fd: int, splitter: LineSplitter) -> tuple[bytes | None, lis
 
 def main() -> int:
     faulthandler.enable()
-    ctrl_in, ctrl_out = _private_channel()
-    if not _guard_parent():
-        return _die(ExitCode.FAILURE, "supervisor exited before we started")
-    _join_cgroup()
+    ctrl_in, ctrl_out = private_channel()
+    if not guard_parent():
+        return die(ExitCode.FAILURE, "supervisor exited before we started")
+    join_cgroup()
 
     from protocol.framing import MAX_FRAME, LineSplitter
 
     splitter = LineSplitter(MAX_FRAME)
-    first, rest = _read_first_line(ctrl_in, splitter)
+    first, rest = read_first_line(ctrl_in, splitter)
     if first is None:
-        return _die(ExitCode.USAGE, "no spawn payload (EOF, timeout or oversized frame)")
+        return die(ExitCode.USAGE, "no spawn payload (EOF, timeout or oversized frame)")
 
     from protocol import control
     from protocol.framing import FrameError, decode
 
     message = decode(first, control.DOWN_ADAPTER)
     if isinstance(message, FrameError):
-        return _die(ExitCode.USAGE, f"invalid spawn payload: {message.kind} ({message.detail})")
+        return die(ExitCode.USAGE, f"invalid spawn payload: {message.kind} ({message.detail})")
     if not isinstance(message, control.Spawn):
-        return _die(ExitCode.USAGE, "the first frame must be ctrl/spawn")
+        return die(ExitCode.USAGE, "the first frame must be ctrl/spawn")
 
     from subagent.channel import ControlChannel
 
     channel = ControlChannel(ctrl_in, ctrl_out, splitter=splitter, early_lines=rest)
     channel.start()
     if not channel.send(control.Ready(params=control.ReadyParams(pid=os.getpid()))):
-        return _die(ExitCode.FAILURE, "control channel closed before ev/ready")
+        return die(ExitCode.FAILURE, "control channel closed before ev/ready")
 
     from subagent.run import run_task  # heavy: the loop, httpx2, mcp
 

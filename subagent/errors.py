@@ -20,6 +20,9 @@ AgentError
  │         └── EndpointOverflow  one endpoint said so, with its HTTP status (same module)
  ├── McpError
  │    └── McpFatal              a required MCP server is unreachable or died: abort `mcp`
+ ├── WatchEnded                 a resource watcher's session cannot go on (subagent/watch/run.py)
+ │    ├── WatchUnsupported      the server cannot notify about resource changes: exit 0, once
+ │    └── WatchLost             the session died (server exit, transport error): exit 6
  ├── ChannelClosed              also a ConnectionError: the control channel to the supervisor is
  │                              gone (subagent/channel.py)
  ├── SseError                   also a ValueError: an event stream broke a size cap
@@ -95,3 +98,15 @@ class McpFatal(McpError):
     """A required MCP server cannot be reached (at connect, or after it died and a reconnect failed)."""
 
     kind = "mcp_down"
+
+
+class WatchEnded(AgentError):
+    """A resource watcher's session cannot go on; `str()` says why, for `detail` and the log."""
+
+
+class WatchUnsupported(WatchEnded):
+    """The server offers no way to hear about resource changes (reported once; not restarted)."""
+
+
+class WatchLost(WatchEnded):
+    """The watcher's session died: the supervisor's governor restarts the watcher."""

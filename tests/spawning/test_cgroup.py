@@ -185,7 +185,7 @@ def test_a_booting_subagent_joins_the_leaf_named_in_its_environment(
 ) -> None:
     (tmp_path / "cgroup.procs").write_text("")
     monkeypatch.setenv(CGROUP_ENV, str(tmp_path))
-    boot._join_cgroup()
+    boot.join_cgroup()
     assert (tmp_path / "cgroup.procs").read_text() == str(os.getpid())
 
 
@@ -193,7 +193,7 @@ def test_a_subagent_that_cannot_join_its_leaf_boots_anyway(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv(CGROUP_ENV, str(tmp_path / "gone"))
-    boot._join_cgroup()  # best effort: the supervisor's fallbacks still hold the child
+    boot.join_cgroup()  # best effort: the supervisor's fallbacks still hold the child
     assert "could not join cgroup leaf" in capfd.readouterr().err
 
 
