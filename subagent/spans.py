@@ -51,6 +51,18 @@ ERROR, UNSET = Status(StatusCode.ERROR), Status(StatusCode.UNSET)
 _ids = RandomIdGenerator()
 
 
+class _Resource(Resource):
+    """A resource hashed once. The exporter groups every span by its resource, and the SDK's hash
+    JSON-encodes the attributes each time it is asked: ≈20 µs a span, a fifth of its encoding."""
+
+    def __init__(self, resource: Resource) -> None:
+        super().__init__(resource.attributes, resource.schema_url)
+        self._hash = super().__hash__()
+
+    def __hash__(self) -> int:
+        return self._hash
+
+
 @dataclass(frozen=True, slots=True)
 class Export:
     """Where a run's spans go: the resource, the configured sampler, the batch processor."""
@@ -63,7 +75,7 @@ class Export:
     def from_environment(
         cls, service: str, environ: dict[str, str] | os._Environ[str] = os.environ
     ) -> Export:
-        resource = Resource.create({"service.name": environ.get("OTEL_SERVICE_NAME") or service})
+        resource = _Resource(Resource.create({"service.name": environ.get("OTEL_SERVICE_NAME") or service}))
         # A provider is made only for the sampler the OTEL_TRACES_SAMPLER* variables configure.
         sampler = TracerProvider(resource=resource, shutdown_on_exit=False).sampler
         delay = None if environ.get("OTEL_BSP_SCHEDULE_DELAY") else SCHEDULE_DELAY_MS
