@@ -4,6 +4,7 @@ passes it on runs, and a run the sampler drops does no tracing work at all."""
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Iterator
 
 import pytest
@@ -178,10 +179,16 @@ def test_a_delegation_is_current_while_it_runs_and_a_cut_run_still_ends_its_span
     run = spans.run_context(payload, export.sampler)
     assert run is not None
     driver = spans.SpanDriver(payload, export, run)
-    driver("loop.start", {})
-    driver("intel.call", {"endpoint": "main", "attempt": 1})
-    driver("tool.call", {"tool": "subagent_spawn", "server": None, "call_id": "d1"})
-    current = tracing.current_traceparent()
+
+    def cut_short() -> str | None:
+        driver("loop.start", {})
+        driver("intel.call", {"endpoint": "main", "attempt": 1})
+        driver("tool.call", {"tool": "subagent_spawn", "server": None, "call_id": "d1"})
+        return tracing.current_traceparent()
+
+    # As in a subagent, the call runs in a task's own context, which ends with the task.
+    current = contextvars.copy_context().run(cut_short)
+    assert tracing.current_traceparent() is None
     driver.close()  # cancelled mid-call: the run ends with what is open
     names = _by_name(memory.get_finished_spans())
     assert set(names) == {"invoke_agent agentd", "turn 1", "chat gpt-x", "execute_tool subagent_spawn"}
