@@ -10,7 +10,12 @@ lands once the daemon reaps it) over tasks of `turns` turns each, divided by the
 throughput is 8 clients submitting back to back (bench/daemon_intake.py) while one long task
 holds the daemon's only slot, so the submits queue and what is measured is intake.
 
-    .venv/bin/python -m bench.observability [--smoke] [--rounds 3] [--out bench/results/observability.json]
+    .venv/bin/python -m bench.observability [--smoke] [--rounds 3] [--modes off,metrics+traces]
+                                            [--out bench/results/observability.json]
+
+Each round also prints every mode's ratio to that round's `off`, and the summary gives the
+median of those paired ratios beside the ratio of the medians: on a shared machine a round's
+modes run minutes apart rather than hours, so the paired figure is the steadier one.
 """
 
 from __future__ import annotations
@@ -153,17 +158,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--smoke", action="store_true", help="tiny counts (CI): checks it runs")
     parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     settings = SMOKE if args.smoke else DEFAULT
     if args.rounds:
         settings = Settings(args.rounds, settings.turns, settings.tasks, settings.intake_s)
-    runs: dict[str, list[dict[str, float]]] = {mode: [] for mode in MODES}
+    modes = tuple(m for m in MODES if m in args.modes.split(","))
+    if not modes:
+        parser.error(f"--modes: none of {', '.join(MODES)}")
+    runs: dict[str, list[dict[str, float]]] = {mode: [] for mode in modes}
     started = time.monotonic()
     try:
         with tempfile.TemporaryDirectory(prefix="agentd-bench-obs-") as tmp, OtlpReceiver() as receiver:
             for round_no in range(settings.rounds):
-                for mode in MODES if round_no % 2 == 0 else reversed(MODES):
+                for mode in modes if round_no % 2 == 0 else reversed(modes):
                     runs[mode].append(one(Path(tmp), mode, round_no, settings, receiver.endpoint))
                     print(f"[bench.observability] round {round_no} {mode}: {runs[mode][-1]}", file=sys.stderr)
     finally:
@@ -180,15 +189,34 @@ def main() -> int:
     print(f"{'mode':<16} {'CPU per turn (daemon + subagents)':>34} {'submits/s (8 clients)':>22}")
     for mode, m in medians.items():
         print(f"{mode:<16} {m['cpu_per_turn_ms']:>31.2f} ms {m['submits_per_s']:>22.0f}")
-    for mode in MODES[1:]:
-        if "off" in medians and mode in medians:
+    paired: dict[str, float] = {}
+    for mode in modes:
+        if mode != "off" and "off" in medians:
             off, on = medians["off"], medians[mode]
             cpu = 100 * (on["cpu_per_turn_ms"] / off["cpu_per_turn_ms"] - 1)
             rate = 100 * (on["submits_per_s"] / off["submits_per_s"] - 1)
-            print(f"{mode} vs off: CPU per turn {cpu:+.1f}%, submits/s {rate:+.1f}%")
+            ratios = [
+                100 * (r["cpu_per_turn_ms"] / o["cpu_per_turn_ms"] - 1)
+                for r, o in zip(runs[mode], runs["off"], strict=True)
+            ]
+            paired[mode] = round(statistics.median(ratios), 1)
+            extra = statistics.median(
+                r["cpu_per_turn_ms"] - o["cpu_per_turn_ms"]
+                for r, o in zip(runs[mode], runs["off"], strict=True)
+            )
+            print(
+                f"{mode} vs off: CPU per turn {cpu:+.1f}% (median of rounds {paired[mode]:+.1f}%, "
+                f"{extra:+.2f} ms), submits/s {rate:+.1f}%"
+            )
     print(f"processes left at the end: {len(left)}; {time.monotonic() - started:.0f} s")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    document = {"settings": asdict(settings), "smoke": args.smoke, "runs": runs, "medians": medians}
+    document = {
+        "settings": asdict(settings),
+        "smoke": args.smoke,
+        "runs": runs,
+        "medians": medians,
+        "paired_cpu_ratio_pct": paired,
+    }
     args.out.write_text(json.dumps(document, indent=2) + "\n")
     return 2 if left else 0
 

@@ -53,8 +53,10 @@ def _warm_imports() -> None:
     import subagent.run
     import subagent.tools.http
     import subagent.tools.stdio
+    import subagent.tracing
 
     subagent.intel.transport.tls_context()
+    subagent.tracing.warm_imports()  # the OTel SDK and exporter, when the OTEL_* variables ask for traces
     # First use loads more (the anyio asyncio backend, httpcore's connection machinery): do it here.
     import anyio
 

@@ -37,7 +37,7 @@ ALLOWED_THIRD_PARTY = {
         "jsonschema",
         "structlog",
         "psutil",
-        # subagent/tracing.py only (the API comes with mcp; the SDK is the `otel` extra).
+        # subagent/tracing.py and spans.py only (the API comes with mcp; the SDK is the `otel` extra).
         "opentelemetry",
     },
     # prometheus_client only under agentd/metrics/ (the `metrics` extra); rich only in the CLI's `top`;
