@@ -49,6 +49,10 @@ from protocol.api import (
     TaskRef,
     TaskView,
     TreeRequest,
+    TriggerListRequest,
+    TriggerPauseRequest,
+    TriggerRestartRequest,
+    TriggerResumeRequest,
     WaitRequest,
 )
 from protocol.framing import LineSplitter, Oversize
@@ -309,6 +313,14 @@ class Connection:
                 return request.dump_result(await backend.schedule_resume(caller, request.params))
             case ScheduleDeleteRequest():
                 return request.dump_result(await backend.schedule_delete(caller, request.params))
+            case TriggerListRequest():
+                return request.dump_result(await backend.trigger_list(caller))
+            case TriggerPauseRequest():
+                return request.dump_result(await backend.trigger_pause(caller, request.params))
+            case TriggerResumeRequest():
+                return request.dump_result(await backend.trigger_resume(caller, request.params))
+            case TriggerRestartRequest():
+                return request.dump_result(await backend.trigger_restart(caller, request.params))
             case _:
                 assert_never(request)
 

@@ -289,7 +289,15 @@ def _check_triggers(
                 )
             )
         out.extend(_check_names(f"{key}.mcp", trigger.mcp or [], servers, "MCP server"))
-        if trigger.route == "continue" and "max_inflight" in trigger.model_fields_set:
+        if trigger.route == "continue":
+            out.append(
+                ConfigProblem(
+                    f"{key}.route",
+                    'route = "continue" (warm sessions) is not available yet; use route = "spawn" '
+                    "(a new task per delivery)",
+                )
+            )
+        elif "max_inflight" in trigger.model_fields_set and trigger.route != "spawn":
             out.append(
                 ConfigProblem(
                     f"{key}.max_inflight", 'applies to route "spawn" only (continue has one session)'

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from agentd.errors import JournalError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 BUSY_TIMEOUT_MS = 5000
 
 # Invariant: `seq` is the rowid alias, so it is the submission order and survives VACUUM (an
@@ -123,8 +123,23 @@ ALTER TABLE tasks ADD COLUMN idle INTEGER NOT NULL DEFAULT 0;
 CREATE UNIQUE INDEX tasks_by_fire ON tasks (schedule_id, fire_at) WHERE schedule_id IS NOT NULL;
 """
 
+# v4: reactive triggers (DESIGN §11; docs/triggers.md). A delivery becomes a task carrying the
+# trigger's name and the URI it is about; the partial index serves each trigger's unfinished count
+# (its `max_inflight`) and its listing. `trigger_state` holds what an operator set on a trigger
+# that must survive a restart: whether it is paused.
+_V4 = """
+ALTER TABLE tasks ADD COLUMN trigger TEXT;
+ALTER TABLE tasks ADD COLUMN uri TEXT;
+CREATE INDEX tasks_by_trigger ON tasks (trigger, state) WHERE trigger IS NOT NULL;
+CREATE TABLE trigger_state (
+    name       TEXT    PRIMARY KEY,
+    paused     INTEGER NOT NULL DEFAULT 0,
+    updated_at REAL    NOT NULL
+) WITHOUT ROWID;
+"""
+
 # Index i holds the script that takes a database from version i to i + 1.
-_MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
+_MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 
 # SQLite primary result codes (the low byte of an extended code) that describe the environment

@@ -42,6 +42,7 @@ from agentd.journal.records import (
 )
 from agentd.journal.schedule_store import ScheduleJournal
 from agentd.journal.schema import unavailable_reason
+from agentd.journal.trigger_store import TriggerJournal
 from agentd.journal.writer import Completion, JournalWriter, Pending
 from protocol.api import TaskSpec, TaskState
 from protocol.result import AbortKind, RunError, RunUsage, TerminalStatus
@@ -92,7 +93,7 @@ class _Followers:
         self.count = 0
 
 
-class Journal(ScheduleJournal):
+class Journal(ScheduleJournal, TriggerJournal):
     """Async access to the journal. Obtain one with `open_journal`. The schedule operations come
     from `ScheduleJournal` (agentd/journal/schedule_store.py)."""
 
@@ -150,6 +151,9 @@ class Journal(ScheduleJournal):
         owner_uid: int,
         idempotency_key: str | None = None,
         quota: Quota | None = None,
+        *,
+        trigger: str | None = None,
+        uri: str | None = None,
     ) -> tuple[TaskRecord, bool]:
         """Journal a new queued task; returns `(record, created)`.
 
@@ -167,6 +171,8 @@ class Journal(ScheduleJournal):
             idempotency_key=idempotency_key,
             quota=quota or Quota(),
             now=time.time(),
+            trigger=trigger,
+            uri=uri,
         )
         return await self._write(op)
 

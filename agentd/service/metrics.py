@@ -10,7 +10,7 @@ textfile every `textfile_interval_s` and once more when it is cancelled at exit.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,7 +38,7 @@ def known_names(config: Config) -> KnownNames:
     return KnownNames(
         endpoints=frozenset(config.intelligence),
         servers=frozenset(config.mcp),
-        triggers=frozenset(t.name for t in config.triggers if t.name is not None),
+        triggers=frozenset(t.name or f"trigger-{i}" for i, t in enumerate(config.triggers)),
         schedules=frozenset(s.name for s in config.file.schedule),
     )
 
@@ -77,12 +77,14 @@ class Exporter:
         self.textfile = textfile
         self.interval_s = interval_s
 
-    async def run(self, supervisor: Supervisor) -> None:
+    async def run(
+        self, supervisor: Supervisor, trigger_states: Callable[[], Mapping[str, int]] = dict
+    ) -> None:
         if self.metrics is NULL_METRICS:
             return
         try:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(self._sample, supervisor)
+                tg.start_soon(self._sample, supervisor, trigger_states)
                 if self.textfile is not None:
                     tg.start_soon(self._textfile_forever, self.textfile)
         finally:
@@ -90,7 +92,7 @@ class Exporter:
                 with anyio.CancelScope(shield=True):
                     await self._write_textfile(self.textfile)  # the final figures
 
-    async def _sample(self, supervisor: Supervisor) -> None:
+    async def _sample(self, supervisor: Supervisor, trigger_states: Callable[[], Mapping[str, int]]) -> None:
         queued = 0
         refresh_at = 0.0
         while True:
@@ -107,6 +109,7 @@ class Exporter:
                         "schedule", {"armed": schedules["active"], "paused": schedules["paused"]}
                     )
             self.metrics.tasks(running=len(supervisor.running), queued=queued)
+            self.metrics.armed("trigger", trigger_states())
 
     async def _textfile_forever(self, path: Path) -> None:
         while True:

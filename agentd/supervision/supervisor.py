@@ -94,6 +94,10 @@ class Supervisor:
         self._starts = 0
         self._last_started: dict[int, int] = {}
         self.on_fire_ended: FireEnded | None = None
+        # Told of every trigger delivery's task that ended (frees a `max_inflight` slot); must not raise.
+        self.on_trigger_ended: Callable[[TaskRecord], None] | None = None
+        # Other long-lived children of the daemon (resource watchers): the orphan sweep spares them.
+        self.also_owned: Callable[[], set[int]] = set
 
     # ---- public --------------------------------------------------------------------------------
 
@@ -109,7 +113,7 @@ class Supervisor:
 
     def owned_pids(self) -> set[int]:
         children = {pid for slot in self.running.values() if slot.run is not None for pid in slot.run.pids()}
-        return children | self.spawner.helper_pids()
+        return children | self.spawner.helper_pids() | self.also_owned()
 
     def notify_submitted(self) -> None:
         """A submit created a task: count it and wake the scheduler."""
@@ -305,6 +309,8 @@ class Supervisor:
         self.terminal_event(record.task_id).set()
         if record.schedule_id is not None and self.on_fire_ended is not None:
             await self.on_fire_ended(record, self.draining)
+        if record.trigger is not None and self.on_trigger_ended is not None:
+            self.on_trigger_ended(record)
         return record
 
     # ---- restart recovery (DESIGN §8) -----------------------------------------------------------

@@ -35,6 +35,8 @@ from protocol.api import (
     SubmitResult,
     TaskRef,
     TaskView,
+    TriggerRef,
+    TriggerView,
     WaitParams,
 )
 from protocol.result import TerminalStatus
@@ -197,3 +199,15 @@ class InMemoryBackend:
 
     async def schedule_delete(self, caller: Caller, params: ScheduleRef) -> ScheduleView:
         raise self._no_schedules()
+
+    async def trigger_list(self, caller: Caller) -> builtins.list[TriggerView]:
+        return []
+
+    async def trigger_pause(self, caller: Caller, params: TriggerRef) -> TriggerView:
+        raise ApiError(UNAVAILABLE, "this backend runs no triggers", retryable=False)
+
+    async def trigger_resume(self, caller: Caller, params: TriggerRef) -> TriggerView:
+        raise ApiError(UNAVAILABLE, "this backend runs no triggers", retryable=False)
+
+    async def trigger_restart(self, caller: Caller, params: TriggerRef) -> TriggerView:
+        raise ApiError(UNAVAILABLE, "this backend runs no triggers", retryable=False)
