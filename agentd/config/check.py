@@ -297,7 +297,7 @@ def _check_triggers(
                     "(a new task per delivery)",
                 )
             )
-        elif "max_inflight" in trigger.model_fields_set and trigger.route != "spawn":
+        if trigger.route == "continue" and "max_inflight" in trigger.model_fields_set:
             out.append(
                 ConfigProblem(
                     f"{key}.max_inflight", 'applies to route "spawn" only (continue has one session)'

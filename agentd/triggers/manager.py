@@ -394,7 +394,8 @@ class TriggerManager:
             return "restart"
         if server.said_unsupported() and info.exit_code == 0:
             return "unsupported"
-        server.last_error = f"watcher {info.describe}"
+        stuck = f" after it was stuck ({watcher.stuck_verdict})" if watcher.stuck_verdict else ""
+        server.last_error = f"watcher {info.describe}{stuck}"
         return "exited"
 
     # ---- what a watcher reports --------------------------------------------------------------
@@ -405,7 +406,6 @@ class TriggerManager:
         if params.state == "armed":
             server.state = "armed"
             server.subscribed = frozenset(params.subscribed)
-            server.last_error = None
             self._log.info(
                 EV_ARMED,
                 server=server.name,
@@ -642,5 +642,4 @@ class _Listener:
         self.manager._log.info("log.stderr", server=self.server.name, pid=watcher.pid, line=line)
 
     def on_stuck(self, watcher: WatcherProcess, verdict: str) -> None:
-        self.server.last_error = f"watcher stuck: {verdict}"
         self.manager._log.warning("subagent.stuck", server=self.server.name, pid=watcher.pid, verdict=verdict)

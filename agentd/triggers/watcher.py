@@ -70,6 +70,8 @@ class WatcherProcess:
         self.exit_info: ExitInfo | None = None
         self.stopped_by_us = False
         self.stop_reason: str | None = None
+        # The liveness verdict that made us stop it (unresponsive, not_ready, ...), if one did.
+        self.stuck_verdict: str | None = None
         self._ping_seq = 0
         self._ping_sent: dict[int, float] = {}
         self._write_lock = anyio.Lock()
@@ -265,6 +267,7 @@ class WatcherProcess:
                 next_ping = now + interval
             verdict = classify(self.observation(), self.liveness, anyio.current_time())
             if verdict != "ok" and not self._ladder_running:
+                self.stuck_verdict = verdict
                 self.listener.on_stuck(self, verdict)
                 self._start_ladder("sigterm", verdict)
             await anyio.sleep(tick)

@@ -144,7 +144,9 @@ def test_gate_never_exceeds_max_inflight_and_bounds_its_queue(overflow: str, lim
 
 
 def test_governor_backs_off_exponentially_with_jitter_then_fails() -> None:
-    policy = GovernorPolicy(backoff_initial_s=1.0, backoff_max_s=5.0, max_restarts=4, window_s=100.0, jitter=0.2)
+    policy = GovernorPolicy(
+        backoff_initial_s=1.0, backoff_max_s=5.0, max_restarts=4, window_s=100.0, jitter=0.2
+    )
     governor = Governor(policy, rand=lambda: 1.0)
     delays = [governor.on_exit(now=float(i)).delay_s for i in range(4)]
     assert delays == [0.8, 1.6, 3.2, 4.0]  # doubled, capped at 5, minus the 20 % jitter
@@ -155,7 +157,9 @@ def test_governor_backs_off_exponentially_with_jitter_then_fails() -> None:
 
 
 def test_restarts_outside_the_window_are_forgotten() -> None:
-    governor = Governor(GovernorPolicy(backoff_initial_s=1.0, max_restarts=2, window_s=10.0), rand=lambda: 0.0)
+    governor = Governor(
+        GovernorPolicy(backoff_initial_s=1.0, max_restarts=2, window_s=10.0), rand=lambda: 0.0
+    )
     assert not governor.on_exit(0.0).failed
     assert not governor.on_exit(1.0).failed
     assert governor.on_exit(2.0).failed
