@@ -10,7 +10,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -80,7 +80,7 @@ class Control:
     def uris(self, uris: Iterable[str]) -> None:
         (self.path / "uris").write_text("\n".join(uris) + "\n")
 
-    def emit(self, changes: list[tuple[str, str | None]]) -> None:
+    def emit(self, changes: Sequence[tuple[str, str | None]]) -> None:
         self._n += 1
         tmp = self.path / f"tmp-{self._n}"
         tmp.write_text(json.dumps([{"uri": u, "etag": e} for u, e in changes]))
@@ -105,7 +105,7 @@ def control(tmp_path: Path) -> Control:
 
 async def until(condition: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> None:
     with anyio.move_on_after(timeout_s):
-        while not condition():
+        while not condition():  # noqa: ASYNC110 - state in another process and the manager
             await anyio.sleep(0.02)
         return
     raise AssertionError(f"timed out waiting for {what}")
@@ -138,7 +138,7 @@ async def running(
 
 
 async def tasks(journal: Journal) -> list[TaskRecord]:
-    return sorted(await journal.list(None, limit=1000), key=lambda t: t.created_at)  # type: ignore[arg-type]
+    return sorted(await journal.list(None, limit=1000), key=lambda t: t.created_at)
 
 
 async def count(journal: Journal, uri: str | None = None) -> int:
