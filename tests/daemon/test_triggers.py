@@ -21,7 +21,7 @@ import pytest
 
 from agentd.api.client import ApiClient
 from agentd.errors import ApiClientError
-from protocol.api import FORBIDDEN, TriggerListRequest, TriggerPauseRequest, TriggerRef
+from protocol.api import FORBIDDEN, Request, TriggerListRequest, TriggerPauseRequest, TriggerRef
 from tests.api.test_ownership import NOGROUP, _fork_as_nobody
 from tests.support.daemon import (
     FAST_SUPERVISION,
@@ -124,12 +124,13 @@ def _watcher_pids(tmp_path: Path, server: str) -> list[int]:
 def _nobody_scenario(name: str, path: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     with ApiClient(path, timeout_s=10) as client:
-        for key, request in (
+        steps: list[tuple[str, Request[Any]]] = [
             ("list", TriggerListRequest()),
             ("pause", TriggerPauseRequest(params=TriggerRef(name=name))),
-        ):
+        ]
+        for key, request in steps:
             try:
-                out[key] = {"result": client.call(request)}
+                out[key] = {"result": json.loads(request.dump_result(client.call(request)))}
             except ApiClientError as exc:
                 out[key] = {"code": exc.code, "message": exc.message}
     return out
