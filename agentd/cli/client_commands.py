@@ -485,7 +485,7 @@ def trigger_row(view: TriggerView) -> tuple[str, ...]:
         view.route,
         view.state,
         str(view.deliveries),
-        f"{view.tasks_started} ({view.inflight} running)" if view.inflight else str(view.tasks_started),
+        f"{view.tasks_started} ({view.inflight} unfinished)" if view.inflight else str(view.tasks_started),
         _ago(view.last_fired_at),
         error,
     )

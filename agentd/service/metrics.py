@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, get_args
 
 import anyio
 
@@ -24,6 +24,9 @@ from agentd.metrics.address import parse_listen
 from agentd.metrics.labels import KnownNames
 from agentd.metrics.port import NULL_METRICS, Metrics
 from agentd.supervision.supervisor import Supervisor
+from protocol.api import TriggerState
+
+TRIGGER_STATES: tuple[str, ...] = get_args(TriggerState)
 
 if TYPE_CHECKING:
     from agentd.metrics.registry import PrometheusMetrics
@@ -109,7 +112,9 @@ class Exporter:
                         "schedule", {"armed": schedules["active"], "paused": schedules["paused"]}
                     )
             self.metrics.tasks(running=len(supervisor.running), queued=queued)
-            self.metrics.armed("trigger", trigger_states())
+            states = trigger_states()
+            # Every state, zeros included: a gauge not set again would keep its last count.
+            self.metrics.armed("trigger", {state: states.get(state, 0) for state in TRIGGER_STATES})
 
     async def _textfile_forever(self, path: Path) -> None:
         while True:
