@@ -620,6 +620,9 @@ class TriggerManager:
         return self.view(name)
 
 
+_OWN_KEYS = frozenset({"server", "pid", "comp", "event", "level", "ts"})
+
+
 @dataclass(frozen=True, slots=True)
 class _Listener:
     """Binds a watcher's reports to its server."""
@@ -634,8 +637,10 @@ class _Listener:
         self.manager.on_resource(self.server, frame)
 
     def on_event(self, watcher: WatcherProcess, params: control.EventParams) -> None:
-        fields = {k: (v[:500] if isinstance(v, str) else v) for k, v in params.fields.items()}
-        fields.pop("server", None)
+        # The watcher's fields, cut, never overriding the keys this line sets itself.
+        fields = {
+            k: (v[:500] if isinstance(v, str) else v) for k, v in params.fields.items() if k not in _OWN_KEYS
+        }
         self.manager._log.info(params.event, server=self.server.name, pid=watcher.pid, comp="mcp", **fields)
 
     def on_stderr(self, watcher: WatcherProcess, line: str) -> None:

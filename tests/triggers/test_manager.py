@@ -319,3 +319,15 @@ async def test_a_stuck_watcher_is_killed_and_restarted(journal: Journal, control
             lambda: "after it was stuck (unresponsive)" in (manager.view("inbox").last_error or ""),
             "the reason shown",
         )
+
+
+async def test_a_watcher_sending_malformed_frames_is_killed_and_restarted(
+    journal: Journal, control: Control
+) -> None:
+    control.mode("junk")
+    async with running(journal, [trigger()], options(control.path, max_restarts=5)) as (manager, _):
+        await until(lambda: len(control.starts()) >= 2, "a restart after protocol faults")
+        await until(
+            lambda: "after it was stuck (faulty)" in (manager.view("inbox").last_error or ""),
+            "the reason shown",
+        )
