@@ -20,7 +20,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 import anyio
 import anyio.abc
@@ -98,6 +98,19 @@ class TriggerConfig:
 
     def watch_target(self) -> WatchTarget:
         return WatchTarget(trigger=self.name, uri=self.uri, glob=self.glob)
+
+
+class WarmSessions(Protocol):
+    """Where `route = "continue"` deliveries go (warm sessions, supervised elsewhere). Without
+    one, such triggers are not run (config validation refuses them until warm sessions exist)."""
+
+    def configure(self, triggers: Sequence[TriggerConfig]) -> None:
+        """The `continue` triggers now configured (at start and on each reload)."""
+        ...
+
+    async def deliver(self, trigger: TriggerConfig, delivery: Delivery) -> None:
+        """One debounced delivery for `trigger`'s session. Must not raise; bounded."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +191,7 @@ class TriggerManager:
         clock: Callable[[], float] = anyio.current_time,
         rand: Callable[[], float] = random.random,
         spawner: ExecSpawner | None = None,
+        warm: WarmSessions | None = None,
     ) -> None:
         self.journal = journal
         self.options = options or ManagerOptions()
@@ -188,6 +202,7 @@ class TriggerManager:
         self._clock = clock
         self._rand = rand
         self._spawner = spawner or ExecSpawner()
+        self._warm = warm
         self._owner_uid = os.getuid() if owner_uid is None else owner_uid
         self._triggers: dict[str, _Trigger] = {}
         self._servers: dict[str, _Server] = {}
@@ -210,7 +225,10 @@ class TriggerManager:
         whose server and targets did not change keeps running; others are (re)started or stopped."""
         if options is not None:
             self.options = options
-        wanted = {t.name: t for t in triggers if t.route == "spawn"}
+        routes = {"spawn", "continue"} if self._warm is not None else {"spawn"}
+        wanted = {t.name: t for t in triggers if t.route in routes}
+        if self._warm is not None:
+            self._warm.configure([t for t in wanted.values() if t.route == "continue"])
         for name in list(self._triggers):
             if name not in wanted:
                 del self._triggers[name]
@@ -450,6 +468,14 @@ class TriggerManager:
             self._wake = anyio.Event()
             now = self._clock()
             for trigger in list(self._triggers.values()):
+                if trigger.config.route == "continue" and self._warm is not None:
+                    # A warm session takes the debounced deliveries as turns; it coalesces what
+                    # arrives while a turn runs and has no max_inflight.
+                    for delivery in trigger.debouncer.take_due(now):
+                        trigger.deliveries += 1
+                        trigger.last_fired_at = time.time()
+                        await self._warm.deliver(trigger.config, delivery)
+                    continue
                 for delivery in trigger.debouncer.take_due(now):
                     trigger.deliveries += 1
                     admission = trigger.gate.offer(delivery)

@@ -21,8 +21,8 @@ import structlog
 from agentd.journal.records import TaskRecord
 from agentd.journal.store import Journal, JournalOptions, open_journal
 from agentd.supervision.liveness import LivenessPolicy
-from agentd.triggers.manager import ManagerOptions, TriggerConfig, TriggerManager
-from agentd.triggers.plan import GovernorPolicy
+from agentd.triggers.manager import ManagerOptions, TriggerConfig, TriggerManager, WarmSessions
+from agentd.triggers.plan import Delivery, GovernorPolicy
 from processes.ladder import LadderPolicy
 from protocol.result import TerminalStatus
 from protocol.spawn import McpServerSpec
@@ -113,7 +113,7 @@ async def until(condition: Callable[[], bool], what: str, timeout_s: float = WAI
 
 @asynccontextmanager
 async def running(
-    journal: Journal, configs: list[TriggerConfig], opts: ManagerOptions
+    journal: Journal, configs: list[TriggerConfig], opts: ManagerOptions, warm: WarmSessions | None = None
 ) -> AsyncIterator[tuple[TriggerManager, list[int]]]:
     woken: list[int] = []
     manager = TriggerManager(
@@ -123,6 +123,7 @@ async def running(
         log=structlog.get_logger(),
         options=opts,
         owner_uid=os.getuid(),
+        warm=warm,
     )
     await manager.load()
     manager.configure(configs)
@@ -331,3 +332,30 @@ async def test_a_watcher_sending_malformed_frames_is_killed_and_restarted(
             lambda: "after it was stuck (faulty)" in (manager.view("inbox").last_error or ""),
             "the reason shown",
         )
+
+
+class RecordingSessions:
+    def __init__(self) -> None:
+        self.configured: list[list[str]] = []
+        self.delivered: list[tuple[str, Delivery]] = []
+
+    def configure(self, triggers: Sequence[TriggerConfig]) -> None:
+        self.configured.append([t.name for t in triggers])
+
+    async def deliver(self, trigger: TriggerConfig, delivery: Delivery) -> None:
+        self.delivered.append((trigger.name, delivery))
+
+
+async def test_continue_deliveries_go_to_the_warm_sessions_seam_not_the_journal(
+    journal: Journal, control: Control
+) -> None:
+    control.uris(["feed://x"])
+    sessions = RecordingSessions()
+    configs = [trigger("feed", uri="feed://x", glob=None, route="continue")]
+    async with running(journal, configs, options(control.path), warm=sessions) as (manager, _):
+        await until(lambda: len(sessions.delivered) == 1, "the synthetic delivery")
+        control.emit([("feed://x", "e1")] * 20)
+        await until(lambda: len(sessions.delivered) == 2, "the change")
+        assert sessions.delivered[1] == ("feed", Delivery("feed://x", "e1"))
+        assert sessions.configured == [["feed"]] and manager.view("feed").deliveries == 2
+        assert await tasks(journal) == []
