@@ -6,6 +6,8 @@ so neither of them reads the configuration itself.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from agentd.config.load import Config
 from agentd.config.sections import ScheduleSection
 from agentd.journal.quota import Quota
@@ -14,10 +16,11 @@ from agentd.spawning.spawner import RLimits
 from agentd.supervision.liveness import LivenessPolicy
 from agentd.supervision.ports import RunOptions
 from agentd.supervision.supervisor import SupervisorOptions
-from agentd.triggers.manager import ManagerOptions, TriggerConfig
-from agentd.triggers.plan import GovernorPolicy
 from processes.ladder import LadderPolicy
 from protocol.api import ScheduleSpec, SpecLimits, TaskSpec
+
+if TYPE_CHECKING:
+    from agentd.triggers.manager import ManagerOptions, TriggerConfig
 
 
 def _finite(value: int | float | None) -> int | None:
@@ -108,6 +111,9 @@ def _schedule(section: ScheduleSection) -> tuple[ScheduleSpec, TaskSpec]:
 
 def trigger_configs(config: Config) -> list[TriggerConfig]:
     """The `[[trigger]]` tables as the trigger manager runs them, in declaration order."""
+    # Imported here: `agentd run` (which imports this module) runs no triggers.
+    from agentd.triggers.manager import TriggerConfig
+
     out = []
     for index, section in enumerate(config.triggers):
         out.append(
@@ -132,6 +138,9 @@ def trigger_configs(config: Config) -> list[TriggerConfig]:
 
 def trigger_manager_options(config: Config) -> ManagerOptions:
     """How resource watchers run: the subagents' liveness and ladder, the restart governor."""
+    from agentd.triggers.manager import ManagerOptions
+    from agentd.triggers.plan import GovernorPolicy
+
     sup = config.supervision
     run = supervisor_options(config).run
     return ManagerOptions(

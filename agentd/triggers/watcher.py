@@ -109,7 +109,8 @@ class WatcherProcess:
                 tg.start_soon(self._relay_stderr)
                 tg.start_soon(self._watch)
                 if self._pending_stop is not None:
-                    self.stop(self._pending_stop)
+                    # Stopped before it got its assignment: it reads no cancel yet, so SIGTERM.
+                    self._start_ladder("sigterm", self._pending_stop)
                 elif not await self.send(Watch(params=payload), reveal=True):
                     self.faults = self.liveness.max_faults
                     self._start_ladder("sigterm", "the watch channel is not writable")
