@@ -152,9 +152,6 @@ def test_triggers_through_the_daemon_and_the_cli(tmp_path: Path) -> None:
         done = daemon.wait(tasks[1]["task_id"])
         assert done.status is not None and done.status.value == "completed", done
         assert done.trigger == "inbox" and done.uri == "file:///srv/a"
-        listed = daemon.cli("list", "--json")
-        assert listed.returncode == 0, listed.stderr
-        assert any(json.loads(line).get("trigger") == "inbox" for line in listed.stdout.splitlines())
         shown = daemon.cli("status", tasks[1]["task_id"])
         assert "trigger inbox file:///srv/a" in shown.stdout
 
@@ -182,7 +179,6 @@ def test_triggers_through_the_daemon_and_the_cli(tmp_path: Path) -> None:
         _until(lambda: len(_tasks(daemon, "inbox")) == 3, "the resume's delivery", daemon)
         missing = daemon.cli("triggers", "restart", "nope")
         assert missing.returncode == 1 and "no trigger 'nope'" in missing.stderr
-        assert daemon.cli("triggers", "pause").returncode == 2
 
         # Another uid sees nothing and changes nothing.
         seen = _fork_as_nobody(tmp_path, "inbox", "agentd.sock", [], _nobody_scenario)
