@@ -48,7 +48,7 @@ from processes.ladder import LadderPolicy
 from protocol import control
 from protocol.api import TaskSpec, TriggerState, TriggerView
 from protocol.spawn import McpServerSpec
-from protocol.watch import ResourceChanged, WatchPayload, WatchState, WatchTarget
+from protocol.watch import MAX_WATCHED_URIS, ResourceChanged, WatchPayload, WatchState, WatchTarget
 
 EV_ARMED = "trigger.armed"
 EV_FIRED = "trigger.fired"
@@ -163,6 +163,15 @@ class _Server:
     kick: anyio.Event = field(default_factory=anyio.Event)
     scope: anyio.CancelScope | None = None
     done: anyio.Event = field(default_factory=anyio.Event)
+    # Each URI's owner among `triggers` (cleared when they change; bounded like the subscriptions).
+    owners: dict[str, str | None] = field(default_factory=dict)
+
+    def owner_of(self, uri: str) -> str | None:
+        if uri not in self.owners:
+            if len(self.owners) >= MAX_WATCHED_URIS:
+                self.owners.clear()
+            self.owners[uri] = owner(uri, self.targets())
+        return self.owners[uri]
 
     def said_unsupported(self) -> bool:
         # A method, not an inline test: the watcher's reports change `state` across awaits.
@@ -260,6 +269,7 @@ class TriggerManager:
             if current_server is not None and not current_server.removed:
                 before = current_server.fingerprint()
                 current_server.spec, current_server.triggers = spec, tuple(configs)
+                current_server.owners.clear()
                 current_server.last_error = error or current_server.last_error
                 if current_server.fingerprint() != before:
                     # Its assignment changed: a fresh watcher with the new one, counted afresh.
@@ -444,7 +454,7 @@ class TriggerManager:
 
     def on_resource(self, server: _Server, frame: ResourceChanged) -> None:
         params = frame.params
-        name = owner(params.uri, server.targets())
+        name = server.owner_of(params.uri)
         self._log.debug(
             EV_UPDATED, server=server.name, uri=params.uri, synthetic=params.synthetic, trigger=name
         )
@@ -565,7 +575,6 @@ class TriggerManager:
         config = trigger.config
         server = self._servers.get(config.server)
         subscribed = server.subscribed if server is not None else frozenset()
-        targets = server.targets() if server is not None else ()
         return TriggerView(
             name=name,
             server=config.server,
@@ -580,7 +589,7 @@ class TriggerManager:
             waiting=trigger.gate.waiting + len(trigger.debouncer),
             last_fired_at=trigger.last_fired_at,
             last_error=trigger.last_error or (server.last_error if server is not None else None),
-            subscribed=sum(1 for uri in subscribed if owner(uri, targets) == name),
+            subscribed=sum(1 for uri in subscribed if server is not None and server.owner_of(uri) == name),
         )
 
     def views(self) -> list[TriggerView]:
@@ -623,10 +632,9 @@ class TriggerManager:
             trigger.paused = False
             server = self._servers.get(trigger.config.server)
             if server is not None:
-                targets = server.targets()
                 now = self._clock()
                 for uri in sorted(server.subscribed):
-                    if owner(uri, targets) == name:
+                    if server.owner_of(uri) == name:
                         trigger.debouncer.offer(Delivery(uri, None, synthetic=True), now)
                 self._wake.set()
             self._log.info(EV_RESUMED, trigger=name)

@@ -251,6 +251,10 @@ async def test_a_flapping_watcher_fails_after_the_limit_and_restart_tries_again(
         assert "exited with code 3" in (manager.view("inbox").last_error or "")
         await anyio.sleep(0.5)
         assert len(control.starts()) == 3  # failed: not restarted again
+        # A reload with the trigger unchanged tries a failed watcher again (with a fresh count).
+        manager.configure([trigger()])
+        await until(lambda: len(control.starts()) == 6, "three more starts after the reload")
+        await until(lambda: manager.view("inbox").state == "failed", "failed again")
         control.mode("normal")
         control.uris([])
         manager.restart("inbox")
