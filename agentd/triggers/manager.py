@@ -63,6 +63,8 @@ EV_DROPPED = "trigger.dropped"
 # The longest the dispatcher sleeps without looking again (a missed wake-up costs at most this).
 MAX_SLEEP_S = 1.0
 LAST_ERROR_CAP = 500
+# Deliveries being journaled at once; more wait (group commit batches those in flight).
+START_CONCURRENCY = 64
 
 ServerState = Literal["starting", "armed", "unsupported", "backoff", "failed"]
 
@@ -218,6 +220,7 @@ class TriggerManager:
         self._paused: set[str] = set()
         self._counts: dict[str, tuple[int, int, float | None]] = {}
         self._wake = anyio.Event()
+        self._limiter = anyio.CapacityLimiter(START_CONCURRENCY)
         self._tg: anyio.abc.TaskGroup | None = None
         self._stopping = False
 
@@ -477,6 +480,7 @@ class TriggerManager:
         while True:
             self._wake = anyio.Event()
             now = self._clock()
+            starts: list[tuple[_Trigger, Delivery]] = []
             for trigger in list(self._triggers.values()):
                 if trigger.config.route == "continue" and self._warm is not None:
                     # A warm session takes the debounced deliveries as turns; it coalesces what
@@ -490,10 +494,16 @@ class TriggerManager:
                     trigger.deliveries += 1
                     admission = trigger.gate.offer(delivery)
                     self._dropped(trigger, admission.dropped)
-                    for start in admission.start:
-                        await self._start(trigger, start)
-                for start in trigger.gate.take_ready():
-                    await self._start(trigger, start)
+                    trigger.gate.started(len(admission.start))  # the slot is taken now
+                    starts += [(trigger, start) for start in admission.start]
+                ready = trigger.gate.take_ready()
+                trigger.gate.started(len(ready))
+                starts += [(trigger, start) for start in ready]
+            if starts:
+                # Journaled concurrently, so group commit batches a window's deliveries.
+                async with anyio.create_task_group() as tg:
+                    for trigger, start in starts:
+                        tg.start_soon(self._start_limited, trigger, start)
             due = [t.debouncer.next_due() for t in self._triggers.values()]
             soonest = min((d for d in due if d is not None), default=math.inf)
             wait_s = min(max(soonest - self._clock(), 0.0), MAX_SLEEP_S)
@@ -522,12 +532,17 @@ class TriggerManager:
             labels={"trigger": config.name},
         )
 
+    async def _start_limited(self, trigger: _Trigger, delivery: Delivery) -> None:
+        async with self._limiter:
+            await self._start(trigger, delivery)
+
     async def _start(self, trigger: _Trigger, delivery: Delivery) -> None:
-        """Journal the delivery as a task — first — then count, log and wake the supervisor."""
+        """Journal the delivery as a task — first — then count, log and wake the supervisor.
+        Its slot of the trigger's `max_inflight` is already taken (freed again on failure)."""
         config = trigger.config
         if self._stopping:
+            trigger.gate.ended()
             return  # the daemon drains: the next start's synthetic deliveries cover this URI
-        trigger.gate.started()
         try:
             record, _ = await self.journal.submit(
                 self._spec_for(config, delivery), self._owner_uid, trigger=config.name, uri=delivery.uri
