@@ -30,7 +30,7 @@ from agentd.errors import ConfigError, JournalError, QuotaExceeded, SpawnError
 from agentd.journal.records import TaskRecord, new_run_id
 from agentd.journal.store import Journal
 from agentd.metrics.port import NULL_METRICS, Metrics
-from agentd.spawning.spawner import ExecSpawner, SpawnRequest
+from agentd.spawning.spawner import ExecSpawner, RLimits, SpawnRequest
 from agentd.supervision.liveness import LivenessPolicy
 from agentd.triggers.plan import (
     Debouncer,
@@ -397,7 +397,15 @@ class TriggerManager:
                 return "exited"
         watcher_id = f"w_{server.name}"[:64]
         argv = list(self.options.argv) if self.options.argv else default_watch_argv()
-        request = SpawnRequest(task_id=watcher_id, run_id=new_run_id(), handle="0", argv=argv)
+        # No CPU-time limit: a watcher lives as long as the daemon, and RLIMIT_CPU counts its whole
+        # life (a busy server's notifications would end it after hours, by SIGXCPU).
+        request = SpawnRequest(
+            task_id=watcher_id,
+            run_id=new_run_id(),
+            handle="0",
+            argv=argv,
+            rlimits=RLimits(cpu_seconds=None),
+        )
         try:
             proc = self._spawner.spawn(request)
         except SpawnError as exc:
