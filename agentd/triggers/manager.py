@@ -253,6 +253,10 @@ class TriggerManager:
                 fresh.tasks_started, fresh.last_fired_at = total, last
                 fresh.gate.inflight = unfinished
                 self._triggers[name] = fresh
+                if self._tg is not None:
+                    # Added by a reload: its tasks from before (a trigger removed and re-added)
+                    # may still run; count them against max_inflight.
+                    self._tg.start_soon(self._recount, name)
             elif current.config != config:
                 inflight = current.gate.inflight
                 current.config = config
@@ -288,6 +292,19 @@ class TriggerManager:
             if self._tg is not None:
                 self._tg.start_soon(self._run_server, server)
         self._wake.set()
+
+    async def _recount(self, name: str) -> None:
+        try:
+            counts = await self.journal.trigger_counts()
+        except JournalError:
+            return  # best effort: the count only bounds how many more it starts
+        self._counts = counts
+        trigger = self._triggers.get(name)
+        if trigger is not None and name in counts:
+            total, unfinished, last = counts[name]
+            trigger.tasks_started = max(trigger.tasks_started, total)
+            trigger.last_fired_at = trigger.last_fired_at or last
+            trigger.gate.inflight = max(trigger.gate.inflight, unfinished)
 
     def _spec(self, server: str) -> tuple[McpServerSpec | None, str | None]:
         try:

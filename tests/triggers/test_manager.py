@@ -363,3 +363,17 @@ async def test_continue_deliveries_go_to_the_warm_sessions_seam_not_the_journal(
         assert sessions.delivered[1] == ("feed", Delivery("feed://x", "e1"))
         assert sessions.configured == [["feed"]] and manager.view("feed").deliveries == 2
         assert await tasks(journal) == []
+
+
+async def test_a_trigger_removed_and_re_added_still_counts_its_unfinished_tasks(
+    journal: Journal, control: Control
+) -> None:
+    control.uris(["file:///srv/a"])
+    async with running(journal, [trigger(max_inflight=1)], options(control.path)) as (manager, _):
+        await until(lambda: manager.view("inbox").tasks_started == 1, "the synthetic delivery")
+        manager.configure([])
+        manager.configure([trigger(max_inflight=1)])
+        await until(lambda: manager.view("inbox").inflight == 1, "its unfinished task counted again")
+        await until(lambda: len(control.starts()) == 2, "the new watcher")
+        await until(lambda: manager.view("inbox").waiting == 1, "the re-arming's delivery held at the gate")
+        assert manager.view("inbox").tasks_started == 1 and len(await tasks(journal)) == 1
