@@ -277,6 +277,7 @@ class TriggerManager:
                 before = current_server.fingerprint()
                 current_server.spec, current_server.triggers = spec, tuple(configs)
                 current_server.owners.clear()
+                current_server.governor.policy = self.options.governor  # a reload's new limits
                 current_server.last_error = error or current_server.last_error
                 if current_server.fingerprint() != before:
                     # Its assignment changed: a fresh watcher with the new one, counted afresh.
