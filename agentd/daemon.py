@@ -11,6 +11,7 @@ drain starts with `STOPPING=1`, and the watchdog is fed from this event loop.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import faulthandler
 import functools
 import grp
@@ -34,7 +35,14 @@ from agentd.api.server import serve_api
 from agentd.config.load import Config, ConfigError, load_config
 from agentd.errors import JournalError, ListenerError, UnsafeDirectory
 from agentd.journal.store import open_journal
-from agentd.options import config_schedules, journal_options, submit_quota, supervisor_options
+from agentd.options import (
+    config_schedules,
+    journal_options,
+    submit_quota,
+    supervisor_options,
+    trigger_configs,
+    trigger_manager_options,
+)
 from agentd.root_payload import build_payload
 from agentd.scheduling.driver import Scheduler
 from agentd.service.metrics import build_metrics, exporting
@@ -45,6 +53,7 @@ from agentd.spawning.spawner import ExecSpawner
 from agentd.spawning.zygote_spawner import ZygoteSpawner
 from agentd.supervision.supervisor import Supervisor
 from agentd.tracing import NULL_TRACING, Tracing, from_environment
+from agentd.triggers.manager import TriggerManager
 from processes.linux import set_child_subreaper
 from protocol.exit_codes import ExitCode
 
@@ -270,14 +279,30 @@ async def serve(
             metrics=metrics,
         )
         supervisor.on_fire_ended = scheduler.fire_ended
+        # The watcher program is read at start; a reload changes the governor and the triggers.
+        watch_argv = trigger_manager_options(config).argv
+        triggers = TriggerManager(
+            journal,
+            server_spec=lambda name: holder.get().mcp_spec(name),
+            on_fired=supervisor.notify_submitted,
+            log=log,
+            options=trigger_manager_options(config),
+            metrics=metrics,
+        )
+        supervisor.on_trigger_ended = triggers.task_ended
+        supervisor.also_owned = triggers.owned_pids
         recovered = await supervisor.recover()
         await scheduler.load()
         await _sync_schedules(scheduler, config)
+        await triggers.load()
+        triggers.configure(trigger_configs(config))
         schedules_changed = anyio.Event()
         with _listener(config) as sock, exporting(metrics, config, journal) as exporter:
-            backend = DaemonBackend(journal, supervisor, holder.get, scheduler)
+            backend = DaemonBackend(journal, supervisor, holder.get, scheduler, triggers)
             limits = api_limits(config)  # fixed for the daemon's life: a reload does not change them
-            status = ServiceStatus(notifier, supervisor, journal, lambda: holder.reload_error)
+            status = ServiceStatus(
+                notifier, supervisor, journal, lambda: holder.reload_error, failed_triggers=triggers.failed
+            )
             await status.refresh_queued()
 
             def reload() -> None:
@@ -285,6 +310,9 @@ async def serve(
                 reload_config()
                 # Tasks started from now on get the new limits, supervision and concurrency.
                 supervisor.options = supervisor_options(holder.get())
+                if holder.reload_error is None:
+                    options = dataclasses.replace(trigger_manager_options(holder.get()), argv=watch_argv)
+                    triggers.configure(trigger_configs(holder.get()), options)
                 nonlocal schedules_changed
                 schedules_changed.set()
                 schedules_changed = anyio.Event()
@@ -295,11 +323,13 @@ async def serve(
             def on_drain() -> None:
                 # New clients wait in the backlog (for the next daemon, under socket activation).
                 stop_accepting.set()
+                triggers.begin_stop()  # no new deliveries; every watcher climbs its ladder
                 notifier.stopping(status.text())
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(supervisor.serve)
                 tg.start_soon(scheduler.serve)
+                tg.start_soon(triggers.serve)
                 tg.start_soon(_resync_schedules, scheduler, holder, lambda: schedules_changed)
                 if isinstance(spawner, ZygoteSpawner):
                     tg.start_soon(spawner.serve)
@@ -316,7 +346,7 @@ async def serve(
                 await tg.start(_signals, supervisor, reload, on_drain, wedge_seconds())
                 tg.start_soon(run_watchdog, notifier)
                 tg.start_soon(status.run)
-                tg.start_soon(exporter.run, supervisor)
+                tg.start_soon(exporter.run, supervisor, triggers.summary)
                 log.info(
                     "proc.ready",
                     pid=os.getpid(),
@@ -329,6 +359,7 @@ async def serve(
                 if on_ready is not None:
                     on_ready(str(config.socket))
                 await supervisor.wait_drained()
+                await triggers.stop()  # bounded: every watcher reaped before the daemon exits
                 tg.cancel_scope.cancel()
     await anyio.to_thread.run_sync(tracing.close)  # bounded: the last spans, at most 3 s
     notifier.close()

@@ -6,6 +6,8 @@ so neither of them reads the configuration itself.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from agentd.config.load import Config
 from agentd.config.sections import ScheduleSection, TriggerSection
 from agentd.journal.quota import Quota
@@ -17,6 +19,9 @@ from agentd.supervision.supervisor import SupervisorOptions
 from processes.ladder import LadderPolicy
 from protocol.api import ScheduleSpec, SpecLimits, TaskSpec
 from protocol.spawn import Limits, SpawnPayload, WarmSpec
+
+if TYPE_CHECKING:
+    from agentd.triggers.manager import ManagerOptions, TriggerConfig
 
 
 def _finite(value: int | float | None) -> int | None:
@@ -130,3 +135,51 @@ def _schedule(section: ScheduleSection) -> tuple[ScheduleSpec, TaskSpec]:
         labels={"schedule": section.name},
     )
     return trigger, spec
+
+
+def trigger_configs(config: Config) -> list[TriggerConfig]:
+    """The `[[trigger]]` tables as the trigger manager runs them, in declaration order."""
+    # Imported here: `agentd run` (which imports this module) runs no triggers.
+    from agentd.triggers.manager import TriggerConfig
+
+    out = []
+    for index, section in enumerate(config.triggers):
+        out.append(
+            TriggerConfig(
+                name=section.name or f"trigger-{index}",
+                index=index,
+                server=section.server,
+                instruction=section.instruction,
+                uri=section.uri,
+                glob=section.glob,
+                route=section.route,
+                model=section.model,
+                mcp=tuple(config.trigger_grant(index)),
+                debounce_s=section.debounce_ms / 1000,
+                max_wait_s=section.max_wait_ms / 1000,
+                max_inflight=section.max_inflight,
+                overflow=section.overflow,
+            )
+        )
+    return out
+
+
+def trigger_manager_options(config: Config) -> ManagerOptions:
+    """How resource watchers run: the subagents' liveness and ladder, the restart governor."""
+    from agentd.triggers.manager import ManagerOptions
+    from agentd.triggers.plan import GovernorPolicy
+
+    sup = config.supervision
+    run = supervisor_options(config).run
+    return ManagerOptions(
+        governor=GovernorPolicy(
+            backoff_initial_s=sup.restart_backoff_initial_s,
+            backoff_max_s=sup.restart_backoff_max_s,
+            max_restarts=sup.restart_max,
+            window_s=sup.restart_window_s,
+        ),
+        liveness=run.liveness,
+        ladder=run.ladder,
+        argv=tuple(sup.watch_command) if sup.watch_command else None,
+        stderr_line_cap=sup.stderr_line_cap,
+    )

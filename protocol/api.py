@@ -109,6 +109,9 @@ class TaskView(_Model):
     pid: int | None = None
     # The schedule this task is a fire of (`agentd list --schedule ID`); None for a plain submit.
     schedule_id: str | None = None
+    # The reactive trigger this task is a delivery of, and the URI it is about (docs/triggers.md).
+    trigger: str | None = None
+    uri: str | None = None
 
 
 class NodeView(_Model):
@@ -201,6 +204,41 @@ class DaemonStatus(_Model):
     # The zygote spawner: "warm" forks children, "starting" makes spawns wait for it (bounded),
     # "failed" (dead, restarting or given up) execs them, "off" with `spawner = "exec"`.
     zygote: Literal["warm", "starting", "failed", "off"] = "off"
+    # Reactive triggers by state (`armed`, `failed`, ...), and the names of the failed ones.
+    triggers: dict[str, int] = Field(default_factory=dict)
+    failed_triggers: list[str] = Field(default_factory=list)
+
+
+# ---- reactive triggers (DESIGN §11; docs/triggers.md) ----------------------------------------
+
+# starting: its watcher is being spawned or connecting; armed: subscribed, changes become tasks;
+# unsupported: the server cannot notify (not retried); backoff: the watcher died and waits to be
+# restarted; failed: it died too often (until a reload or `agentd triggers restart`); paused: an
+# operator paused it (changes are not delivered; it survives a restart).
+TriggerState = Literal["starting", "armed", "unsupported", "backoff", "failed", "paused"]
+
+
+class TriggerView(_Model):
+    name: str
+    server: str
+    uri: str | None = None
+    glob: str | None = None
+    route: Literal["spawn", "continue"] = "spawn"
+    state: TriggerState = "starting"
+    # Debounced deliveries since the daemon started; tasks it started in all (journal); the last.
+    deliveries: int = 0
+    dropped: int = 0
+    tasks_started: int = 0
+    inflight: int = 0
+    waiting: int = 0
+    last_fired_at: float | None = None
+    last_error: str | None = None
+    # The URIs its watcher subscribed that this trigger owns (a count: a glob may match many).
+    subscribed: int = 0
+
+
+class TriggerRef(_Model):
+    name: str = Field(min_length=1, max_length=64)
 
 
 # ---- approvals (issue 18) --------------------------------------------------------------------
@@ -456,6 +494,33 @@ class ScheduleDeleteRequest(Request[ScheduleView]):
     params: ScheduleRef
 
 
+class TriggerListRequest(Request[list[TriggerView]]):
+    method: Literal["trigger.list"] = "trigger.list"
+    params: NoParams = NoParams()
+
+
+class TriggerPauseRequest(Request[TriggerView]):
+    """Admin only: changes are no longer delivered (the watcher stays armed); survives a restart."""
+
+    method: Literal["trigger.pause"] = "trigger.pause"
+    params: TriggerRef
+
+
+class TriggerResumeRequest(Request[TriggerView]):
+    """Admin only: deliver again, starting with one "possibly changed" per subscribed URI."""
+
+    method: Literal["trigger.resume"] = "trigger.resume"
+    params: TriggerRef
+
+
+class TriggerRestartRequest(Request[TriggerView]):
+    """Admin only: restart the trigger's watcher now and forget its restart count (a `failed`
+    trigger is tried again)."""
+
+    method: Literal["trigger.restart"] = "trigger.restart"
+    params: TriggerRef
+
+
 ApiRequest = Annotated[
     SubmitRequest
     | GetRequest
@@ -472,7 +537,11 @@ ApiRequest = Annotated[
     | ScheduleResumeRequest
     | ScheduleDeleteRequest
     | ApprovalListRequest
-    | ApprovalDecideRequest,
+    | ApprovalDecideRequest
+    | TriggerListRequest
+    | TriggerPauseRequest
+    | TriggerResumeRequest
+    | TriggerRestartRequest,
     Field(discriminator="method"),
 ]
 

@@ -61,6 +61,15 @@ EventName = Literal[
     "schedule.resumed",
     "schedule.ended",
     "schedule.deleted",
+    # Reactive triggers (docs/triggers.md): the restart governor waits before restarting a dead
+    # watcher, or gives up on it; a server that cannot notify; an operator's pause and resume; a
+    # delivery dropped by the overflow policy (or refused by the owner's cap).
+    "trigger.backoff",
+    "trigger.failed",
+    "trigger.unsupported",
+    "trigger.paused",
+    "trigger.resumed",
+    "trigger.dropped",
     # Metrics outputs (docs/metrics.md): where the listener bound, or a failed textfile write.
     "proc.metrics",
     # The approval gate (docs/security.md "Approval of tool calls"): a gated call waits for a

@@ -69,7 +69,7 @@ FLOORS: tuple[frozenset[str], ...] = (
     frozenset({"daemon"}),
     frozenset({"api", "service"}),
     frozenset({"admission", "root_payload", "options"}),
-    frozenset({"scheduling"}),
+    frozenset({"scheduling", "triggers"}),
     frozenset({"supervision"}),
     frozenset({"config", "journal", "spawning"}),
     frozenset({"private_dirs", "logs", "metrics", "tracing"}),

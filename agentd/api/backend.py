@@ -30,6 +30,8 @@ from protocol.api import (
     SubmitResult,
     TaskRef,
     TaskView,
+    TriggerRef,
+    TriggerView,
     WaitParams,
 )
 
@@ -66,6 +68,11 @@ class Backend(Protocol):
         self, caller: Caller, params: ApprovalListParams
     ) -> builtins.list[ApprovalView]: ...
     async def approval_decide(self, caller: Caller, params: ApprovalDecideParams) -> ApprovalView: ...
+    # Reactive triggers (docs/triggers.md) are the operator's: admins only (FORBIDDEN otherwise).
+    async def trigger_list(self, caller: Caller) -> builtins.list[TriggerView]: ...
+    async def trigger_pause(self, caller: Caller, params: TriggerRef) -> TriggerView: ...
+    async def trigger_resume(self, caller: Caller, params: TriggerRef) -> TriggerView: ...
+    async def trigger_restart(self, caller: Caller, params: TriggerRef) -> TriggerView: ...
 
 
 def task_not_found(task_id: str | None = None) -> ApiError:

@@ -51,6 +51,10 @@ from protocol.api import (
     TaskRef,
     TaskView,
     TreeRequest,
+    TriggerListRequest,
+    TriggerPauseRequest,
+    TriggerRestartRequest,
+    TriggerResumeRequest,
     WaitRequest,
 )
 from protocol.framing import LineSplitter, Oversize
@@ -315,6 +319,14 @@ class Connection:
                 return request.dump_result(await backend.approval_list(caller, request.params))
             case ApprovalDecideRequest():
                 return request.dump_result(await backend.approval_decide(caller, request.params))
+            case TriggerListRequest():
+                return request.dump_result(await backend.trigger_list(caller))
+            case TriggerPauseRequest():
+                return request.dump_result(await backend.trigger_pause(caller, request.params))
+            case TriggerResumeRequest():
+                return request.dump_result(await backend.trigger_resume(caller, request.params))
+            case TriggerRestartRequest():
+                return request.dump_result(await backend.trigger_restart(caller, request.params))
             case _:
                 assert_never(request)
 

@@ -25,8 +25,10 @@ from agentd.options import submit_quota
 from agentd.scheduling.driver import Scheduler
 from agentd.scheduling.plan import TriggerError
 from agentd.supervision.supervisor import Supervisor
+from agentd.triggers.manager import TriggerManager
 from protocol.api import (
     DRAINING,
+    FORBIDDEN,
     IDEMPOTENCY_CONFLICT,
     INVALID_SPEC,
     NOT_FOUND,
@@ -50,6 +52,8 @@ from protocol.api import (
     SubmitResult,
     TaskRef,
     TaskView,
+    TriggerRef,
+    TriggerView,
     WaitParams,
 )
 
@@ -65,11 +69,13 @@ class DaemonBackend:
         supervisor: Supervisor,
         config: Callable[[], Config],
         scheduler: Scheduler | None = None,
+        triggers: TriggerManager | None = None,
     ) -> None:
         self.journal = journal
         self.supervisor = supervisor
         self._config = config
         self.scheduler = scheduler
+        self.triggers = triggers
         self.started = time.monotonic()
 
     async def _owned(self, caller: Caller, task_id: str) -> TaskRecord:
@@ -194,6 +200,8 @@ class DaemonBackend:
             children=children,
             scope="daemon" if owner is None else "caller",
             zygote=self.supervisor.spawner.state,
+            triggers=self.triggers.summary() if self.triggers is not None else {},
+            failed_triggers=self.triggers.failed() if self.triggers is not None else [],
         )
 
     # ---- schedules (DESIGN §11) ---------------------------------------------------------------
@@ -315,6 +323,40 @@ class DaemonBackend:
                 + (f" ({decided.reason})" if decided.reason else ""),
             )
         return decided.to_view()
+
+    # ---- reactive triggers (docs/triggers.md) -------------------------------------------------
+
+    def _trigger_manager(self, caller: Caller) -> TriggerManager:
+        if not caller.is_admin:
+            raise ApiError(FORBIDDEN, "triggers are the operator's: only an admin may see or change them")
+        if self.triggers is None:
+            raise ApiError(UNAVAILABLE, "this daemon runs no triggers", retryable=False)
+        return self.triggers
+
+    async def trigger_list(self, caller: Caller) -> builtins.list[TriggerView]:
+        return self._trigger_manager(caller).views()
+
+    async def trigger_pause(self, caller: Caller, params: TriggerRef) -> TriggerView:
+        return await self._trigger_change(caller, params.name, "pause")
+
+    async def trigger_resume(self, caller: Caller, params: TriggerRef) -> TriggerView:
+        return await self._trigger_change(caller, params.name, "resume")
+
+    async def trigger_restart(self, caller: Caller, params: TriggerRef) -> TriggerView:
+        return await self._trigger_change(caller, params.name, "restart")
+
+    async def _trigger_change(self, caller: Caller, name: str, action: str) -> TriggerView:
+        manager = self._trigger_manager(caller)
+        try:
+            if action == "pause":
+                return await manager.pause(name)
+            if action == "resume":
+                return await manager.resume(name)
+            return manager.restart(name)
+        except KeyError:
+            raise ApiError(NOT_FOUND, f"no trigger {name!r} (see `agentd triggers`)") from None
+        except JournalUnavailable as exc:
+            raise ApiError(UNAVAILABLE, f"the trigger was not changed: {exc}", retryable=True) from None
 
     def _view(self, record: TaskRecord) -> TaskView:
         view = record.to_view()

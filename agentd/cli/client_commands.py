@@ -13,6 +13,7 @@ import math
 import os
 import stat
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
@@ -51,6 +52,12 @@ from protocol.api import (
     TaskSpec,
     TaskView,
     TreeRequest,
+    TriggerListRequest,
+    TriggerPauseRequest,
+    TriggerRef,
+    TriggerRestartRequest,
+    TriggerResumeRequest,
+    TriggerView,
     WaitParams,
     WaitRequest,
 )
@@ -223,6 +230,8 @@ def describe(view: TaskView) -> str:
     parts.append(f"tokens {view.usage.tokens}")
     if view.schedule_id:
         parts.append(f"schedule {view.schedule_id}")
+    if view.trigger:
+        parts.append(f"trigger {view.trigger} {view.uri or ''}".rstrip())
     if view.abort:
         parts.append(f"abort {view.abort}")
     if view.error:
@@ -460,9 +469,82 @@ def preflight_schedules(args: argparse.Namespace) -> None:
         raise UsageError("give an action (show, pause, resume, delete) before the schedule ID")
 
 
+TRIGGER_COLUMNS = (
+    "NAME",
+    "SERVER",
+    "URI/GLOB",
+    "ROUTE",
+    "STATE",
+    "DELIVERIES",
+    "TASKS",
+    "LAST FIRED",
+    "LAST ERROR",
+)
+
+
+def _ago(at: float | None) -> str:
+    if at is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(at)) + "Z"
+
+
+def trigger_row(view: TriggerView) -> tuple[str, ...]:
+    target = view.uri if view.uri is not None else f"{view.glob} ({view.subscribed} URIs)"
+    error = " ".join((view.last_error or "-").split())[:80]
+    return (
+        view.name,
+        view.server,
+        target,
+        view.route,
+        view.state,
+        str(view.deliveries),
+        f"{view.tasks_started} ({view.inflight} unfinished)" if view.inflight else str(view.tasks_started),
+        _ago(view.last_fired_at),
+        error,
+    )
+
+
+def format_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=True)]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *rows]
+    ]
+    return "\n".join(lines)
+
+
+def cmd_triggers(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
+    if args.action is None:
+        views = client.call(TriggerListRequest())
+        if args.json:
+            for view in views:
+                out.write(view.model_dump_json() + "\n")
+        elif not views:
+            out.write("no triggers configured ([[trigger]] tables; see docs/triggers.md)\n")
+        else:
+            out.write(format_table(TRIGGER_COLUMNS, [trigger_row(v) for v in views]) + "\n")
+        return ExitCode.OK
+    request = {
+        "pause": TriggerPauseRequest,
+        "resume": TriggerResumeRequest,
+        "restart": TriggerRestartRequest,
+    }[args.action](params=TriggerRef(name=args.name))
+    view = client.call(request)
+    out.write((view.model_dump_json() if args.json else f"{view.name}: {view.state}") + "\n")
+    return ExitCode.OK
+
+
+def preflight_triggers(args: argparse.Namespace) -> None:
+    if args.action is not None and not args.name:
+        raise UsageError(f"{args.action} needs a trigger NAME (see `agentd triggers`)")
+    if args.action is None and args.name:
+        raise UsageError("give an action (pause, resume, restart) before the trigger NAME")
+
+
 PREFLIGHT: dict[str, Callable[[argparse.Namespace], None]] = {
     "submit": preflight_submit,
     "schedules": preflight_schedules,
+    "triggers": preflight_triggers,
 }
 
 COMMANDS: dict[str, Callable[[ApiClient, argparse.Namespace, TextIO], int]] = {
@@ -476,6 +558,7 @@ COMMANDS: dict[str, Callable[[ApiClient, argparse.Namespace, TextIO], int]] = {
     "approvals": approval_commands.cmd_approvals,
     "approve": approval_commands.cmd_decide,
     "deny": approval_commands.cmd_decide,
+    "triggers": cmd_triggers,
 }
 
 

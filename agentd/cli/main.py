@@ -196,6 +196,20 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--reason", metavar="TEXT", help="told to the model")
         _socket_arg(p)
         _json_arg(p)
+    p = sub.add_parser(
+        "triggers",
+        help="list the reactive triggers, or pause, resume or restart one (admins only)",
+        description="Without an action: every [[trigger]] of the configuration with its server, URI or "
+        "glob, route, state (starting, armed, unsupported, backoff, failed, paused), deliveries, tasks "
+        "started, last fire and last error. `pause NAME`: changes are no longer delivered (kept across "
+        "restarts); `resume NAME`: delivered again, starting with one 'possibly changed' per URI; "
+        "`restart NAME`: restart the trigger's watcher now and forget its restart count (what brings a "
+        "`failed` trigger back). See docs/triggers.md.",
+    )
+    p.add_argument("action", nargs="?", choices=["pause", "resume", "restart"])
+    p.add_argument("name", nargs="?", metavar="NAME", help="the trigger's name")
+    _socket_arg(p)
+    _json_arg(p)
     p = sub.add_parser("logs", help="show a task's events")
     p.add_argument("task", metavar="TASK")
     p.add_argument("-f", "--follow", action="store_true", help="keep showing new events until the task ends")

@@ -240,6 +240,35 @@ class SupervisionSection(Section):
             "is this interpreter running `python -I -m subagent`. It speaks the control protocol."
         ),
     )
+    restart_backoff_initial_s: Seconds = Field(
+        default=1.0,
+        gt=0,
+        le=3600,
+        description="Restart governor: the first delay before a dead resource watcher is restarted; "
+        "each further restart within restart_window_s doubles it (less up to 20% jitter).",
+    )
+    restart_backoff_max_s: Seconds = Field(
+        default=60.0, gt=0, le=86400, description="Restart governor: the longest delay between restarts."
+    )
+    restart_max: int = Field(
+        default=5,
+        ge=0,
+        le=1000,
+        description="Restart governor: restarts allowed within restart_window_s; one more death and the "
+        "watcher's triggers are `failed` until a reload or `agentd triggers restart NAME`.",
+    )
+    restart_window_s: Seconds = Field(
+        default=300.0, gt=0, le=86400, description="Restart governor: the window restart_max counts in."
+    )
+    watch_command: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        description=(
+            "The program run as each resource watcher, for debugging and tests only; the default is this "
+            "interpreter running `python -I -m subagent.watch`. It speaks the watch protocol. Read at "
+            "daemon start."
+        ),
+    )
 
 
 class LoopSection(Section):

@@ -31,7 +31,7 @@ ROOT_HANDLE = "0"
 _TASK_COLUMNS = (
     "task_id, run_id, owner_uid, idempotency_key, spec, state, status, exit_code, result, partial, "
     "usage, abort, error, attempts, pid, pid_start_time, created_at, started_at, ended_at, schedule_id, "
-    "fire_at, idle"
+    "fire_at, idle, trigger, uri"
 )
 
 
@@ -63,6 +63,8 @@ def task_from_row(row: sqlite3.Row) -> TaskRecord:
         schedule_id=row["schedule_id"],
         fire_at=row["fire_at"],
         idle=bool(row["idle"]),
+        trigger=row["trigger"],
+        uri=row["uri"],
     )
 
 
@@ -102,6 +104,8 @@ def insert_task(
     now: float,
     schedule_id: str | None = None,
     fire_at: float | None = None,
+    trigger: str | None = None,
+    uri: str | None = None,
 ) -> tuple[TaskRecord, bool]:
     """Insert a queued task, or return the task this owner already submitted under the same key.
     A schedule's fire names the schedule and the occurrence (`fire_at`) it is for.
@@ -127,7 +131,7 @@ def insert_task(
     _check_quota(conn, owner_uid, len(spec_json.encode()), quota)
     conn.execute(
         "INSERT INTO tasks (task_id, run_id, owner_uid, idempotency_key, spec, spec_bytes, created_at,"
-        " schedule_id, fire_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " schedule_id, fire_at, trigger, uri) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             task_id,
             run_id,
@@ -138,6 +142,8 @@ def insert_task(
             now,
             schedule_id,
             fire_at,
+            trigger,
+            uri,
         ),
     )
     record = TaskRecord(
@@ -150,6 +156,8 @@ def insert_task(
         created_at=now,
         schedule_id=schedule_id,
         fire_at=fire_at,
+        trigger=trigger,
+        uri=uri,
     )
     return record, True
 

@@ -98,6 +98,9 @@ class TaskRecord:
     fire_at: float | None = None
     # The finished run reported that it found nothing to do (a loop's idle backoff reads it).
     idle: bool = False
+    # A delivery of a reactive trigger: its name and the URI it is about (docs/triggers.md).
+    trigger: str | None = None
+    uri: str | None = None
 
     @property
     def may_requeue(self) -> bool:
@@ -126,6 +129,8 @@ class TaskRecord:
             ended_at=self.ended_at,
             pid=self.pid,
             schedule_id=self.schedule_id,
+            trigger=self.trigger,
+            uri=self.uri,
         )
 
 

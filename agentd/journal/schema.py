@@ -13,7 +13,7 @@ from pathlib import Path
 
 from agentd.errors import JournalError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 BUSY_TIMEOUT_MS = 5000
 
 # Invariant: `seq` is the rowid alias, so it is the submission order and survives VACUUM (an
@@ -154,8 +154,23 @@ CREATE INDEX approvals_by_task ON approvals (task_id, digest);
 CREATE INDEX approvals_by_state ON approvals (state);
 """
 
+# v5: reactive triggers (DESIGN §11; docs/triggers.md). A delivery becomes a task carrying the
+# trigger's name and the URI it is about; the partial index serves each trigger's unfinished count
+# (its `max_inflight`) and its listing. `trigger_state` holds what an operator set on a trigger
+# that must survive a restart: whether it is paused.
+_V5 = """
+ALTER TABLE tasks ADD COLUMN trigger TEXT;
+ALTER TABLE tasks ADD COLUMN uri TEXT;
+CREATE INDEX tasks_by_trigger ON tasks (trigger, state) WHERE trigger IS NOT NULL;
+CREATE TABLE trigger_state (
+    name       TEXT    PRIMARY KEY,
+    paused     INTEGER NOT NULL DEFAULT 0,
+    updated_at REAL    NOT NULL
+) WITHOUT ROWID;
+"""
+
 # Index i holds the script that takes a database from version i to i + 1.
-_MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
+_MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 
 # SQLite primary result codes (the low byte of an extended code) that describe the environment

@@ -43,6 +43,7 @@ from agentd.journal.records import (
 )
 from agentd.journal.schedule_store import ScheduleJournal
 from agentd.journal.schema import unavailable_reason
+from agentd.journal.trigger_store import TriggerJournal
 from agentd.journal.writer import Completion, JournalWriter, Pending
 from protocol.api import TaskSpec, TaskState
 from protocol.result import AbortKind, RunError, RunUsage, TerminalStatus
@@ -93,7 +94,7 @@ class _Followers:
         self.count = 0
 
 
-class Journal(ScheduleJournal, ApprovalJournal):
+class Journal(ScheduleJournal, ApprovalJournal, TriggerJournal):
     """Async access to the journal. Obtain one with `open_journal`. The schedule operations come
     from `ScheduleJournal` (agentd/journal/schedule_store.py), the approval gate's from
     `ApprovalJournal` (agentd/journal/approval_store.py)."""
@@ -152,6 +153,9 @@ class Journal(ScheduleJournal, ApprovalJournal):
         owner_uid: int,
         idempotency_key: str | None = None,
         quota: Quota | None = None,
+        *,
+        trigger: str | None = None,
+        uri: str | None = None,
     ) -> tuple[TaskRecord, bool]:
         """Journal a new queued task; returns `(record, created)`.
 
@@ -169,6 +173,8 @@ class Journal(ScheduleJournal, ApprovalJournal):
             idempotency_key=idempotency_key,
             quota=quota or Quota(),
             now=time.time(),
+            trigger=trigger,
+            uri=uri,
         )
         return await self._write(op)
 

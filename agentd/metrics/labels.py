@@ -42,8 +42,10 @@ TOOL_OUTCOMES = frozenset(
     }
 )
 FIRE_KINDS = frozenset({"schedule", "trigger"})
-ARM_STATES = frozenset({"armed", "paused", "disabled", "failing"})
-FIRE_OUTCOMES = frozenset({"started", "skipped", "refused", "failed"})
+ARM_STATES = frozenset(
+    {"armed", "paused", "disabled", "failing", "starting", "unsupported", "backoff", "failed"}
+)
+FIRE_OUTCOMES = frozenset({"started", "skipped", "refused", "failed", "dropped"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,9 +10,9 @@ textfile every `textfile_interval_s` and once more when it is cancelled at exit.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, get_args
 
 import anyio
 
@@ -24,6 +24,9 @@ from agentd.metrics.address import parse_listen
 from agentd.metrics.labels import KnownNames
 from agentd.metrics.port import NULL_METRICS, Metrics
 from agentd.supervision.supervisor import Supervisor
+from protocol.api import TriggerState
+
+TRIGGER_STATES: tuple[str, ...] = get_args(TriggerState)
 
 if TYPE_CHECKING:
     from agentd.metrics.registry import PrometheusMetrics
@@ -38,7 +41,7 @@ def known_names(config: Config) -> KnownNames:
     return KnownNames(
         endpoints=frozenset(config.intelligence),
         servers=frozenset(config.mcp),
-        triggers=frozenset(t.name for t in config.triggers if t.name is not None),
+        triggers=frozenset(t.name or f"trigger-{i}" for i, t in enumerate(config.triggers)),
         schedules=frozenset(s.name for s in config.file.schedule),
     )
 
@@ -77,12 +80,14 @@ class Exporter:
         self.textfile = textfile
         self.interval_s = interval_s
 
-    async def run(self, supervisor: Supervisor) -> None:
+    async def run(
+        self, supervisor: Supervisor, trigger_states: Callable[[], Mapping[str, int]] = dict
+    ) -> None:
         if self.metrics is NULL_METRICS:
             return
         try:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(self._sample, supervisor)
+                tg.start_soon(self._sample, supervisor, trigger_states)
                 if self.textfile is not None:
                     tg.start_soon(self._textfile_forever, self.textfile)
         finally:
@@ -90,7 +95,7 @@ class Exporter:
                 with anyio.CancelScope(shield=True):
                     await self._write_textfile(self.textfile)  # the final figures
 
-    async def _sample(self, supervisor: Supervisor) -> None:
+    async def _sample(self, supervisor: Supervisor, trigger_states: Callable[[], Mapping[str, int]]) -> None:
         queued = 0
         refresh_at = 0.0
         while True:
@@ -107,6 +112,9 @@ class Exporter:
                         "schedule", {"armed": schedules["active"], "paused": schedules["paused"]}
                     )
             self.metrics.tasks(running=len(supervisor.running), queued=queued)
+            states = trigger_states()
+            # Every state, zeros included: a gauge not set again would keep its last count.
+            self.metrics.armed("trigger", {state: states.get(state, 0) for state in TRIGGER_STATES})
 
     async def _textfile_forever(self, path: Path) -> None:
         while True:

@@ -46,7 +46,9 @@ class ServiceStatus:
         supervisor: Supervisor,
         journal: Journal,
         config_error: Callable[[], str | None],
+        failed_triggers: Callable[[], list[str]] = list,
     ) -> None:
+        self.failed_triggers = failed_triggers
         self.notifier = notifier
         self.supervisor = supervisor
         self.journal = journal
@@ -63,6 +65,7 @@ class ServiceStatus:
             draining=self.supervisor.draining,
             journal_error=None if health.healthy else (health.last_error or "write failed"),
             config_error=self.config_error(),
+            failed_triggers=tuple(self.failed_triggers()),
         )
 
     def text(self) -> str:

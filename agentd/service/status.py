@@ -21,6 +21,8 @@ class ServiceState:
     journal_error: str | None = None
     # None unless the last SIGHUP reload was rejected (the previous configuration stays live).
     config_error: str | None = None
+    # Reactive triggers the restart governor gave up on (until a reload or `agentd triggers restart`).
+    failed_triggers: tuple[str, ...] = ()
 
 
 def _short(text: str) -> str:
@@ -38,6 +40,9 @@ def status_text(state: ServiceState) -> str:
         problems.append(f"journal failing: {_short(state.journal_error)}")
     if state.config_error is not None:
         problems.append(f"config reload rejected: {_short(state.config_error)}")
+    if state.failed_triggers:
+        names = ", ".join(state.failed_triggers[:5]) + (" …" if len(state.failed_triggers) > 5 else "")
+        problems.append(f"{len(state.failed_triggers)} trigger(s) failed: {_short(names)}")
     if problems:
         text += "; degraded: " + "; ".join(problems)
     return text

@@ -101,6 +101,10 @@ class Supervisor:
         self.on_fire_ended: FireEnded | None = None
         # Tasks run outside the scheduler (warm sessions): how to cancel each, and its processes.
         self._adopted: dict[str, tuple[Callable[[str], None], Callable[[], set[int]]]] = {}
+        # Told of every trigger delivery's task that ended (frees a `max_inflight` slot); must not raise.
+        self.on_trigger_ended: Callable[[TaskRecord], None] | None = None
+        # Other long-lived children of the daemon (resource watchers): the orphan sweep spares them.
+        self.also_owned: Callable[[], set[int]] = set
 
     # ---- public --------------------------------------------------------------------------------
 
@@ -117,7 +121,7 @@ class Supervisor:
     def owned_pids(self) -> set[int]:
         children = {pid for slot in self.running.values() if slot.run is not None for pid in slot.run.pids()}
         adopted = {pid for _, pids in self._adopted.values() for pid in pids()}
-        return children | adopted | self.spawner.helper_pids()
+        return children | adopted | self.spawner.helper_pids() | self.also_owned()
 
     def adopt(self, task_id: str, cancel: Callable[[str], None], pids: Callable[[], set[int]]) -> None:
         """Know a task that runs outside the scheduler (a warm session's incarnation): `cancel`
@@ -330,6 +334,8 @@ class Supervisor:
         self.terminal_event(record.task_id).set()
         if record.schedule_id is not None and self.on_fire_ended is not None:
             await self.on_fire_ended(record, self.draining)
+        if record.trigger is not None and self.on_trigger_ended is not None:
+            self.on_trigger_ended(record)
         return record
 
     # ---- restart recovery (DESIGN §8) -----------------------------------------------------------

@@ -38,6 +38,8 @@ from protocol.api import (
     SubmitResult,
     TaskRef,
     TaskView,
+    TriggerRef,
+    TriggerView,
     WaitParams,
 )
 from protocol.result import TerminalStatus
@@ -213,3 +215,15 @@ class InMemoryBackend:
     async def approval_decide(self, caller: Caller, params: ApprovalDecideParams) -> ApprovalView:
         self.callers.append(caller)
         raise task_not_found(params.task_id)
+
+    async def trigger_list(self, caller: Caller) -> builtins.list[TriggerView]:
+        return []
+
+    async def trigger_pause(self, caller: Caller, params: TriggerRef) -> TriggerView:
+        raise ApiError(UNAVAILABLE, "this backend runs no triggers", retryable=False)
+
+    async def trigger_resume(self, caller: Caller, params: TriggerRef) -> TriggerView:
+        raise ApiError(UNAVAILABLE, "this backend runs no triggers", retryable=False)
+
+    async def trigger_restart(self, caller: Caller, params: TriggerRef) -> TriggerView:
+        raise ApiError(UNAVAILABLE, "this backend runs no triggers", retryable=False)

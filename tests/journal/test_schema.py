@@ -66,7 +66,7 @@ def test_migrating_a_current_database_changes_nothing(tmp_path: Path) -> None:
     try:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        assert tables == {"tasks", "nodes", "events", "schedules", "approvals"}
+        assert tables == {"tasks", "nodes", "events", "schedules", "approvals", "trigger_state"}
     finally:
         conn.close()
 
@@ -91,7 +91,7 @@ def test_a_v1_journal_migrates_to_v2_with_the_spec_sizes_filled_in(tmp_path: Pat
         migrated.close()
 
 
-def test_a_v2_journal_migrates_to_v3_keeping_its_tasks_as_plain_tasks(tmp_path: Path) -> None:
+def test_a_v2_journal_migrates_to_the_current_schema_keeping_its_tasks_as_plain_tasks(tmp_path: Path) -> None:
     db = tmp_path / "agentd.db"
     conn = sqlite3.connect(db, isolation_level=None)
     for script in _MIGRATIONS[:2]:
@@ -104,9 +104,12 @@ def test_a_v2_journal_migrates_to_v3_keeping_its_tasks_as_plain_tasks(tmp_path: 
     conn.close()
     migrated = connect_writer(db)
     try:
-        assert migrated.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
-        row = migrated.execute("SELECT schedule_id, fire_at, idle FROM tasks WHERE task_id = 't1'").fetchone()
-        assert tuple(row) == (None, None, 0)
+        assert migrated.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+        row = migrated.execute(
+            "SELECT schedule_id, fire_at, idle, trigger, uri FROM tasks WHERE task_id = 't1'"
+        ).fetchone()
+        assert tuple(row) == (None, None, 0, None, None)
+        assert migrated.execute("SELECT count(*) FROM trigger_state").fetchone()[0] == 0
         assert migrated.execute("SELECT count(*) FROM schedules").fetchone()[0] == 0
     finally:
         migrated.close()

@@ -52,6 +52,12 @@ from protocol.api import (
     TaskState,
     TaskView,
     TreeRequest,
+    TriggerListRequest,
+    TriggerPauseRequest,
+    TriggerRef,
+    TriggerRestartRequest,
+    TriggerResumeRequest,
+    TriggerView,
     WaitParams,
     WaitRequest,
 )
@@ -180,6 +186,8 @@ task_views = st.builds(
     ended_at=_maybe(finite_floats),
     pid=_maybe(st.integers(1, 2**22)),
     schedule_id=_maybe(task_ids),
+    trigger=_maybe(short_text),
+    uri=_maybe(short_text),
 )
 node_views = st.builds(
     NodeView,
@@ -205,6 +213,8 @@ daemon_statuses = st.builds(
     journal_ok=st.booleans(),
     degraded=st.lists(short_text, max_size=3),
     children=non_negative,
+    triggers=st.dictionaries(st.sampled_from(["armed", "failed", "paused"]), non_negative, max_size=3),
+    failed_triggers=st.lists(short_text, max_size=3),
 )
 submit_results = st.builds(SubmitResult, task_id=task_ids, state=task_states, created=st.booleans())
 event_views = st.builds(EventView, seq=non_negative, ts=finite_floats, event=short_text, fields=json_objects)
@@ -319,6 +329,31 @@ approval_views = st.builds(
 )
 
 
+# ---- triggers ----------------------------------------------------------------------------------
+
+trigger_names = st.text("abcdefghijklmnopqrstuvwxyz-", min_size=1, max_size=20)
+trigger_views = st.builds(
+    TriggerView,
+    name=trigger_names,
+    server=trigger_names,
+    uri=_maybe(short_text),
+    glob=_maybe(short_text),
+    state=st.sampled_from(["starting", "armed", "unsupported", "backoff", "failed", "paused"]),
+    deliveries=non_negative,
+    dropped=non_negative,
+    tasks_started=non_negative,
+    inflight=non_negative,
+    waiting=non_negative,
+    last_fired_at=_maybe(finite_floats),
+    last_error=_maybe(short_text),
+    subscribed=non_negative,
+)
+
+
+def _trigger_requests(cls: type[Request[TriggerView]]) -> st.SearchStrategy[Request[Any]]:
+    return st.builds(cls, id=request_ids, params=st.builds(TriggerRef, name=trigger_names))
+
+
 # Every method: its requests, and the results that answer them.
 METHOD_STRATEGIES: dict[str, tuple[st.SearchStrategy[Request[Any]], st.SearchStrategy[Any]]] = {
     "task.submit": (submit_requests, submit_results),
@@ -337,4 +372,8 @@ METHOD_STRATEGIES: dict[str, tuple[st.SearchStrategy[Request[Any]], st.SearchStr
     "schedule.delete": (_ref_requests(ScheduleDeleteRequest), schedule_views),
     "approval.list": (approval_list_requests, st.lists(approval_views, max_size=3)),
     "approval.decide": (approval_decide_requests, approval_views),
+    "trigger.list": (st.builds(TriggerListRequest, id=request_ids), st.lists(trigger_views, max_size=3)),
+    "trigger.pause": (_trigger_requests(TriggerPauseRequest), trigger_views),
+    "trigger.resume": (_trigger_requests(TriggerResumeRequest), trigger_views),
+    "trigger.restart": (_trigger_requests(TriggerRestartRequest), trigger_views),
 }

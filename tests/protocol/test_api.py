@@ -126,7 +126,7 @@ def test_a_request_and_a_result_keep_their_wire_bytes() -> None:
     assert StatusRequest().dump_result(status) == (
         b'{"pid":7,"version":"0.1.0","uptime_s":1.5,"draining":false,"queued":0,"running":1,'
         b'"max_concurrent_tasks":4,"journal_ok":true,"degraded":[],"children":0,"scope":"daemon",'
-        b'"zygote":"off"}'
+        b'"zygote":"off","triggers":{},"failed_triggers":[]}'
     )
 
 

@@ -24,6 +24,11 @@ from agentd.service.status import ERROR_MAX_CHARS, ServiceState, status_text
             "draining: 0 queued, 0 running; degraded: journal failing: full; config reload rejected: bad key",
             id="everything-at-once",
         ),
+        pytest.param(
+            ServiceState(queued=0, running=0, failed_triggers=("inbox", "feed")),
+            "0 queued, 0 running; degraded: 2 trigger(s) failed: inbox, feed",
+            id="failed-triggers",
+        ),
     ],
 )
 def test_status_text_names_counts_and_degraded_states(state: ServiceState, text: str) -> None:
