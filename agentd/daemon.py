@@ -34,6 +34,7 @@ from agentd.api.listener import listener_from_fd, open_listener
 from agentd.api.server import serve_api
 from agentd.config.load import Config, ConfigError, load_config
 from agentd.errors import JournalError, ListenerError, UnsafeDirectory
+from agentd.journal.records import TaskRecord
 from agentd.journal.store import open_journal
 from agentd.options import (
     config_schedules,
@@ -42,6 +43,7 @@ from agentd.options import (
     supervisor_options,
     trigger_configs,
     trigger_manager_options,
+    warm_payload,
 )
 from agentd.root_payload import build_payload
 from agentd.scheduling.driver import Scheduler
@@ -53,9 +55,11 @@ from agentd.spawning.spawner import ExecSpawner
 from agentd.spawning.zygote_spawner import ZygoteSpawner
 from agentd.supervision.supervisor import Supervisor
 from agentd.tracing import NULL_TRACING, Tracing, from_environment
-from agentd.triggers.manager import TriggerManager
+from agentd.triggers.manager import TriggerConfig, TriggerManager
+from agentd.triggers.warm import WarmRoute
 from processes.linux import set_child_subreaper
 from protocol.exit_codes import ExitCode
+from protocol.spawn import SpawnPayload
 
 SD_LISTEN_FDS_START = 3
 HANDLED_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
@@ -213,6 +217,16 @@ async def _resync_schedules(
         await _sync_schedules(scheduler, holder.get())
 
 
+def _warm_session_payload(holder: ConfigHolder) -> Callable[[TriggerConfig, TaskRecord], SpawnPayload]:
+    """A `route = "continue"` session's payload, from the configuration in force at each start."""
+
+    def build(trigger: TriggerConfig, record: TaskRecord) -> SpawnPayload:
+        config = holder.get()
+        return warm_payload(build_payload(config, record), config.triggers[trigger.index])
+
+    return build
+
+
 async def serve(
     config: Config,
     *,
@@ -281,6 +295,15 @@ async def serve(
         supervisor.on_fire_ended = scheduler.fire_ended
         # The watcher program is read at start; a reload changes the governor and the triggers.
         watch_argv = trigger_manager_options(config).argv
+        warm = WarmRoute(
+            journal,
+            ports=supervisor.run_ports,
+            payload=_warm_session_payload(holder),
+            registry=supervisor,
+            owner_uid=os.getuid(),
+            governor=lambda: trigger_manager_options(holder.get()).governor,
+            log=log,
+        )
         triggers = TriggerManager(
             journal,
             server_spec=lambda name: holder.get().mcp_spec(name),
@@ -288,6 +311,7 @@ async def serve(
             log=log,
             options=trigger_manager_options(config),
             metrics=metrics,
+            warm=warm,
         )
         supervisor.on_trigger_ended = triggers.task_ended
         supervisor.also_owned = triggers.owned_pids
@@ -324,12 +348,14 @@ async def serve(
                 # New clients wait in the backlog (for the next daemon, under socket activation).
                 stop_accepting.set()
                 triggers.begin_stop()  # no new deliveries; every watcher climbs its ladder
+                warm.stop()  # every warm session's child climbs its ladder
                 notifier.stopping(status.text())
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(supervisor.serve)
                 tg.start_soon(scheduler.serve)
                 tg.start_soon(triggers.serve)
+                tg.start_soon(warm.serve)
                 tg.start_soon(_resync_schedules, scheduler, holder, lambda: schedules_changed)
                 if isinstance(spawner, ZygoteSpawner):
                     tg.start_soon(spawner.serve)
@@ -360,6 +386,7 @@ async def serve(
                     on_ready(str(config.socket))
                 await supervisor.wait_drained()
                 await triggers.stop()  # bounded: every watcher reaped before the daemon exits
+                await warm.wait_stopped()  # bounded by each session's ladder
                 tg.cancel_scope.cancel()
     await anyio.to_thread.run_sync(tracing.close)  # bounded: the last spans, at most 3 s
     notifier.close()

@@ -322,14 +322,6 @@ def _check_triggers(
                 )
             )
         out.extend(_check_names(f"{key}.mcp", trigger.mcp or [], servers, "MCP server"))
-        if trigger.route == "continue":
-            out.append(
-                ConfigProblem(
-                    f"{key}.route",
-                    'route = "continue" (warm sessions) is not available yet; use route = "spawn" '
-                    "(a new task per delivery)",
-                )
-            )
         if trigger.route == "continue" and "max_inflight" in trigger.model_fields_set:
             out.append(
                 ConfigProblem(

@@ -172,16 +172,18 @@ def insert_claimed_task(
     now: float,
     grant_steps: int | None,
     grant_tokens: int | None,
+    trigger: str | None = None,
 ) -> TaskRecord:
     """Insert a task already `starting`, with its root node, in one commit: a task its creator
     runs itself (a warm session's), which the scheduler must never see queued. It runs once:
-    restart recovery ends it `crashed` instead of requeueing it (`max_attempts` 1)."""
+    restart recovery ends it `crashed` instead of requeueing it (`max_attempts` 1). `trigger`:
+    the `route = "continue"` trigger whose session it is."""
     spec = spec.model_copy(update={"retry": spec.retry.model_copy(update={"max_attempts": 1})})
     spec_json = spec.model_dump_json()
     conn.execute(
-        "INSERT INTO tasks (task_id, run_id, owner_uid, idempotency_key, spec, spec_bytes, created_at)"
-        " VALUES (?, ?, ?, NULL, ?, ?, ?)",
-        (task_id, run_id, owner_uid, spec_json, len(spec_json.encode()), now),
+        "INSERT INTO tasks (task_id, run_id, owner_uid, idempotency_key, spec, spec_bytes, created_at,"
+        " trigger) VALUES (?, ?, ?, NULL, ?, ?, ?, ?)",
+        (task_id, run_id, owner_uid, spec_json, len(spec_json.encode()), now, trigger),
     )
     return mark_starting(conn, task_id, grant_steps=grant_steps, grant_tokens=grant_tokens, now=now)
 

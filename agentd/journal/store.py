@@ -185,6 +185,7 @@ class Journal(ScheduleJournal, ApprovalJournal, TriggerJournal):
         *,
         grant_steps: int | None = None,
         grant_tokens: int | None = None,
+        trigger: str | None = None,
     ) -> TaskRecord:
         """Journal a task that its creator runs itself (a warm session's), already `starting`:
         the scheduler never takes it, and a daemon restart ends it `crashed` (never requeued).
@@ -198,6 +199,7 @@ class Journal(ScheduleJournal, ApprovalJournal, TriggerJournal):
             now=time.time(),
             grant_steps=grant_steps,
             grant_tokens=grant_tokens,
+            trigger=trigger,
         )
         return await self._write(op)
 

@@ -123,6 +123,18 @@ class Supervisor:
         adopted = {pid for _, pids in self._adopted.values() for pid in pids()}
         return children | adopted | self.spawner.helper_pids() | self.also_owned()
 
+    def run_ports(self) -> RunPorts:
+        """What a task's run needs of the daemon (a warm session's runs get the same)."""
+        return RunPorts(
+            journal=self.journal,
+            spawner=self.spawner,
+            drain=self._drain,
+            options=self.options.run,
+            cgroups=self.cgroup_root,
+            metrics=self.metrics,
+            approvals=self.approvals,
+        )
+
     def adopt(self, task_id: str, cancel: Callable[[str], None], pids: Callable[[], set[int]]) -> None:
         """Know a task that runs outside the scheduler (a warm session's incarnation): `cancel`
         serves `agentd cancel` and the drain, and its processes are not orphans to the sweep."""
@@ -290,16 +302,7 @@ class Supervisor:
             return RunResult(
                 status=TerminalStatus.CANCELLED, error=RunError(kind="cancelled", message=slot.cancel_reason)
             )
-        ports = RunPorts(
-            journal=self.journal,
-            spawner=self.spawner,
-            drain=self._drain,
-            options=self.options.run,
-            cgroups=self.cgroup_root,
-            metrics=self.metrics,
-            approvals=self.approvals,
-        )
-        slot.run = TaskRun(ports, slot.record, payload)
+        slot.run = TaskRun(self.run_ports(), slot.record, payload)
         if self.draining:
             slot.run.cancel("agentd is shutting down", cause="drain", force=self.forced)
         return await slot.run.run()

@@ -42,6 +42,7 @@ class SessionJournal(RunJournal, Protocol):
         *,
         grant_steps: int | None = None,
         grant_tokens: int | None = None,
+        trigger: str | None = None,
     ) -> TaskRecord: ...
 
     async def mark_terminal(
@@ -135,6 +136,9 @@ class WarmSession:
         restart: the owner's restart policy (the trigger governor).
         listener: told of every turn and every incarnation's exit.
         registry: the supervisor, which then cancels (`agentd cancel`, drain) and sweeps with it.
+        build: each incarnation's payload from its journaled task (the daemon builds it from the
+            configuration then in force); default: `payload` with the task's ids.
+        trigger: the trigger whose session this is, journaled on each incarnation's task.
     """
 
     def __init__(
@@ -149,6 +153,8 @@ class WarmSession:
         listener: SessionListener | None = None,
         registry: TaskRegistry | None = None,
         name: str = "warm",
+        build: Callable[[TaskRecord], SpawnPayload] | None = None,
+        trigger: str | None = None,
     ) -> None:
         if not payload.warm:
             raise ValueError("a warm session needs a warm payload")
@@ -158,6 +164,8 @@ class WarmSession:
         self.owner_uid = owner_uid
         self.payload = payload
         self.name = name
+        self.trigger = trigger
+        self._build = build
         self.state: SessionState = "starting"
         self.record: TaskRecord | None = None
         self.turns = 0
@@ -274,12 +282,19 @@ class WarmSession:
     async def _new_task(self) -> TaskRecord:
         limits = self.payload.limits
         self.record = await self.journal.submit_claimed(
-            self.spec, self.owner_uid, grant_steps=limits.max_steps, grant_tokens=limits.max_tokens
+            self.spec,
+            self.owner_uid,
+            grant_steps=limits.max_steps,
+            grant_tokens=limits.max_tokens,
+            trigger=self.trigger,
         )
         return self.record
 
     async def _incarnation(self, record: TaskRecord) -> RunResult:
-        payload = self.payload.model_copy(update={"task_id": record.task_id, "run_id": record.run_id})
+        if self._build is not None:
+            payload = self._build(record)
+        else:
+            payload = self.payload.model_copy(update={"task_id": record.task_id, "run_id": record.run_id})
         run = TaskRun(self.ports, record, payload, claimed=True)
         run.on_root_turn = self._on_turn
         self._run, self._wedged, self.state = run, False, "starting"

@@ -114,6 +114,14 @@ class WarmSessions(Protocol):
         """One debounced delivery for `trigger`'s session. Must not raise; bounded."""
         ...
 
+    def failed(self, name: str) -> str | None:
+        """Why the trigger's session was given up on (the governor's limit), or None."""
+        ...
+
+    def reset(self, name: str) -> None:
+        """Forget a given-up session (`agentd triggers restart NAME`)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class ManagerOptions:
@@ -606,6 +614,12 @@ class TriggerManager:
     def _state(self, trigger: _Trigger) -> TriggerState:
         if trigger.paused:
             return "paused"
+        if (
+            trigger.config.route == "continue"
+            and self._warm is not None
+            and self._warm.failed(trigger.config.name)
+        ):
+            return "failed"
         server = self._servers.get(trigger.config.server)
         return server.state if server is not None else "starting"
 
@@ -629,7 +643,9 @@ class TriggerManager:
             inflight=trigger.gate.inflight,
             waiting=trigger.gate.waiting + len(trigger.debouncer),
             last_fired_at=trigger.last_fired_at,
-            last_error=trigger.last_error or (server.last_error if server is not None else None),
+            last_error=trigger.last_error
+            or (self._warm.failed(name) if self._warm is not None and config.route == "continue" else None)
+            or (server.last_error if server is not None else None),
             subscribed=sum(1 for uri in subscribed if server is not None and server.owner_of(uri) == name),
         )
 
@@ -686,6 +702,8 @@ class TriggerManager:
         trigger = self._triggers.get(name)
         if trigger is None:
             raise KeyError(name)
+        if trigger.config.route == "continue" and self._warm is not None:
+            self._warm.reset(name)
         server = self._servers.get(trigger.config.server)
         if server is not None:
             server.governor.reset()

@@ -347,12 +347,6 @@ STDIO = '\n[mcp.fs]\ncommand = "mcp-fs"\n'
             id="trigger-turn-longer-than-session",
         ),
         pytest.param(
-            "[[trigger]]\nserver = 'fs'\nuri = 'u'\ninstruction = 'i'\nroute = 'continue'\n" + STDIO,
-            "trigger[0].route",
-            'route = "continue" (warm sessions) is not available yet',
-            id="trigger-continue-not-yet",
-        ),
-        pytest.param(
             "[[trigger]]\nserver = 'fs'\nuri = 'u'\ninstruction = 'i'\n[[trigger]]\nserver = 'fs'\nuri = 'u'\ninstruction = 'j'\n"
             + STDIO,
             "trigger[1].uri",

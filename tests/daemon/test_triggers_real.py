@@ -4,7 +4,8 @@ servers of both eras over stdio (`tests/fixtures/mcp_watch_2025.py`, `mcp_watch_
 tasks that read the changed resource with `resource_read` (notify, then read).
 
 One daemon, one story, so the watchers' start-up (importing `mcp`) is paid once: arming sends one
-synthetic delivery per URI on both eras; 200 changes to one URI within the debounce window become
+synthetic delivery per URI on both eras; a `route = "continue"` trigger's warm session takes one
+turn per change in one task; 200 changes to one URI within the debounce window become
 one task, which reads the newest state; a glob picks up a resource created after arming; a server
 without subscription support is `unsupported` and not restarted; `kill -9` of a watcher makes the
 governor re-arm it, with one synthetic delivery per URI; the drain leaves no process behind (the
@@ -44,6 +45,9 @@ def _role(match: str, server: str, uri: str) -> dict[str, object]:
 def _body(tmp_path: Path, files_state: Path, feed_state: Path) -> str:
     roles = [_role(f"File changed: {u}\\.", "files", u) for u in [*INBOX_URIS, "watch://item/9"]]
     roles.append(_role("Feed changed", "feed", "watch://item/0"))
+    # The warm session: every injection is one turn that reads the feed and answers.
+    warm = _role("You watch the ops feed", "feed", "watch://item/1")
+    roles.append({**warm, "after_end": "cycle"})
     script = tmp_path / "model.json"
     script.write_text(json.dumps({"model": "scripted-m", "turns": [{"text": "unexpected"}], "roles": roles}))
 
@@ -54,7 +58,7 @@ def _body(tmp_path: Path, files_state: Path, feed_state: Path) -> str:
     return (
         f'[intelligence.m]\nkind = "scripted"\nscript = "{script}"\n[defaults]\nmodel = "m"\n'
         + server("files", "mcp_watch_2025.py", "--resources", "3", "--state", str(files_state))
-        + server("feed", "mcp_watch_2026.py", "--resources", "1", "--state", str(feed_state))
+        + server("feed", "mcp_watch_2026.py", "--resources", "2", "--state", str(feed_state))
         + server("deaf", "mcp_watch_2025.py", "--no-subscribe")
         + SUPERVISION
         + """
@@ -71,6 +75,14 @@ name = "feed"
 server = "feed"
 uri = "watch://item/0"
 instruction = "Feed changed: {uri}. Read it."
+debounce_ms = 100
+
+[[trigger]]
+name = "ops"
+server = "feed"
+uri = "watch://item/1"
+route = "continue"
+instruction = "You watch the ops feed ({uri}). On each change, read it and say what is new."
 debounce_ms = 100
 
 [[trigger]]
@@ -103,6 +115,12 @@ def _tasks(daemon: Daemon, trigger: str) -> list[dict[str, Any]]:
     views = daemon.call("task.list", {"limit": 1000})
     assert isinstance(views, list)
     return sorted((v for v in views if v.get("trigger") == trigger), key=lambda v: v["created_at"])
+
+
+def _turns(daemon: Daemon) -> list[dict[str, Any]]:
+    return [
+        line for line in daemon.log() if line.get("event") == "session.turn" and line.get("trigger") == "ops"
+    ]
 
 
 def _answers(daemon: Daemon, tasks: list[dict[str, Any]]) -> list[str]:
@@ -141,6 +159,7 @@ def test_real_watchers_turn_resource_changes_into_tasks_that_read_them(tmp_path:
             daemon,
         )
         assert views["inbox"]["subscribed"] == 3 and views["feed"]["subscribed"] == 1
+        assert views["ops"]["route"] == "continue" and views["ops"]["subscribed"] == 1
 
         # Arming: one synthetic "possibly changed" per URI, each a task that reads the resource.
         inbox = _until(
@@ -161,6 +180,19 @@ def test_real_watchers_turn_resource_changes_into_tasks_that_read_them(tmp_path:
             lambda: len(t := _tasks(daemon, "feed")) == 2 and t[1:], "the 2026 change's task", daemon
         )
         assert _answers(daemon, feed) == ["watch://item/0 v2"]
+
+        # The warm session: the synthetic delivery started it; each change is one more turn of
+        # the same task (its context kept), never a new task.
+        _until(lambda: len(_turns(daemon)) == 1, "the warm session's first turn", daemon)
+        for n in (2, 3):
+            watch_changes.bump(feed_state, "watch://item/1")
+            _until(lambda n=n: len(_turns(daemon)) == n, f"the warm session's turn {n}", daemon)  # type: ignore[misc]
+        turns = _turns(daemon)
+        (session,) = _tasks(daemon, "ops")
+        assert {t["task_id"] for t in turns} == {session["task_id"]} and session["state"] == "running"
+        assert [(t["uri"], t["status"], t["injections"]) for t in turns] == [
+            ("watch://item/1", "completed", 1)
+        ] * 3
 
         # A resource created after arming is picked up by the glob.
         watch_changes.create(files_state, "watch://item/9")

@@ -349,6 +349,12 @@ class RecordingSessions:
     async def deliver(self, trigger: TriggerConfig, delivery: Delivery) -> None:
         self.delivered.append((trigger.name, delivery))
 
+    def failed(self, name: str) -> str | None:
+        return None
+
+    def reset(self, name: str) -> None:
+        return None
+
 
 async def test_continue_deliveries_go_to_the_warm_sessions_seam_not_the_journal(
     journal: Journal, control: Control
