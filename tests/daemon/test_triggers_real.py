@@ -7,7 +7,8 @@ One daemon, one story, so the watchers' start-up (importing `mcp`) is paid once:
 synthetic delivery per URI on both eras; a `route = "continue"` trigger's warm session takes one
 turn per change in one task; 200 changes to one URI within the debounce window become
 one task, which reads the newest state; a glob picks up a resource created after arming; a server
-without subscription support is `unsupported` and not restarted; `kill -9` of a watcher makes the
+without subscription support is `unsupported` and not restarted; a server that keeps exiting
+makes its trigger `failed` past the governor's limit; `kill -9` of a watcher makes the
 governor re-arm it, with one synthetic delivery per URI; the drain leaves no process behind (the
 `processes` marker checks it)."""
 
@@ -32,7 +33,7 @@ pytestmark = pytest.mark.processes
 WAIT_S = 90.0  # a watcher imports `mcp` before it arms: ~10 s on a loaded 2-core machine
 INBOX_URIS = [f"watch://item/{i}" for i in range(3)]
 SUPERVISION = FAST_SUPERVISION.replace("missed_pongs = 3", "missed_pongs = 25") + (
-    "restart_backoff_initial_s = 0.05\nrestart_backoff_max_s = 0.2\n"
+    "restart_backoff_initial_s = 0.05\nrestart_backoff_max_s = 0.2\nrestart_max = 2\n"
 )
 
 
@@ -60,6 +61,7 @@ def _body(tmp_path: Path, files_state: Path, feed_state: Path) -> str:
         + server("files", "mcp_watch_2025.py", "--resources", "3", "--state", str(files_state))
         + server("feed", "mcp_watch_2026.py", "--resources", "2", "--state", str(feed_state))
         + server("deaf", "mcp_watch_2025.py", "--no-subscribe")
+        + server("flaky", "mcp_watch_2025.py", "--exit-after", "0.1")
         + SUPERVISION
         + """
 [[trigger]]
@@ -88,6 +90,12 @@ debounce_ms = 100
 [[trigger]]
 name = "deaf"
 server = "deaf"
+uri = "watch://item/0"
+instruction = "never"
+
+[[trigger]]
+name = "flaky"
+server = "flaky"
 uri = "watch://item/0"
 instruction = "never"
 """
@@ -220,6 +228,13 @@ def test_real_watchers_turn_resource_changes_into_tasks_that_read_them(tmp_path:
         views = _triggers(daemon)
         assert len(_tasks(daemon, "inbox")) == 9 and views["inbox"]["state"] == "armed"
         assert views["deaf"]["state"] == "unsupported" and views["deaf"]["tasks_started"] == 0
+        # The server that exits at once: the watcher loses its session, the governor restarts it
+        # twice (restart_max), then gives up until a reload or `agentd triggers restart`.
+        flaky = _until(
+            lambda: (t := _triggers(daemon)["flaky"])["state"] == "failed" and t, "flaky failed", daemon
+        )
+        assert "exited with code 6" in flaky["last_error"]
+        assert daemon.call("daemon.status")["failed_triggers"] == ["flaky"]  # type: ignore[index]
         assert (
             sum(1 for line in daemon.log_path.read_text().splitlines() if '"trigger.unsupported"' in line)
             == 1
