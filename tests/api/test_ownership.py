@@ -35,7 +35,9 @@ from protocol.api import (
     TaskSpec,
 )
 from tests.api.harness import RawConnection, serving
-from tests.support.as_user import NOBODY, NOGROUP, forked_as
+from tests.support.as_user import NOBODY as NOBODY  # re-exported: other tests import the uids from here
+from tests.support.as_user import NOGROUP as NOGROUP
+from tests.support.as_user import forked_as
 from tests.support.privilege import AS_ANOTHER_USER
 
 pytestmark = [pytest.mark.anyio, pytest.mark.processes]
