@@ -135,6 +135,7 @@ def _drain(master: int, proc: subprocess.Popen[bytes], timeout_s: float = 10.0) 
     return proc.wait()
 
 
+@pytest.mark.alone  # a pseudo-terminal's redraws and key handling, with fast supervision knobs
 @pytest.mark.parametrize(("key", "name"), [(b"q", "q"), (b"\x03", "ctrl-c")])
 def test_live_top_shows_the_running_tree_and_quits(tmp_path: Path, key: bytes, name: str) -> None:
     with _nested_task(tmp_path) as (daemon, task_id):
