@@ -22,6 +22,11 @@ REPO = Path(__file__).resolve().parent.parent
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "processes: the test spawns processes; checked for leaks")
+    config.addinivalue_line(
+        "markers",
+        "alone: a latency or warm-up bound that another test running at the same moment would skew; "
+        "scripts/check runs these after the parallel part, one at a time",
+    )
     set_child_subreaper()
     # Children launched by tests import the repo's packages without an install step.
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)

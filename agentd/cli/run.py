@@ -23,7 +23,8 @@ from agentd import logs
 from agentd.admission import SpecRejected, check_spec
 from agentd.cli.client_commands import UsageError, print_result, spec_from_args
 from agentd.cli.outcome import outcome_line
-from agentd.config.load import Config, ConfigError, load_config, merge_tables
+from agentd.config.file import AgentdFile
+from agentd.config.load import Config, ConfigError, default_model, load_config, merge_tables
 from agentd.journal.store import open_journal
 from agentd.options import journal_options, supervisor_options
 from agentd.root_payload import build_payload
@@ -100,18 +101,28 @@ def build_overrides(args: argparse.Namespace) -> tuple[dict[str, object], str | 
     return overrides, model, names
 
 
-def load_run_config(args: argparse.Namespace, state_dir: str, overrides: dict[str, object]) -> Config:
-    """The configuration `agentd run` uses: the file, the flags' overrides, and `--tool-mode` on
-    every endpoint (the task's endpoint and its fallbacks must share a tool mode).
+def load_run_config(
+    args: argparse.Namespace, state_dir: str, overrides: dict[str, object], model: str | None
+) -> Config:
+    """The configuration `agentd run` uses, read and checked once: the file, the flags'
+    overrides, `--tool-mode` on every endpoint (the task's endpoint and its fallbacks must share a
+    tool mode), and `--stream`/`--context-window` on the endpoints the run may use — which only
+    the file names, so those are merged over the validated file (`refine`).
 
     Raises:
         ConfigError: the configuration, with the overrides, is invalid.
     """
-    config = load_config(args.config, state_dir=state_dir, overrides=overrides)
-    if args.tool_mode is None:
-        return config
-    modes = {"intelligence": {name: {"tool_mode": args.tool_mode} for name in config.file.intelligence}}
-    return load_config(args.config, state_dir=state_dir, overrides=merge_tables(overrides, modes))
+    flags = endpoint_flags(args)
+
+    def refine(file: AgentdFile) -> dict[str, object]:
+        tables: dict[str, object] = {}
+        if args.tool_mode is not None:
+            tables = {"intelligence": {name: {"tool_mode": args.tool_mode} for name in file.intelligence}}
+        if flags:
+            tables = with_endpoint_flags(file, tables, model, flags)
+        return tables
+
+    return load_config(args.config, state_dir=state_dir, overrides=overrides, refine=refine)
 
 
 def endpoint_flags(args: argparse.Namespace) -> dict[str, object]:
@@ -125,16 +136,16 @@ def endpoint_flags(args: argparse.Namespace) -> dict[str, object]:
 
 
 def with_endpoint_flags(
-    config: Config, overrides: dict[str, object], model: str | None, flags: dict[str, object]
+    file: AgentdFile, overrides: dict[str, object], model: str | None, flags: dict[str, object]
 ) -> dict[str, object]:
     """`overrides` plus `flags` on every endpoint the run may use: its model and that model's fallbacks.
 
     An unknown model name is left alone here: the spec check reports it.
     """
-    if not config.file.intelligence:
+    if not file.intelligence:
         return overrides
-    chosen = config.default_model if model is None else model
-    section = config.file.intelligence.get(chosen)
+    chosen = default_model(file) if model is None else model
+    section = file.intelligence.get(chosen)
     if section is None:
         return overrides
     tables = {name: dict(flags) for name in (chosen, *section.fallback)}
@@ -183,12 +194,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         try:
             overrides, model, names = build_overrides(args)
-            config = load_run_config(args, state_dir, overrides)
-            flags = endpoint_flags(args)
-            if flags:
-                # Loaded again so the flag values get exactly the checks file values get.
-                overrides = with_endpoint_flags(config, overrides, model, flags)
-                config = load_run_config(args, state_dir, overrides)
+            config = load_run_config(args, state_dir, overrides, model)
             logs.configure(config.daemon.log_level)
             spec = spec_from_args(args, model=model, mcp=names)
             check_spec(config, spec)

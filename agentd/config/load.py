@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -103,7 +103,7 @@ class Config:
     @property
     def default_model(self) -> str:
         """The endpoint of tasks that name none: defaults.model, else the first declared."""
-        return self.file.defaults.model or next(iter(self.file.intelligence))
+        return default_model(self.file)
 
     def _secret(self, source: SecretSource) -> SecretStr:
         try:
@@ -206,6 +206,11 @@ class Config:
         return config_check.trigger_grant(self.file, index)
 
 
+def default_model(file: AgentdFile) -> str:
+    """The endpoint of tasks that name none: defaults.model, else the first declared."""
+    return file.defaults.model or next(iter(file.intelligence))
+
+
 def merge_tables(base: Mapping[str, object], top: Mapping[str, object]) -> dict[str, object]:
     """`top` over `base`, recursively for tables; any other value in `top` replaces."""
     merged = dict(base)
@@ -247,6 +252,7 @@ def load_config(
     environ: Mapping[str, str] | None = None,
     check_environment: bool = True,
     overrides: Mapping[str, object] | None = None,
+    refine: Callable[[AgentdFile], Mapping[str, object]] | None = None,
 ) -> Config:
     """Find, read and validate the configuration.
 
@@ -259,6 +265,9 @@ def load_config(
             (`agentd config show` turns this off to display a file meant for another environment).
         overrides: tables merged over the file before validation (`agentd run`'s flags), so
             flag values get exactly the checks and messages file values get.
+        refine: more tables to merge, computed from the validated file (`agentd run`'s flags
+            that apply to every endpoint the run may use, which only the file names); the
+            result is validated again, and then checked once.
 
     Raises:
         ConfigError: every problem found, each naming its key.
@@ -274,6 +283,8 @@ def load_config(
         data = merge_tables(data, overrides)
     try:
         file = AgentdFile.model_validate(data, context={"base_dir": base_dir})
+        if refine is not None and (more := refine(file)):
+            file = AgentdFile.model_validate(merge_tables(data, more), context={"base_dir": base_dir})
     except ValidationError as exc:
         raise ConfigError(source, problems_from_validation(exc, AgentdFile)) from None
     servers = {name: McpServer.from_section(name, section) for name, section in file.mcp.items()}

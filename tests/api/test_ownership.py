@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -36,12 +35,13 @@ from protocol.api import (
     TaskSpec,
 )
 from tests.api.harness import RawConnection, serving
+from tests.support.as_user import NOBODY as NOBODY  # re-exported: other tests import the uids from here
+from tests.support.as_user import NOGROUP as NOGROUP
+from tests.support.as_user import forked_as
 from tests.support.privilege import AS_ANOTHER_USER
 
 pytestmark = [pytest.mark.anyio, pytest.mark.processes]
 
-NOBODY = 65534
-NOGROUP = 65534
 ADMINS = 4242  # a gid no account uses; membership is given to the child directly
 
 
@@ -73,36 +73,8 @@ def _fork_as_nobody(
     extra_groups: list[int],
     scenario: Callable[[str, str], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Run `scenario` (default `_scenario`) in a forked child that has dropped to nobody; return
-    what it saw.
-
-    A fork, not an exec: the interpreter lives under /root, which nobody cannot enter.
-    """
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            os.close(read_end)
-            os.chdir(cwd)  # as root: the tree above is closed to nobody
-            os.setgroups(extra_groups)
-            os.setgid(NOGROUP)
-            os.setuid(NOBODY)
-            with os.fdopen(write_end, "wb") as out:
-                out.write(json.dumps((scenario or _scenario)(root_task, path)).encode())
-            code = 0
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            os._exit(code)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as reader:
-        data = reader.read()
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    result = json.loads(data)
-    assert isinstance(result, dict)
-    return result
+    """Run `scenario` (default `_scenario`) as nobody in a forked child; return what it saw."""
+    return forked_as(lambda: (scenario or _scenario)(root_task, path), cwd=cwd, groups=extra_groups)
 
 
 async def _as_nobody(cwd: Path, root_task: str, path: str, *, extra_groups: list[int]) -> dict[str, Any]:

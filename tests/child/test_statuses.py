@@ -128,6 +128,7 @@ async def test_a_required_server_that_never_answers_aborts_as_mcp(tmp_path: Path
         assert "silent" in (result.error.message if result.error else "")
 
 
+@pytest.mark.alone
 async def test_cancel_during_a_model_call_is_reported_within_200ms(fake_llm: FakeLLM) -> None:
     fake_llm.enqueue(Hang())
     async with spawn_child(payload(openai_endpoint(fake_llm))) as child:

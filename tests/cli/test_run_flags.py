@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 
 from agentd.cli.main import build_parser
-from agentd.cli.run import build_overrides, endpoint_flags, with_endpoint_flags
-from agentd.config.load import load_config
+from agentd.cli.run import build_overrides, load_run_config
 from tests.cli.test_run import BASIC, log_events, run, script
 from tests.support.fake_llm import FakeLLM, chat, chat_chunks, sse
 
@@ -70,9 +69,8 @@ def test_endpoint_flags_reach_the_chosen_endpoint_and_its_fallbacks_only(tmp_pat
     )
     args = parse("--stream", "--context-window", "4096", "--model", "a")
     overrides, model, _ = build_overrides(args)
-    config = load_config(str(config_file), state_dir=str(tmp_path), overrides=overrides)
-    merged = with_endpoint_flags(config, overrides, model, endpoint_flags(args))
-    final = load_config(str(config_file), state_dir=str(tmp_path), overrides=merged)
+    args.config = str(config_file)
+    final = load_run_config(args, str(tmp_path), overrides, model)
     chain = final.endpoint_chain("a")
     assert [(e.name, e.stream, e.context_window) for e in chain] == [("a", True, 4096), ("b", True, 4096)]
     other = final.endpoint_chain("c")[0]

@@ -14,7 +14,6 @@ import subprocess
 import sys
 import termios
 import time
-import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,12 +22,11 @@ import pytest
 
 from agentd.api.client import ApiClient
 from agentd.cli.top import Collector
+from tests.support.as_user import NOGROUP, forked_as
 from tests.support.daemon import Daemon, running_daemon, scripted
 
 pytestmark = pytest.mark.processes
 
-NOBODY = 65534
-NOGROUP = 65534
 ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\x1b[=>]")
 
 # The root delegates to a child that sits in a 60 s "model call" until it is cancelled.
@@ -137,6 +135,7 @@ def _drain(master: int, proc: subprocess.Popen[bytes], timeout_s: float = 10.0) 
     return proc.wait()
 
 
+@pytest.mark.alone  # a pseudo-terminal's redraws and key handling, with fast supervision knobs
 @pytest.mark.parametrize(("key", "name"), [(b"q", "q"), (b"\x03", "ctrl-c")])
 def test_live_top_shows_the_running_tree_and_quits(tmp_path: Path, key: bytes, name: str) -> None:
     with _nested_task(tmp_path) as (daemon, task_id):
@@ -158,32 +157,12 @@ def test_live_top_shows_the_running_tree_and_quits(tmp_path: Path, key: bytes, n
 
 def _collect_as_nobody(cwd: Path) -> dict[str, object]:
     """A snapshot taken by another user (forked, privileges dropped), as JSON."""
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            os.close(read_end)
-            os.chdir(cwd)
-            os.setgroups([])
-            os.setgid(NOGROUP)
-            os.setuid(NOBODY)
-            with ApiClient("agentd.sock", timeout_s=10) as client:
-                snapshot = Collector(client).collect()
-            with os.fdopen(write_end, "wb") as out:
-                out.write(snapshot.model_dump_json().encode())
-            code = 0
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            os._exit(code)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as reader:
-        data = reader.read()
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    result: dict[str, object] = json.loads(data)
-    return result
+
+    def collect() -> object:
+        with ApiClient("agentd.sock", timeout_s=10) as client:
+            return json.loads(Collector(client).collect().model_dump_json())
+
+    return forked_as(collect, cwd=cwd)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another uid")

@@ -9,13 +9,13 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocol.api import NOT_FOUND
 from protocol.result import TerminalStatus as S
 from tests.api.test_ownership import NOGROUP, _fork_as_nobody
-from tests.support.daemon import Daemon, running_daemon, scripted, start_daemon, write_config
+from tests.support.daemon import running_daemon, scripted, start_daemon, write_config
 from tests.support.privilege import AS_ANOTHER_USER
 
 
@@ -69,16 +69,6 @@ def send_raw(path: Path, data: bytes) -> bytes:
     return b"".join(chunks)
 
 
-# One daemon for the fuzzing tests (the leak check is per test, so these two are not marked;
-# the daemon's drain and exit 0 are asserted when the module ends).
-@pytest.fixture(scope="module")
-def shared_daemon(tmp_path_factory: pytest.TempPathFactory) -> object:
-    tmp_path = tmp_path_factory.mktemp("fuzz")
-    body = scripted("quick", [{"text": "fine"}], tmp_path) + '[defaults]\nmodel = "quick"\n'
-    with running_daemon(tmp_path, body) as daemon:
-        yield daemon
-
-
 frames = st.one_of(
     st.binary(max_size=300),
     st.text(max_size=200).map(str.encode),
@@ -93,23 +83,29 @@ frames = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(batch=st.lists(frames, min_size=1, max_size=10))
-def test_malformed_frames_get_errors_and_the_daemon_stays_healthy(
-    shared_daemon: Daemon, batch: list[bytes]
-) -> None:
-    reply = send_raw(shared_daemon.socket, b"\n".join(f.replace(b"\n", b" ") for f in batch) + b"\n")
-    for line in reply.splitlines():
-        message = json.loads(line)
-        assert message["jsonrpc"] == "2.0"
-        assert "error" in message or "result" in message
+@pytest.mark.processes
+def test_malformed_frames_get_errors_and_the_daemon_stays_healthy(tmp_path: Path) -> None:
+    """300 batches of hostile frames against one daemon; then a normal submit still completes.
 
+    One test, not a fuzzing test and a follow-up sharing a module-scoped daemon: under pytest-xdist
+    the follow-up could run on another worker, against a daemon that was never fuzzed."""
+    body = scripted("quick", [{"text": "fine"}], tmp_path) + '[defaults]\nmodel = "quick"\n'
+    with running_daemon(tmp_path, body) as daemon:
 
-def test_after_the_fuzzing_a_normal_submit_still_completes(shared_daemon: Daemon) -> None:
-    started = time.monotonic()
-    view = shared_daemon.wait(shared_daemon.submit("still alive?"))
-    assert view.status is S.COMPLETED
-    assert time.monotonic() - started < 30
-    status = shared_daemon.call("daemon.status")
-    assert isinstance(status, dict)
-    assert status["journal_ok"] is True
+        @settings(max_examples=300, deadline=None, database=None)
+        @given(batch=st.lists(frames, min_size=1, max_size=10))
+        def each_batch(batch: list[bytes]) -> None:
+            reply = send_raw(daemon.socket, b"\n".join(f.replace(b"\n", b" ") for f in batch) + b"\n")
+            for line in reply.splitlines():
+                message = json.loads(line)
+                assert message["jsonrpc"] == "2.0"
+                assert "error" in message or "result" in message
+
+        each_batch()
+        started = time.monotonic()
+        view = daemon.wait(daemon.submit("still alive?"))
+        assert view.status is S.COMPLETED
+        assert time.monotonic() - started < 30
+        status = daemon.call("daemon.status")
+        assert isinstance(status, dict)
+        assert status["journal_ok"] is True

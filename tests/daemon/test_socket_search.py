@@ -12,7 +12,6 @@ import io
 import json
 import os
 import shutil
-import traceback
 from pathlib import Path
 
 import pytest
@@ -20,10 +19,8 @@ import pytest
 from agentd.cli.main import main
 from agentd.config.paths import SYSTEM_SOCKET
 from protocol.result import TerminalStatus
+from tests.support.as_user import NOBODY, NOGROUP, forked_as
 from tests.support.daemon import running_daemon, scripted
-
-NOBODY = 65534
-NOGROUP = 65534
 
 pytestmark = [
     pytest.mark.processes,
@@ -35,42 +32,12 @@ pytestmark = [
 
 
 def _as_group_member() -> dict[str, object]:
-    """In a forked child: nobody in `nogroup`, no AGENTD_SOCKET, no XDG_RUNTIME_DIR, no config."""
-    os.environ.clear()
-    os.environ["HOME"] = "/nonexistent"
-    os.chdir("/")
-    os.setgroups([NOGROUP])
-    os.setgid(NOGROUP)
-    os.setuid(NOBODY)
+    """In a forked child (nobody in `nogroup`, with no AGENTD_SOCKET, no XDG_RUNTIME_DIR and no
+    config in its environment): submit and wait through the CLI."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
         code = main(["submit", "from a group member", "--wait", "--json"])
     return {"code": code, "output": out.getvalue()}
-
-
-def _fork(target: object) -> dict[str, object]:
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            os.close(read_end)
-            result = target()  # type: ignore[operator]
-            with os.fdopen(write_end, "wb") as pipe:
-                pipe.write(json.dumps(result).encode())
-            code = 0
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            os._exit(code)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as reader:
-        data = reader.read()
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    result = json.loads(data)
-    assert isinstance(result, dict)
-    return result
 
 
 def test_a_socket_group_member_reaches_the_system_daemon_without_settings(tmp_path: Path) -> None:
@@ -79,7 +46,7 @@ def test_a_socket_group_member_reaches_the_system_daemon_without_settings(tmp_pa
         with running_daemon(
             tmp_path, body, daemon_lines=f'socket_group = "{NOGROUP}"\n', socket=SYSTEM_SOCKET
         ) as daemon:
-            seen = _fork(_as_group_member)
+            seen = forked_as(_as_group_member, cwd="/", groups=[NOGROUP], env={"HOME": "/nonexistent"})
             assert seen["code"] == 0, seen["output"]
             view = json.loads(str(seen["output"]))
             assert view["status"] == TerminalStatus.COMPLETED.value

@@ -34,6 +34,7 @@ from tests.support.latency import LatencyProbe, percentile
 
 pytestmark = [
     pytest.mark.processes,
+    pytest.mark.alone,  # p99 against a control measured earlier in the same test
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root to connect as other uids"),
 ]
 

@@ -21,7 +21,7 @@ from protocol.result import TerminalStatus as S
 from tests.support.daemon import FIXTURES, Daemon, running_daemon, scripted
 from tests.support.latency import LatencyProbe, percentile
 
-pytestmark = pytest.mark.processes
+pytestmark = [pytest.mark.processes, pytest.mark.alone]  # 50 ms bounds
 
 BOUND_S = 0.050
 STALL_S = 1.0

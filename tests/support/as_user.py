@@ -1,0 +1,66 @@
+"""`forked_as`: run a function in a forked child that has become another user; return its JSON.
+
+A fork, not an exec: the interpreter lives under /root, which `nobody` cannot enter. The child
+changes into `cwd` while still root (the test's temporary tree above it is closed to other users),
+drops its supplementary groups to `groups`, then its gid and uid, runs `fn` and writes what `fn`
+returns as JSON to a pipe. The parent reads it, requires exit 0 (a failing child prints its
+traceback to the test's stderr) and returns the decoded object.
+
+Call it from a worker thread (`anyio.to_thread.run_sync`) when the server the child talks to runs
+on the test's own event loop.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+NOBODY = 65534
+NOGROUP = 65534
+
+
+def forked_as(
+    fn: Callable[[], Any],
+    *,
+    cwd: Path | str,
+    uid: int = NOBODY,
+    gid: int = NOGROUP,
+    groups: list[int] | None = None,
+    env: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """Run `fn` as `uid`:`gid` with supplementary `groups` (none by default) in a forked child.
+
+    `env`, if given, replaces the child's whole environment before it drops privileges.
+    `fn` must return a JSON object (a dict)."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(read_end)
+            if env is not None:
+                os.environ.clear()
+                os.environ.update(env)
+            os.chdir(cwd)
+            os.setgroups(groups or [])
+            os.setgid(gid)
+            os.setuid(uid)
+            with os.fdopen(write_end, "wb") as out:
+                out.write(json.dumps(fn()).encode())
+            code = 0
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as reader:
+        data = reader.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "the forked child failed (its traceback is above)"
+    result = json.loads(data)
+    assert isinstance(result, dict), result
+    return result
