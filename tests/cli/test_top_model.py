@@ -121,3 +121,20 @@ def test_the_health_line_says_whether_the_zygote_is_warm() -> None:
     )
     assert "zygote starting" in health_line(status)
     assert "zygote" not in health_line(status.model_copy(update={"zygote": "off"}))
+
+
+def test_a_node_awaiting_approval_is_shown_as_such_and_stays_live() -> None:
+    # The approval gate's view state (issue 18): the waiting node's process lives and counts.
+    view = TaskView(task_id="t_1", run_id="r_1", owner_uid=0, state="awaiting_approval", started_at=90.0)
+    nodes = [_node("0"), _node("0.1", state="awaiting_approval", pid=101)]
+    stats = {
+        100: ProcStats(cpu_percent=1.0, rss_bytes=1 << 20),
+        101: ProcStats(cpu_percent=0.0, rss_bytes=1 << 20),
+    }
+    task = top_task(view, nodes, stats, {}, now=100.0)
+    assert task.state == "awaiting_approval"
+    assert [(n.handle, n.state, n.pid) for n in task.nodes] == [
+        ("0", "running", 100),
+        ("0.1", "awaiting_approval", 101),
+    ]
+    assert totals([task]).subagents == 2
