@@ -44,6 +44,7 @@ import threading
 import time
 import urllib.request
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +128,11 @@ class Results:
     watcher_cpu_s: float = 0.0
     server_cpu_s: float = 0.0
     load: list[float] = field(default_factory=list)
+    # --arrivals: the daemon's `resource.updated` lines (debug): changes reaching it, and the gaps
+    # between two arrivals of one URI longer than the debounce (each one is an extra delivery).
+    arrivals: int = 0
+    arrival_gaps_over_debounce: int = 0
+    arrival_gap: Summary | None = None
 
 
 def _server_toml(name: str, resources: int, state: Path) -> str:
@@ -270,7 +276,9 @@ class Flood(threading.Thread):
             os.close(fd)
 
 
-def measure_flood(settings: Settings, workdir: Path, out: Results, pids: list[int]) -> None:
+def measure_flood(
+    settings: Settings, workdir: Path, out: Results, pids: list[int], arrivals: bool = False
+) -> None:
     state = workdir / "flood-state"
     state.mkdir(parents=True)
     body = (
@@ -281,7 +289,7 @@ def measure_flood(settings: Settings, workdir: Path, out: Results, pids: list[in
         f"debounce_ms = {settings.flood_debounce_ms}\nmax_wait_ms = {settings.flood_max_wait_ms}\n"
         'max_inflight = 1\noverflow = "coalesce"\n' + "[supervision]\n" + rogue_command()
     )
-    lines = 'max_concurrent_tasks = 1\nlog_level = "info"\n'
+    lines = f'max_concurrent_tasks = 1\nlog_level = "{"debug" if arrivals else "info"}"\n'
     with open_daemon(workdir / "flood", body, daemon_lines=lines, fast=False) as daemon:
         pids.append(daemon.pid)
         address = str(daemon.daemon.wait_log("proc.metrics")["listen"])
@@ -333,6 +341,24 @@ def measure_flood(settings: Settings, workdir: Path, out: Results, pids: list[in
         )
         out.deliveries_per_window = _steps(series)
         out.rtt = summarize(rtts)
+        if arrivals:
+            _arrivals(daemon, settings, out)
+
+
+def _arrivals(daemon: BenchDaemon, settings: Settings, out: Results) -> None:
+    last: dict[str, float] = {}
+    gaps: list[float] = []
+    for line in daemon.daemon.log():
+        if line.get("event") != "resource.updated" or line.get("synthetic"):
+            continue
+        uri, ts = str(line.get("uri")), str(line.get("ts"))
+        at = datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+        out.arrivals += 1
+        if uri in last:
+            gaps.append(at - last[uri])
+        last[uri] = at
+    out.arrival_gaps_over_debounce = sum(1 for g in gaps if g * 1000 > settings.flood_debounce_ms)
+    out.arrival_gap = summarize(gaps)
 
 
 def _steps(series: list[tuple[float, int]]) -> list[int]:
@@ -463,14 +489,15 @@ def rows(settings: Settings, out: Results) -> list[tuple[str, str, str, str]]:
         ):
             assert summary is not None
             table.append((name, f"{summary.p50_ms:.0f} / {summary.p99_ms:.0f} ms", "-", "info"))
-    table.append(
-        (
-            f"fixture alone: notifications sent / s (asked {settings.rate})",
-            f"{out.fixture_rate:.0f} ({out.fixture_received}/{out.fixture_sent})",
-            f"{settings.rate}",
-            "ok" if out.fixture_received >= 0.95 * out.fixture_sent else "FIXTURE",
+    if out.fixture_sent:
+        table.append(
+            (
+                f"fixture alone: notifications sent / s (asked {settings.rate})",
+                f"{out.fixture_rate:.0f} ({out.fixture_received}/{out.fixture_sent})",
+                f"{settings.rate}",
+                "ok" if out.fixture_received >= 0.95 * out.fixture_sent else "FIXTURE",
+            )
         )
-    )
     table.append(
         (
             f"flood: changes written ({settings.uris} URIs, {settings.duration_s:g} s)",
@@ -481,7 +508,8 @@ def rows(settings: Settings, out: Results) -> list[tuple[str, str, str, str]]:
     )
     table.append(
         (
-            f"flood: deliveries (max_wait {settings.flood_max_wait_ms} ms)",
+            f"flood: deliveries (debounce {settings.flood_debounce_ms} ms, "
+            f"max_wait {settings.flood_max_wait_ms} ms)",
             f"{out.deliveries} (windows: {' '.join(str(s) for s in out.deliveries_per_window)})",
             f"{out.deliveries_expected} ± {settings.uris}, each window {settings.uris}",
             "ok" if _deliveries_ok(settings, out) else "MISS",
@@ -506,6 +534,24 @@ def rows(settings: Settings, out: Results) -> list[tuple[str, str, str, str]]:
                 f"{under10:.0f} / {within:.0f} of {total:.0f}",
                 "all < 20 ms",
                 "ok" if within == total else "MISS",
+            )
+        )
+    if out.arrival_gap is not None:
+        gap = out.arrival_gap
+        table.append(
+            (
+                "flood: changes reaching the daemon; per-URI gap p50 / p99 / max",
+                f"{out.arrivals}; {gap.p50_ms:.0f} / {gap.p99_ms:.0f} / {gap.max_ms:.0f} ms",
+                "-",
+                "info",
+            )
+        )
+        table.append(
+            (
+                f"flood: per-URI gaps > debounce ({settings.flood_debounce_ms} ms): extra deliveries",
+                f"{out.arrival_gaps_over_debounce}",
+                "0",
+                "info",
             )
         )
     table.append(("flood: daemon RSS start → end", _growth(out.daemon_rss_mb) + " MiB", "no growth", "info"))
@@ -540,6 +586,11 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=None, help="flood seconds")
     parser.add_argument("--rate", type=int, default=None, help="flood notifications per second")
     parser.add_argument("--uris", type=int, default=None, help="flood URIs")
+    parser.add_argument("--flood-debounce-ms", type=int, default=None)
+    parser.add_argument("--flood-max-wait-ms", type=int, default=None)
+    parser.add_argument(
+        "--arrivals", action="store_true", help="flood: log every change the daemon gets (debug; costs)"
+    )
     parser.add_argument("--phases", default="latency,fixture,flood")
     parser.add_argument("--dir", default=None, help="where the daemons' state lives (default: $TMPDIR)")
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -550,6 +601,8 @@ def main() -> int:
         "duration_s": args.duration,
         "rate": args.rate,
         "uris": args.uris,
+        "flood_debounce_ms": args.flood_debounce_ms,
+        "flood_max_wait_ms": args.flood_max_wait_ms,
     }
     settings = Settings(**{**asdict(settings), **{k: v for k, v in overrides.items() if v is not None}})
     phases = set(args.phases.split(","))
@@ -563,7 +616,7 @@ def main() -> int:
             if "fixture" in phases:
                 measure_fixture(settings, Path(tmp), out)
             if "flood" in phases:
-                measure_flood(settings, Path(tmp), out, pids)
+                measure_flood(settings, Path(tmp), out, pids, args.arrivals)
     finally:
         left = strays([*pids, os.getpid()])
         kill_all(left)
