@@ -110,16 +110,21 @@ class Results:
     journaled_to_request: Summary | None = None
     spawn_to_ready: Summary | None = None  # the daemon's `subagent.ready` dur_ms
     mcp_connect: Summary | None = None  # the child's `mcp.connect` dur_ms (starting the server)
+    # change → first request less that sample's MCP connect: agentd's part, the server's start aside.
+    latency_less_connect: Summary | None = None
     latency_timeouts: int = 0
     fixture_sent: int = 0
     fixture_received: int = 0
     fixture_rate: float = 0.0
+    fixture_gap: Summary | None = None  # per-URI gaps between notifications, the fixture alone
+    fixture_gaps_over_debounce: int = 0
     flood_written: int = 0
     flood_write_rate: float = 0.0
     deliveries: int = 0
     deliveries_expected: int = 0
     deliveries_per_window: list[int] = field(default_factory=list)
     rtt: Summary | None = None  # trigger.list round trips during the flood
+    idle_rtt: Summary | None = None  # the same, the daemon idle just before (the control)
     loop_lag_buckets: dict[str, float] = field(default_factory=dict)  # le → cumulative count
     daemon_rss_mb: list[float] = field(default_factory=list)
     watcher_rss_mb: list[float] = field(default_factory=list)
@@ -194,6 +199,7 @@ def measure_latency(settings: Settings, workdir: Path, out: Results, pids: list[
             after_journal: list[float] = []
             ready: list[float] = []
             connect: list[float] = []
+            net: list[float] = []
             for _ in range(settings.samples):
                 seen = len(model.requests)
                 tasks_before = _triggers(daemon)["lat"]["tasks_started"]
@@ -224,12 +230,14 @@ def measure_latency(settings: Settings, workdir: Path, out: Results, pids: list[
                             ready.append(duration / 1000)
                         elif event["event"] == "mcp.connect":
                             connect.append(duration / 1000)
+                            net.append(to_request[-1] - duration / 1000)
                 time.sleep(0.2)  # the child's exit and the orphan sweep are done before the next
             out.latency = summarize(to_request)
             out.to_journaled = summarize(to_journal)
             out.journaled_to_request = summarize(after_journal)
             out.spawn_to_ready = summarize(ready)
             out.mcp_connect = summarize(connect)
+            out.latency_less_connect = summarize(net)
 
 
 def _idle(daemon: BenchDaemon) -> None:
@@ -299,6 +307,15 @@ def measure_flood(
             lambda: _triggers(daemon)["flood"]["deliveries"] >= settings.uris, "the synthetic ones", daemon
         )
         time.sleep(settings.flood_max_wait_ms / 1000 + 0.5)
+        # The control: the same round trips against the same daemon, idle, just before the flood.
+        idle_rtts: list[float] = []
+        idle_until = time.monotonic() + min(5.0, settings.duration_s)
+        while time.monotonic() < idle_until:
+            asked = time.perf_counter()
+            _triggers(daemon)
+            idle_rtts.append(time.perf_counter() - asked)
+            time.sleep(0.05)
+        out.idle_rtt = summarize(idle_rtts)
         watcher, server = _watcher_and_server(daemon)
         procs = {"daemon": psutil.Process(daemon.pid), "watcher": watcher, "server": server}
         cpu0 = {k: _cpu(p) for k, p in procs.items()}
@@ -413,16 +430,23 @@ def _lag_buckets(address: str) -> dict[str, float]:
 # ---- 3. the fixture alone -----------------------------------------------------------------------
 
 
-async def _fixture_alone(settings: Settings, state: Path, duration_s: float) -> tuple[int, int]:
+async def _fixture_alone(
+    settings: Settings, state: Path, duration_s: float, gaps: list[float]
+) -> tuple[int, int]:
     import mcp_types
     from mcp import ClientSession, StdioServerParameters, stdio_client
 
     received = 0
+    last: dict[str, float] = {}
 
     async def on_message(message: Any) -> None:
         nonlocal received
         if isinstance(message, mcp_types.ResourceUpdatedNotification):
             received += 1
+            uri, now = str(message.params.uri), time.monotonic()
+            if uri in last:
+                gaps.append(now - last[uri])
+            last[uri] = now
 
     args = [str(FIXTURE), "--resources", str(settings.uris), "--state", str(state)]
     params = StdioServerParameters(command=sys.executable, args=args)
@@ -449,7 +473,10 @@ def measure_fixture(settings: Settings, workdir: Path, out: Results) -> None:
     state.mkdir(parents=True)
     duration = min(settings.duration_s, 10.0)
     started = time.monotonic()
-    sent, received = anyio.run(_fixture_alone, settings, state, duration)
+    gaps: list[float] = []
+    sent, received = anyio.run(_fixture_alone, settings, state, duration, gaps)
+    out.fixture_gap = summarize(gaps)
+    out.fixture_gaps_over_debounce = sum(1 for g in gaps if g * 1000 > settings.flood_debounce_ms)
     out.fixture_sent, out.fixture_received = sent, received
     out.fixture_rate = round(received / duration, 1)
     del started
@@ -486,6 +513,7 @@ def rows(settings: Settings, out: Results) -> list[tuple[str, str, str, str]]:
             ("  of which journaled → first request p50 / p99", out.journaled_to_request),
             ("    in it: spawn → ev/ready (zygote) p50 / p99", out.spawn_to_ready),
             ("    in it: the task's MCP connect (starts the server) p50 / p99", out.mcp_connect),
+            ("  change → first request less the MCP connect p50 / p99", out.latency_less_connect),
         ):
             assert summary is not None
             table.append((name, f"{summary.p50_ms:.0f} / {summary.p99_ms:.0f} ms", "-", "info"))
@@ -498,6 +526,19 @@ def rows(settings: Settings, out: Results) -> list[tuple[str, str, str, str]]:
                 "ok" if out.fixture_received >= 0.95 * out.fixture_sent else "FIXTURE",
             )
         )
+    if out.fixture_gap is not None:
+        gap = out.fixture_gap
+        table.append(
+            (
+                "fixture alone: per-URI gap p50 / p99 / max; gaps > flood debounce",
+                f"{gap.p50_ms:.0f} / {gap.p99_ms:.0f} / {gap.max_ms:.0f} ms; "
+                f"{out.fixture_gaps_over_debounce}",
+                "-",
+                "info",
+            )
+        )
+    if not out.flood_written:
+        return table
     table.append(
         (
             f"flood: changes written ({settings.uris} URIs, {settings.duration_s:g} s)",
@@ -522,6 +563,15 @@ def rows(settings: Settings, out: Results) -> list[tuple[str, str, str, str]]:
                 f"{out.rtt.p50_ms:.1f} / {out.rtt.p99_ms:.1f} ms",
                 f"p99 < {LAG_TARGET_MS:g} ms",
                 "ok" if out.rtt.p99_ms < LAG_TARGET_MS else "MISS",
+            )
+        )
+    if out.idle_rtt is not None:
+        table.append(
+            (
+                "control: the same round trip, daemon idle, p50 / p99",
+                f"{out.idle_rtt.p50_ms:.1f} / {out.idle_rtt.p99_ms:.1f} ms",
+                "-",
+                "info",
             )
         )
     if out.loop_lag_buckets:
