@@ -498,8 +498,11 @@ class TriggerManager:
         trigger = self._triggers.get(name) if name is not None else None
         if trigger is None or trigger.config.server != server.name or trigger.paused:
             return
-        trigger.debouncer.offer(Delivery(params.uri, params.etag, params.synthetic), self._clock())
-        self._wake.set()
+        # Only a newly held URI can be due before the dispatcher's next wake-up (a held one's due
+        # time only moves later): waking it for every change made a burst cost a full pass over
+        # every held URI per notification.
+        if trigger.debouncer.offer(Delivery(params.uri, params.etag, params.synthetic), self._clock()):
+            self._wake.set()
 
     def task_ended(self, record: TaskRecord) -> None:
         """A task a trigger started reached its terminal state: a slot of that trigger is free."""

@@ -75,16 +75,19 @@ class Debouncer:
     def __len__(self) -> int:
         return len(self._held)
 
-    def offer(self, delivery: Delivery, now: float) -> None:
+    def offer(self, delivery: Delivery, now: float) -> bool:
+        """Hold `delivery`; True when its URI was not held yet (the only case that can make a
+        delivery due sooner than before: a held URI's due time only moves later)."""
         held = self._held.get(delivery.uri)
         if held is None:
             self._held[delivery.uri] = _Held(now, now, delivery)
-            return
+            return True
         held.last_at = now
         # A real change outranks a synthetic "possibly changed": it is the same delivery, but
         # the etag (if any) is a real one.
         synthetic = held.delivery.synthetic and delivery.synthetic
         held.delivery = Delivery(delivery.uri, delivery.etag, synthetic)
+        return False
 
     def _due_at(self, held: _Held) -> float:
         return min(held.last_at + self.debounce_s, held.first_at + self.max_wait_s)

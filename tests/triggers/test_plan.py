@@ -76,6 +76,23 @@ def test_max_wait_bounds_a_steady_stream() -> None:
     assert 2 <= len(delivered) <= 3
 
 
+def test_only_a_newly_held_uri_can_bring_the_next_delivery_forward() -> None:
+    # The manager wakes its dispatcher only when `offer` says True; a change to a held URI must
+    # never make anything due sooner, or that delivery would wait for the next wake-up.
+    debouncer = Debouncer(debounce_s=0.25, max_wait_s=2.0)
+    assert debouncer.offer(Delivery("a://x", None), now=0.0) is True
+    due = debouncer.next_due()
+    for i in range(1, 100):
+        assert debouncer.offer(Delivery("a://x", None), now=i * 0.05) is False
+        now_due = debouncer.next_due()
+        assert now_due is not None and due is not None and now_due >= due
+        due = now_due
+    assert due == 2.0  # max_wait caps it
+    assert debouncer.offer(Delivery("a://y", None), now=5.0) is True
+    assert debouncer.take_due(2.0) == [Delivery("a://x", None)]
+    assert debouncer.offer(Delivery("a://x", None), now=5.1) is True  # delivered: held afresh
+
+
 def test_distinct_uris_are_distinct_deliveries_in_arrival_order() -> None:
     debouncer = Debouncer(0.1, 0.1)
     for i in range(5):
