@@ -103,7 +103,9 @@ def _until(check: Callable[[], Any], what: str, daemon: Daemon, timeout_s: float
     deadline = time.monotonic() + timeout_s
     while not (value := check()):
         assert daemon.proc.poll() is None, f"the daemon exited:\n{daemon.log_path.read_text()[-3000:]}"
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        assert time.monotonic() < deadline, (
+            f"timed out waiting for {what}:\n{daemon.log_path.read_text()[-3000:]}"
+        )
         time.sleep(0.05)
     return value
 

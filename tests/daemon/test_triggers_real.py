@@ -26,6 +26,7 @@ from typing import Any
 import psutil
 import pytest
 
+from tests.daemon.test_triggers import _tasks, _triggers, _until
 from tests.fixtures import watch_changes
 from tests.support.daemon import FAST_SUPERVISION, FIXTURES, Daemon, running_daemon
 
@@ -102,27 +103,8 @@ instruction = "never"
     )
 
 
-def _until(check: Callable[[], Any], what: str, daemon: Daemon, timeout_s: float = WAIT_S) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while not (value := check()):
-        assert daemon.proc.poll() is None, f"the daemon exited:\n{daemon.log_path.read_text()[-3000:]}"
-        assert time.monotonic() < deadline, (
-            f"timed out waiting for {what}:\n{daemon.log_path.read_text()[-3000:]}"
-        )
-        time.sleep(0.05)
-    return value
-
-
-def _triggers(daemon: Daemon) -> dict[str, dict[str, Any]]:
-    views = daemon.call("trigger.list")
-    assert isinstance(views, list)
-    return {v["name"]: v for v in views}
-
-
-def _tasks(daemon: Daemon, trigger: str) -> list[dict[str, Any]]:
-    views = daemon.call("task.list", {"limit": 1000})
-    assert isinstance(views, list)
-    return sorted((v for v in views if v.get("trigger") == trigger), key=lambda v: v["created_at"])
+def _wait(check: Callable[[], Any], what: str, daemon: Daemon) -> Any:
+    return _until(check, what, daemon, timeout_s=WAIT_S)
 
 
 def _turns(daemon: Daemon) -> list[dict[str, Any]]:
@@ -156,7 +138,7 @@ def test_real_watchers_turn_resource_changes_into_tasks_that_read_them(tmp_path:
     files_state.mkdir()
     feed_state.mkdir()
     with running_daemon(tmp_path, _body(tmp_path, files_state, feed_state)) as daemon:
-        views = _until(
+        views = _wait(
             lambda: (
                 (t := _triggers(daemon))["inbox"]["state"] == "armed"
                 and t["feed"]["state"] == "armed"
@@ -170,31 +152,31 @@ def test_real_watchers_turn_resource_changes_into_tasks_that_read_them(tmp_path:
         assert views["ops"]["route"] == "continue" and views["ops"]["subscribed"] == 1
 
         # Arming: one synthetic "possibly changed" per URI, each a task that reads the resource.
-        inbox = _until(
+        inbox = _wait(
             lambda: len(t := _tasks(daemon, "inbox")) == 3 and t, "the synthetic deliveries", daemon
         )
         assert sorted(t["uri"] for t in inbox) == INBOX_URIS
         assert sorted(_answers(daemon, inbox)) == [f"{u} v1" for u in INBOX_URIS]
-        feed = _until(lambda: _tasks(daemon, "feed"), "the 2026 server's synthetic delivery", daemon)
+        feed = _wait(lambda: _tasks(daemon, "feed"), "the 2026 server's synthetic delivery", daemon)
         assert _answers(daemon, feed) == ["watch://item/0 v1"]
 
         # A burst of 200 changes to one URI: one delivery, whose task reads the newest state.
         watch_changes.bump(files_state, "watch://item/1", times=200)
-        burst = _until(lambda: len(t := _tasks(daemon, "inbox")) == 4 and t[3:], "the burst's task", daemon)
+        burst = _wait(lambda: len(t := _tasks(daemon, "inbox")) == 4 and t[3:], "the burst's task", daemon)
         assert burst[0]["uri"] == "watch://item/1"
         assert _answers(daemon, burst) == ["watch://item/1 v201"]
         watch_changes.bump(feed_state, "watch://item/0")
-        feed = _until(
+        feed = _wait(
             lambda: len(t := _tasks(daemon, "feed")) == 2 and t[1:], "the 2026 change's task", daemon
         )
         assert _answers(daemon, feed) == ["watch://item/0 v2"]
 
         # The warm session: the synthetic delivery started it; each change is one more turn of
         # the same task (its context kept), never a new task.
-        _until(lambda: len(_turns(daemon)) == 1, "the warm session's first turn", daemon)
+        _wait(lambda: len(_turns(daemon)) == 1, "the warm session's first turn", daemon)
         for n in (2, 3):
             watch_changes.bump(feed_state, "watch://item/1")
-            _until(lambda n=n: len(_turns(daemon)) == n, f"the warm session's turn {n}", daemon)  # type: ignore[misc]
+            _wait(lambda n=n: len(_turns(daemon)) == n, f"the warm session's turn {n}", daemon)  # type: ignore[misc]
         turns = _turns(daemon)
         (session,) = _tasks(daemon, "ops")
         assert {t["task_id"] for t in turns} == {session["task_id"]} and session["state"] == "running"
@@ -204,16 +186,16 @@ def test_real_watchers_turn_resource_changes_into_tasks_that_read_them(tmp_path:
 
         # A resource created after arming is picked up by the glob.
         watch_changes.create(files_state, "watch://item/9")
-        new = _until(
+        new = _wait(
             lambda: len(t := _tasks(daemon, "inbox")) == 5 and t[4:], "the new resource's task", daemon
         )
         assert new[0]["uri"] == "watch://item/9" and _answers(daemon, new) == ["watch://item/9 v1"]
-        _until(lambda: _triggers(daemon)["inbox"]["subscribed"] == 4, "four URIs subscribed", daemon)
+        _wait(lambda: _triggers(daemon)["inbox"]["subscribed"] == 4, "four URIs subscribed", daemon)
 
         # kill -9 of the watcher: the governor re-arms it, and every URI gets one synthetic delivery.
         watcher = _watcher_of(daemon, files_state)
         os.kill(watcher.pid, signal.SIGKILL)
-        again = _until(
+        again = _wait(
             lambda: len(t := _tasks(daemon, "inbox")) == 9 and t[5:], "the re-arming's deliveries", daemon
         )
         assert sorted(t["uri"] for t in again) == [*INBOX_URIS, "watch://item/9"]
@@ -230,7 +212,7 @@ def test_real_watchers_turn_resource_changes_into_tasks_that_read_them(tmp_path:
         assert views["deaf"]["state"] == "unsupported" and views["deaf"]["tasks_started"] == 0
         # The server that exits at once: the watcher loses its session, the governor restarts it
         # twice (restart_max), then gives up until a reload or `agentd triggers restart`.
-        flaky = _until(
+        flaky = _wait(
             lambda: (t := _triggers(daemon)["flaky"])["state"] == "failed" and t, "flaky failed", daemon
         )
         assert "exited with code 6" in flaky["last_error"]
