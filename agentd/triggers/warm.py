@@ -68,6 +68,8 @@ class WarmRoute:
     _failed: dict[str, str] = field(default_factory=dict)
     _tg: anyio.abc.TaskGroup | None = None
     _stopping: bool = False
+    # Set by `stop`: ends a backoff wait at once, so a drain never waits out a restart's delay.
+    _stopped: anyio.Event = field(default_factory=anyio.Event)
 
     # ---- the manager's interface (`agentd.triggers.manager.WarmSessions`) -------------------
 
@@ -120,6 +122,7 @@ class WarmRoute:
     def stop(self) -> None:
         """The drain: every session's child climbs its ladder; no new session starts."""
         self._stopping = True
+        self._stopped.set()
         for entry in self._sessions.values():
             entry.session.stop("agentd is shutting down")
 
@@ -159,7 +162,8 @@ class WarmRoute:
                 self._fail(name, f"the warm session crashed {decision.restarts_in_window} times: {why}")
                 return False
             self.log.warning(EV_SESSION_BACKOFF, trigger=name, delay_s=round(decision.delay_s, 3), warm=True)
-            await anyio.sleep(decision.delay_s)
+            with anyio.move_on_after(decision.delay_s):
+                await self._stopped.wait()
             return not self._stopping and holder[0] is self._sessions.get(name)
 
         session = WarmSession(

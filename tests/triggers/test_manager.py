@@ -19,7 +19,7 @@ import pytest
 import structlog
 
 from agentd.journal.records import TaskRecord
-from agentd.journal.store import Journal, JournalOptions, open_journal
+from agentd.journal.store import Journal
 from agentd.supervision.liveness import LivenessPolicy
 from agentd.triggers.manager import ManagerOptions, TriggerConfig, TriggerManager, WarmSessions
 from agentd.triggers.plan import Delivery, GovernorPolicy
@@ -30,17 +30,6 @@ from protocol.spawn import McpServerSpec
 pytestmark = [pytest.mark.anyio, pytest.mark.processes]
 FAKE_WATCHER = Path(__file__).resolve().parents[1] / "fixtures" / "fake_watcher.py"
 WAIT_S = 10.0
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def journal(tmp_path: Path) -> AsyncIterator[Journal]:
-    async with open_journal(tmp_path / "state", JournalOptions(event_flush_interval_s=0.01)) as opened:
-        yield opened
 
 
 def trigger(name: str = "inbox", *, index: int = 0, server: str = "files", **kw: object) -> TriggerConfig:
