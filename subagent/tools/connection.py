@@ -30,8 +30,10 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import JsonValue, ValidationError
 
 from protocol.spawn import LoopKnobs, McpServerSpec
+from subagent.errors import LoginRequired
 from subagent.telemetry import EventSink
 from subagent.tools.http import SESSION_LOST, TRANSPORT_FAILED, oauth_auth, open_http_transport
+from subagent.tools.oauth_store import LoginProvider
 from subagent.tools.server_events import EventBudget, log_fields, progress_fields
 from subagent.tools.stdio import KILL_REAP_TIMEOUT_S, StdioNotes, open_stdio_transport
 
@@ -299,6 +301,11 @@ class ServerLink:
 
     async def _open(self, stack: AsyncExitStack) -> tuple[ClientSession, Listing] | str:
         notes = StdioNotes()
+        if isinstance(self._auth, LoginProvider):
+            try:
+                self._auth.check()
+            except LoginRequired as exc:
+                return str(exc)
         try:
             opened = open_transport(self.spec, self._knobs, notes, self._auth)
             read, write = await stack.enter_async_context(opened)

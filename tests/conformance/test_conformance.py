@@ -30,6 +30,13 @@ SCENARIOS = [
     "auth/client-credentials-basic",
     "auth/client-credentials-jwt",
     "auth/pre-registration",
+    "auth/metadata-default",
+    "auth/metadata-var1",
+    "auth/metadata-var2",
+    "auth/metadata-var3",
+    "auth/token-endpoint-auth-basic",
+    "auth/token-endpoint-auth-post",
+    "auth/token-endpoint-auth-none",
 ]
 
 
