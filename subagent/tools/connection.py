@@ -106,6 +106,17 @@ def failure_from(exc: MCPError) -> Failure:
     return Failure("protocol", f"protocol error {exc.code}: {brief(message)}")
 
 
+def login_required(exc: BaseException) -> LoginRequired | None:
+    """The `LoginRequired` behind a failure that crossed the SDK's task groups, if that is what it was."""
+    if isinstance(exc, LoginRequired):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            if (found := login_required(inner)) is not None:
+                return found
+    return None
+
+
 def open_transport(
     spec: McpServerSpec, knobs: LoopKnobs, notes: StdioNotes, auth: httpx2.Auth | None = None
 ) -> AbstractAsyncContextManager[TransportStreams]:
@@ -292,7 +303,8 @@ class ServerLink:
         # Top of the owner task: a transport that crashed must not take the router down with it.
         except Exception as exc:  # noqa: BLE001
             logger.warning("MCP server %s: connection failed: %s", self.name, brief(repr(exc)))
-            attempt.finish(f"connection failed: {brief(exc)}")
+            login = login_required(exc)
+            attempt.finish(str(login) if login is not None else f"connection failed: {brief(exc)}")
         finally:
             self._session = None
             if closing_at is not None:
