@@ -157,7 +157,7 @@ class _Redirects:
         urls = self.urls
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+            def do_GET(self) -> None:
                 if urlsplit(self.path).path != CALLBACK_PATH:
                     self.send_error(404)
                     return
@@ -169,7 +169,7 @@ class _Redirects:
                 self.end_headers()
                 self.wfile.write(body)
 
-            def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+            def log_message(self, format: str, *args: object) -> None:
                 pass  # the request line carries the code: never logged
 
         server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
@@ -214,7 +214,9 @@ async def _main(args: argparse.Namespace, spec: McpServerSpec, out: TextIO) -> i
         redirects.read_pasted(sys.stdin)
 
     async def show(url: str) -> None:
-        print(f"Open this URL in a browser and approve agentd's access to {spec.name}:\n\n  {url}\n", file=out)
+        print(
+            f"Open this URL in a browser and approve agentd's access to {spec.name}:\n\n  {url}\n", file=out
+        )
         where = f"Waiting for the redirect to {redirect_uri(port)}"
         if args.paste:
             where += " (or paste the URL the browser was sent to, then Enter)"
@@ -222,7 +224,9 @@ async def _main(args: argparse.Namespace, spec: McpServerSpec, out: TextIO) -> i
 
     try:
         with anyio.fail_after(args.timeout):
-            stored, tools = await login(spec, port=port, redirect_handler=show, callback_handler=redirects.next)
+            stored, tools = await login(
+                spec, port=port, redirect_handler=show, callback_handler=redirects.next
+            )
     except TimeoutError:
         print(f"login to {spec.name} failed: no redirect within {args.timeout:g} s", file=sys.stderr)
         return 1
@@ -233,17 +237,21 @@ async def _main(args: argparse.Namespace, spec: McpServerSpec, out: TextIO) -> i
         server.shutdown()
         server.server_close()
     assert stored.tokens is not None
-    refresh = "with a refresh token" if stored.tokens.refresh_token else "no refresh token: log in again when it expires"
-    print(
-        f"logged in to {spec.name} ({tools} tools); tokens saved in {spec.oauth_login.token_file} ({refresh})",
-        file=out,
+    refresh = (
+        "with a refresh token"
+        if stored.tokens.refresh_token
+        else "no refresh token: log in again when it expires"
     )
+    saved = spec.oauth_login.token_file
+    print(f"logged in to {spec.name} ({tools} tools); tokens saved in {saved} ({refresh})", file=out)
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m subagent.oauth_login")
-    parser.add_argument("--spec-fd", type=int, required=True, help="descriptor holding the McpServerSpec JSON")
+    parser.add_argument(
+        "--spec-fd", type=int, required=True, help="descriptor holding the McpServerSpec JSON"
+    )
     parser.add_argument("--paste", action="store_true", help="also accept the redirected URL on stdin")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds to wait in all")
     args = parser.parse_args(argv)

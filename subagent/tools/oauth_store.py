@@ -128,7 +128,9 @@ class StoredLogin:
             tokens=None if tokens is None else OAuthToken.model_validate(tokens),
             obtained_at=float(data.get("obtained_at") or 0.0),
             metadata=None if metadata is None else OAuthMetadata.model_validate(metadata),
-            resource_metadata=None if resource is None else ProtectedResourceMetadata.model_validate(resource),
+            resource_metadata=None
+            if resource is None
+            else ProtectedResourceMetadata.model_validate(resource),
         )
 
 
@@ -365,4 +367,3 @@ def login_provider(spec: McpServerSpec) -> LoginProvider | None:
     if spec.oauth_login is None or spec.url is None:
         return None
     return LoginProvider(spec)
-

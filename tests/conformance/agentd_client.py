@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-
 import tempfile
 
 import anyio
@@ -20,8 +19,8 @@ import httpx2
 from mcp.shared.auth import AuthorizationCodeResult
 
 from protocol.spawn import McpServerSpec, SpawnPayload
-from subagent.oauth_login import login, parse_redirect
 from subagent.messages import ToolCall
+from subagent.oauth_login import login, parse_redirect
 from subagent.telemetry import discard_events
 from subagent.tools import open_tools
 

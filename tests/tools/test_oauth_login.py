@@ -21,6 +21,7 @@ import anyio
 import httpx2
 import pytest
 from mcp.shared.auth import AuthorizationCodeResult
+from pydantic import JsonValue
 
 from protocol.spawn import McpServerSpec
 from subagent.errors import McpFatal
@@ -78,7 +79,7 @@ def oauth_server(module_oauth_server: OAuthServer) -> OAuthServer:
     return module_oauth_server
 
 
-def server_spec(url: str, token_dir: Path) -> dict[str, object]:
+def server_spec(url: str, token_dir: Path) -> dict[str, JsonValue]:
     return {
         "name": "web",
         "transport": "http",
@@ -117,7 +118,9 @@ def expire(file: TokenFile) -> str:
     return login_.tokens.refresh_token
 
 
-async def test_a_stored_login_is_used_and_the_file_is_private(oauth_server: OAuthServer, tmp_path: Path) -> None:
+async def test_a_stored_login_is_used_and_the_file_is_private(
+    oauth_server: OAuthServer, tmp_path: Path
+) -> None:
     tokens = token_dir(tmp_path)
     payload = make_payload(server_spec(oauth_server.url, tokens))
     await approve_at_once(payload.mcp_servers[0])
@@ -164,7 +167,9 @@ async def test_concurrent_subagents_refresh_once_and_keep_the_rotated_token(
     assert [g["ok"] for g in oauth_server.grants() if g["grant"] == "refresh_token"] == [True, True]
 
 
-async def test_no_stored_login_fails_the_connect_naming_the_command(oauth_server: OAuthServer, tmp_path: Path) -> None:
+async def test_no_stored_login_fails_the_connect_naming_the_command(
+    oauth_server: OAuthServer, tmp_path: Path
+) -> None:
     payload = make_payload(server_spec(oauth_server.url, token_dir(tmp_path)))
     with pytest.raises(McpFatal, match=r"run `agentd mcp login web` as the daemon's user"):
         async with open_tools(payload, sink=EventLog()):
