@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
 
+import anyio
 import pytest
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from pydantic import AnyUrl
@@ -117,23 +117,17 @@ async def test_the_lock_excludes_another_process_and_is_bounded(store: TokenFile
         sys.stdin.readline()
         """
     )
-    child = subprocess.Popen(
-        [sys.executable, "-c", holder], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert child.stdout is not None and child.stdout.readline() == "locked\n"
+    async with await anyio.open_process([sys.executable, "-c", holder]) as child:
+        assert child.stdout is not None and child.stdin is not None
+        with anyio.fail_after(30):
+            assert (await child.stdout.receive()).startswith(b"locked")
         with pytest.raises(TimeoutError):
             await store.acquire(timeout_s=0.3)
-        assert child.stdin is not None
-        child.stdin.write("\n")
-        child.stdin.flush()
-        assert child.wait(timeout=10) == 0
-        fd = await store.acquire(timeout_s=10)
-        TokenFile.release(fd)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
+        await child.stdin.send(b"\n")
+        with anyio.fail_after(10):
+            assert await child.wait() == 0
+    fd = await store.acquire(timeout_s=10)
+    TokenFile.release(fd)
     assert stat.S_IMODE(store.lock_path.stat().st_mode) == 0o600
 
 
