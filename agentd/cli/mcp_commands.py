@@ -64,6 +64,8 @@ def cmd_login(
     except AgentdError as exc:
         err.write(f"agentd: {exc}\n")
         return ExitCode.USAGE
+    assert spec.oauth_login is not None  # oauth_flow is authorization_code and the state dir is known
+    err.write(f"agentd: the login will be stored in {spec.oauth_login.token_file}\n")
     body = spec.model_dump_json(context=REVEAL_SECRETS).encode()
     read_fd, write_fd = os.pipe()
     try:

@@ -23,7 +23,8 @@ from subagent.tools.oauth_store import TokenFile
 from tests.support.daemon import Daemon, running_daemon, scripted
 from tests.support.leaks import kill_all, wait_no_descendants
 
-pytestmark = pytest.mark.processes
+# Three processes start the SDK (the OAuth server, the login helper, a subagent): slow on a busy machine.
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(300)]
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "mcp_oauth.py"
 AUTHORIZE = re.compile(r"^\s+(http://127\.0\.0\.1:\d+/authorize\?\S+)$")
@@ -99,6 +100,7 @@ def test_a_task_uses_a_server_after_agentd_mcp_login(tmp_path: Path, oauth_url: 
         done = login(daemon, "web")
         assert done.returncode == 0, done
         assert "logged in to web (1 tools)" in done.stdout
+        assert f"the login will be stored in {tmp_path / 'state' / 'mcp-oauth' / 'web.json'}" in done.stderr
 
         view = daemon.wait(daemon.submit("who am I?"), timeout_s=90)
         assert view.status is S.COMPLETED, view
@@ -138,3 +140,56 @@ def test_login_refuses_a_server_without_the_authorization_code_flow(tmp_path: Pa
         timeout=60,
     )
     assert missing.returncode == 2 and "no MCP server named 'nope' (configured: plain)" in missing.stderr
+
+
+def test_a_headless_login_takes_the_pasted_redirect(tmp_path: Path, oauth_url: str) -> None:
+    # The browser is elsewhere: it cannot reach this host's loopback, so the person pastes the URL
+    # it was sent to. Nothing here fetches the callback; only the pasted line can finish the login.
+    config = tmp_path / "agentd.toml"
+    config.write_text(
+        f'[daemon]\nstate_dir = "{tmp_path / "state"}"\n'
+        f'[mcp.web]\nurl = "{oauth_url}"\noauth_flow = "authorization_code"\ntrust = []\n'
+    )
+    cli = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "agentd",
+            "mcp",
+            "login",
+            "web",
+            "--config",
+            str(config),
+            "--paste",
+            "--timeout",
+            "90s",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert cli.stdout is not None and cli.stdin is not None
+        for line in cli.stdout:
+            if match := AUTHORIZE.match(line.rstrip("\n")):
+                redirected = httpx2.get(match.group(1), follow_redirects=False, timeout=30).headers[
+                    "location"
+                ]
+                break
+        else:
+            raise AssertionError("no authorization URL printed")
+        assert "paste the URL" in cli.stdout.readline() + cli.stdout.readline()
+        cli.stdin.write(redirected + "\n")
+        cli.stdin.flush()
+        out, err = cli.communicate(timeout=120)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait()
+    assert cli.returncode == 0, (out, err)
+    assert "logged in to web" in out
+    assert (
+        TokenFile(tmp_path / "state" / "mcp-oauth" / "web.json", server="web", url=oauth_url).read()
+        is not None
+    )
