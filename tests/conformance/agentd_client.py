@@ -33,7 +33,15 @@ CALLS: dict[str, tuple[str, dict[str, object]]] = {
 
 # Scenarios whose authorization server offers only the authorization-code grant: the adapter
 # first runs `agentd mcp login`'s flow with a redirect handler that plays the person approving.
-LOGIN_SCENARIOS = ("auth/metadata-", "auth/token-endpoint-auth-")
+LOGIN_SCENARIOS = (
+    "auth/metadata-",
+    "auth/token-endpoint-auth-",
+    "auth/scope-",
+    "auth/2025-03-26-",
+    "auth/offline-access-",
+    "auth/basic-cimd",
+    "auth/resource-mismatch",
+)
 
 
 # The redirect URI's port: nothing listens there, as the adapter takes the redirect itself.

@@ -37,6 +37,12 @@ SCENARIOS = [
     "auth/token-endpoint-auth-basic",
     "auth/token-endpoint-auth-post",
     "auth/token-endpoint-auth-none",
+    "auth/scope-from-www-authenticate",
+    "auth/scope-from-scopes-supported",
+    "auth/scope-omitted-when-undefined",
+    "auth/scope-retry-limit",
+    "auth/2025-03-26-oauth-endpoint-fallback",
+    "auth/offline-access-not-supported",
 ]
 
 
