@@ -63,7 +63,7 @@ def test_a_write_that_fails_leaves_the_previous_login_and_no_temporary(
     def broken_fsync(fd: int) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(oauth_store.os, "fsync", broken_fsync)
+    monkeypatch.setattr(os, "fsync", broken_fsync)
     with pytest.raises(OSError, match="No space left"):
         store.write(a_login("new"))
     monkeypatch.undo()
