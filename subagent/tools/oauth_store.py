@@ -270,6 +270,8 @@ class LoginProvider(OAuthClientProvider):
         assert login is not None and url is not None  # the caller checked
         self.file = TokenFile(Path(login.token_file), server=spec.name, url=url)
         self._storage = StoredTokens(self.file)
+        # The metadata would only be used to register a client, which a subagent never does (the
+        # flow stops at `_no_person` first); any port makes it valid.
         super().__init__(
             url,
             client_metadata(login, login.redirect_port or 1),
