@@ -123,6 +123,21 @@ class OAuthSpec(_Wire):
         return self
 
 
+class OAuthLoginSpec(_Wire):
+    """An authorization-code (PKCE) login an operator made with `agentd mcp login NAME`.
+
+    The subagent reads and refreshes the tokens in `token_file` (0600, in the daemon's state
+    directory); it never runs the browser step itself.
+    """
+
+    token_file: str = Field(min_length=1, max_length=4096)
+    # A pre-registered public client; None: the login registered one dynamically (RFC 7591).
+    client_id: str | None = Field(default=None, min_length=1, max_length=512)
+    scope: str | None = Field(default=None, max_length=2048)
+    # The loopback port of the login's redirect URI; 0: any free port (RFC 8252 §7.3).
+    redirect_port: int = Field(default=0, ge=0, le=65535)
+
+
 McpLogLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
 
 
@@ -145,6 +160,7 @@ class McpServerSpec(_Wire):
     # The `logging/setLevel` sent after connecting (2026: the per-request log opt-in); None: none.
     log_level: McpLogLevel | None = None
     oauth: OAuthSpec | None = None
+    oauth_login: OAuthLoginSpec | None = None
     # Tool-name globs whose calls wait for a person's approval (issue 18). Invariant: a nested
     # child's payload copies its parent's specs, so a child's gate is never narrower.
     approval: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(

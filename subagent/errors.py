@@ -19,7 +19,10 @@ AgentError
  │    └── ContextOverflow       the request did not fit: compact and retry once
  │         └── EndpointOverflow  one endpoint said so, with its HTTP status (same module)
  ├── McpError
- │    └── McpFatal              a required MCP server is unreachable or died: abort `mcp`
+ │    ├── McpFatal              a required MCP server is unreachable or died: abort `mcp`
+ │    └── LoginRequired         an `authorization_code` server has no usable stored login: its
+ │                              connect fails asking for `agentd mcp login NAME`
+ │                              (subagent/tools/oauth_store.py, subagent/oauth_login.py)
  ├── WatchEnded                 a resource watcher's session cannot go on (subagent/watch/run.py)
  │    ├── WatchUnsupported      the server cannot notify about resource changes: exit 0, once
  │    └── WatchLost             the session died (server exit, transport error): exit 6
@@ -98,6 +101,11 @@ class McpFatal(McpError):
     """A required MCP server cannot be reached (at connect, or after it died and a reconnect failed)."""
 
     kind = "mcp_down"
+
+
+class LoginRequired(McpError):
+    """No usable stored OAuth login for a server (none, for another URL, unreadable, or refused and
+    not refreshable); `str()` tells the operator what to run."""
 
 
 class WatchEnded(AgentError):

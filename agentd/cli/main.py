@@ -272,6 +272,24 @@ def build_parser() -> argparse.ArgumentParser:
     c = csub.add_parser("show", help="print the effective configuration, secrets masked")
     c.add_argument("file", nargs="?")
 
+    p = sub.add_parser("mcp", help="MCP servers: the one-time OAuth login of an authorization_code server")
+    msub = p.add_subparsers(dest="mcp_command", required=True, metavar="SUBCOMMAND")
+    m = msub.add_parser(
+        "login",
+        help='authorize agentd at [mcp.NAME] (oauth_flow = "authorization_code"): prints a URL to open, '
+        "stores the tokens in the state directory; run it as the daemon's user",
+    )
+    m.add_argument("name", metavar="NAME")
+    m.add_argument("--config", metavar="FILE", help="configuration file (default: search order)")
+    m.add_argument("--state-dir", metavar="DIR", help="the daemon's state directory (default: as the daemon)")
+    m.add_argument(
+        "--paste",
+        action="store_true",
+        help="also accept the redirected URL pasted here (a browser on another machine cannot reach "
+        "this host's loopback)",
+    )
+    m.add_argument("--timeout", metavar="DURATION", default="5m", help="give up after this long (default 5m)")
+
     p = sub.add_parser("demo", help="watch a task run on a private daemon (no API key needed)")
     p.add_argument("--keep", action="store_true", help="keep the temporary state directory")
     return parser
@@ -303,6 +321,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stderr.write("agentd top: --interval must be between 0.1 and 3600 seconds\n")
             return 2
         return cmd_top(args)
+    if command == "mcp":
+        from agentd.cli.mcp_commands import cmd_login
+        from agentd.config.duration import DurationError, parse_duration
+
+        try:
+            timeout_s = parse_duration(args.timeout)
+        except DurationError as exc:
+            sys.stderr.write(f"agentd mcp login: --timeout: {exc}\n")
+            return 2
+        if not 1 <= timeout_s <= 3600:
+            sys.stderr.write("agentd mcp login: --timeout must be between 1 s and 1 h\n")
+            return 2
+        return cmd_login(
+            args.name,
+            config_path=args.config,
+            state_dir=args.state_dir,
+            paste=args.paste,
+            timeout_s=timeout_s,
+            err=sys.stderr,
+        )
     if command == "demo":
         from agentd.cli.demo import cmd_demo
 

@@ -71,6 +71,16 @@ OAUTH_KEYS = (
     "oauth_private_key_file",
     "oauth_scope",
     "oauth_issuer",
+    "oauth_flow",
+    "oauth_redirect_port",
+)
+# Keys of the client-credentials grant; an authorization-code login is a public client (PKCE).
+CLIENT_CREDENTIAL_KEYS = (
+    "oauth_method",
+    "oauth_client_secret_env",
+    "oauth_client_secret_file",
+    "oauth_private_key_file",
+    "oauth_issuer",
 )
 
 
@@ -79,6 +89,21 @@ def _check_oauth(key: str, section: McpSection, out: list[ConfigProblem]) -> Non
     given = [k for k in OAUTH_KEYS if getattr(section, k) is not None]
     if not given:
         return
+    if section.oauth_flow == "authorization_code":
+        for field in CLIENT_CREDENTIAL_KEYS:
+            if getattr(section, field) is not None:
+                out.append(
+                    ConfigProblem(
+                        f"{key}.{field}",
+                        "applies to the client_credentials flow only; an authorization_code login is a "
+                        "public client (PKCE, `agentd mcp login`)",
+                    )
+                )
+        return
+    if section.oauth_redirect_port is not None:
+        out.append(
+            ConfigProblem(f"{key}.oauth_redirect_port", 'applies to oauth_flow = "authorization_code" only')
+        )
     if section.oauth_client_id is None:
         out.append(ConfigProblem(f"{key}.{given[0]}", "needs oauth_client_id"))
         return

@@ -33,7 +33,7 @@ from agentd.config.sections import (
     SupervisionSection,
     TriggerSection,
 )
-from agentd.config.servers import IntelligenceSection, McpServer
+from agentd.config.servers import TOKEN_DIR_NAME, IntelligenceSection, McpServer
 from agentd.errors import ConfigError, ConfigProblem, NotConfigured
 from protocol.spawn import EndpointSpec, Limits, LoopKnobs, McpServerSpec
 
@@ -162,7 +162,7 @@ class Config:
         if server is None:
             raise NotConfigured("mcp", "MCP server", name, list(self.mcp))
         try:
-            return server.spec(self.environ)
+            return server.spec(self.environ, token_dir=self.state_dir / TOKEN_DIR_NAME)
         except SecretUnavailable as exc:
             raise ConfigError(self.source, [ConfigProblem(exc.where, str(exc))]) from None
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
@@ -19,7 +20,7 @@ from agentd.config.secrets import SecretSource
 from agentd.config.sections import Section, TrustTag
 from agentd.config.types import Command, ConfigPath, Duration, EnvName, HeaderName, Name, Seconds
 from protocol.approval import MAX_PATTERNS, pattern_problem
-from protocol.spawn import EndpointSpec, McpLogLevel, McpServerSpec, OAuthSpec
+from protocol.spawn import EndpointSpec, McpLogLevel, McpServerSpec, OAuthLoginSpec, OAuthSpec
 
 DEFAULT_BASE_URLS: dict[str, str] = {
     "openai": "https://api.openai.com/v1",
@@ -27,6 +28,15 @@ DEFAULT_BASE_URLS: dict[str, str] = {
 }
 # Header names that carry credentials; they must come from `*_from`/`api_key_*`, never inline.
 CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-key", "api-key", "cookie"})
+# Where `agentd mcp login` keeps each server's tokens, under the daemon's state directory.
+TOKEN_DIR_NAME = "mcp-oauth"
+
+
+def token_file(token_dir: Path, server: str) -> Path:
+    """The file holding `server`'s login (server names are `Name`s: no separators, no dots first)."""
+    return token_dir / f"{server}.json"
+
+
 # A chain is sent to the child whole; the spawn payload accepts at most 16 endpoints.
 MAX_CHAIN = 16
 
@@ -217,6 +227,20 @@ class McpSection(Section):
         description="The authorization server the credentials belong to (its issuer URL): tokens are then "
         "requested only from it, whatever the MCP server points to. Recommended.",
     )
+    oauth_flow: Literal["client_credentials", "authorization_code"] | None = Field(
+        default=None,
+        description="http, sse: `authorization_code` uses the tokens an operator obtains once with "
+        "`agentd mcp login NAME` (a person approves in a browser; tasks then refresh them unattended). "
+        "Default: client_credentials when oauth_client_id is set.",
+    )
+    oauth_redirect_port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        description="authorization_code: the loopback port `agentd mcp login` receives the redirect on "
+        "(http://127.0.0.1:PORT/callback). Unset: any free port; set it for a client pre-registered "
+        "with a fixed redirect URI.",
+    )
     log_level: McpLogLevel | None = Field(
         default=None,
         description="Ask the server for log messages at this level and above (`logging/setLevel`); "
@@ -302,9 +326,20 @@ class McpServer:
             headers=sources(section.headers, section.headers_from, "headers"),
         )
 
+    def _oauth_login(self, token_dir: Path | None) -> OAuthLoginSpec | None:
+        section = self.section
+        if section.oauth_flow != "authorization_code" or token_dir is None:
+            return None
+        return OAuthLoginSpec(
+            token_file=str(token_file(token_dir, self.name)),
+            client_id=section.oauth_client_id,
+            scope=section.oauth_scope,
+            redirect_port=section.oauth_redirect_port or 0,
+        )
+
     def _oauth(self, environ: Mapping[str, str]) -> OAuthSpec | None:
         section, key = self.section, f"mcp.{self.name}"
-        if section.oauth_client_id is None:
+        if section.oauth_client_id is None or section.oauth_flow == "authorization_code":
             return None
         secret = key_file = None
         if section.oauth_client_secret_env is not None:
@@ -329,9 +364,10 @@ class McpServer:
             issuer=section.oauth_issuer,
         )
 
-    def spec(self, environ: Mapping[str, str]) -> McpServerSpec:
-        """The grant sent to a subagent, secrets read now. Raises `SecretUnavailable` (its
-        `where` names the key)."""
+    def spec(self, environ: Mapping[str, str], *, token_dir: Path | None = None) -> McpServerSpec:
+        """The grant sent to a subagent, secrets read now; `token_dir` holds `agentd mcp login`'s
+        tokens (an `authorization_code` server without it gets no login). Raises
+        `SecretUnavailable` (its `where` names the key)."""
         section = self.section
         env: dict[str, SecretStr] = {}
         if section.env_file is not None:
@@ -340,6 +376,7 @@ class McpServer:
         env.update({k: source.read(environ) for k, source in self.env.items()})
         return McpServerSpec(
             oauth=self._oauth(environ),
+            oauth_login=self._oauth_login(token_dir),
             name=self.name,
             transport=section.effective_transport,
             command=section.argv,

@@ -30,8 +30,10 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import JsonValue, ValidationError
 
 from protocol.spawn import LoopKnobs, McpServerSpec
+from subagent.errors import LoginRequired
 from subagent.telemetry import EventSink
 from subagent.tools.http import SESSION_LOST, TRANSPORT_FAILED, oauth_auth, open_http_transport
+from subagent.tools.oauth_store import LoginProvider
 from subagent.tools.server_events import EventBudget, log_fields, progress_fields
 from subagent.tools.stdio import KILL_REAP_TIMEOUT_S, StdioNotes, open_stdio_transport
 
@@ -102,6 +104,17 @@ def failure_from(exc: MCPError) -> Failure:
     # The TS SDK spells its errors "MCP error -32602: ..."; the code is already in our prefix.
     message = _SDK_PREFIX.sub("", exc.message, count=1)
     return Failure("protocol", f"protocol error {exc.code}: {brief(message)}")
+
+
+def login_required(exc: BaseException) -> LoginRequired | None:
+    """The `LoginRequired` behind a failure that crossed the SDK's task groups, if that is what it was."""
+    if isinstance(exc, LoginRequired):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            if (found := login_required(inner)) is not None:
+                return found
+    return None
 
 
 def open_transport(
@@ -290,7 +303,8 @@ class ServerLink:
         # Top of the owner task: a transport that crashed must not take the router down with it.
         except Exception as exc:  # noqa: BLE001
             logger.warning("MCP server %s: connection failed: %s", self.name, brief(repr(exc)))
-            attempt.finish(f"connection failed: {brief(exc)}")
+            login = login_required(exc)
+            attempt.finish(str(login) if login is not None else f"connection failed: {brief(exc)}")
         finally:
             self._session = None
             if closing_at is not None:
@@ -299,6 +313,11 @@ class ServerLink:
 
     async def _open(self, stack: AsyncExitStack) -> tuple[ClientSession, Listing] | str:
         notes = StdioNotes()
+        if isinstance(self._auth, LoginProvider):
+            try:
+                self._auth.check()
+            except LoginRequired as exc:
+                return str(exc)
         try:
             opened = open_transport(self.spec, self._knobs, notes, self._auth)
             read, write = await stack.enter_async_context(opened)

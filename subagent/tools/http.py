@@ -33,6 +33,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 from protocol.spawn import LoopKnobs, McpServerSpec
+from subagent.tools.oauth_store import login_provider
 
 logger = logging.getLogger(__name__)
 
@@ -215,10 +216,13 @@ class MemoryTokens:
 
 
 def oauth_auth(spec: McpServerSpec) -> httpx2.Auth | None:
-    """The SDK's client-credentials provider for `spec` (discovery, token request, refresh), or None.
+    """The SDK's OAuth provider for `spec` (discovery, token request, refresh), or None.
 
-    Its token storage lives as long as the returned object: keep one per server.
+    Its token storage lives as long as the returned object: keep one per server. An
+    `authorization_code` server gets the provider over its stored login instead.
     """
+    if spec.oauth_login is not None:
+        return login_provider(spec)
     oauth, url = spec.oauth, spec.url
     if oauth is None or url is None:
         return None

@@ -12,6 +12,23 @@ from tests.config.conftest import Load, Problems, has_problem
 
 SECRET = "oauth-SECRET-value-123"
 SERVER = "[mcp.t]\nurl = 'https://mcp.example/mcp'\noauth_client_id = 'agentd'\n"
+LOGIN = "[mcp.t]\nurl = 'https://mcp.example/mcp'\noauth_flow = 'authorization_code'\n"
+
+
+def test_an_authorization_code_server_is_granted_its_token_file_not_client_credentials(load: Load) -> None:
+    config = load(LOGIN + "oauth_scope = 'notes:read'\noauth_redirect_port = 8976\n")
+    spec = config.mcp_spec("t")
+    assert spec.oauth is None
+    assert spec.oauth_login is not None
+    assert spec.oauth_login.token_file == str(config.state_dir / "mcp-oauth" / "t.json")
+    assert (spec.oauth_login.client_id, spec.oauth_login.scope, spec.oauth_login.redirect_port) == (
+        None,
+        "notes:read",
+        8976,
+    )
+    with_client = load(LOGIN + "oauth_client_id = 'pre-registered'\n").mcp_spec("t")
+    assert with_client.oauth is None
+    assert with_client.oauth_login is not None and with_client.oauth_login.client_id == "pre-registered"
 
 
 def test_a_client_secret_from_the_environment_becomes_the_spec(load: Load) -> None:
@@ -69,6 +86,24 @@ def test_config_show_never_prints_the_secret(load: Load) -> None:
             "mcp.t.oauth_client_id",
             "applies to http and sse servers only",
             id="on-stdio",
+        ),
+        pytest.param(
+            LOGIN + "oauth_client_secret_env = 'X'\n",
+            "mcp.t.oauth_client_secret_env",
+            "an authorization_code login is a public client",
+            id="login-with-a-secret",
+        ),
+        pytest.param(
+            SERVER + "oauth_client_secret_env = 'X'\noauth_redirect_port = 8080\n",
+            "mcp.t.oauth_redirect_port",
+            'applies to oauth_flow = "authorization_code" only',
+            id="redirect-port-without-login",
+        ),
+        pytest.param(
+            "[mcp.t]\ncommand = 'srv'\noauth_flow = 'authorization_code'\n",
+            "mcp.t.oauth_flow",
+            "applies to http and sse servers only",
+            id="login-on-stdio",
         ),
         pytest.param(
             SERVER + "oauth_client_secret_env = 'X'\noauth_issuer = 'auth.example'\n",

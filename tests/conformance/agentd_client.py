@@ -12,11 +12,15 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 
 import anyio
+import httpx2
+from mcp.shared.auth import AuthorizationCodeResult
 
-from protocol.spawn import SpawnPayload
+from protocol.spawn import McpServerSpec, SpawnPayload
 from subagent.messages import ToolCall
+from subagent.oauth_login import login, parse_redirect
 from subagent.telemetry import discard_events
 from subagent.tools import open_tools
 
@@ -27,10 +31,29 @@ CALLS: dict[str, tuple[str, dict[str, object]]] = {
 }
 
 
-def payload(url: str, scenario: str) -> SpawnPayload:
+# Scenarios whose authorization server offers only the authorization-code grant: the adapter
+# first runs `agentd mcp login`'s flow with a redirect handler that plays the person approving.
+LOGIN_SCENARIOS = (
+    "auth/metadata-",
+    "auth/token-endpoint-auth-",
+    "auth/scope-",
+    "auth/2025-03-26-",
+    "auth/offline-access-",
+    "auth/basic-cimd",
+    "auth/resource-mismatch",
+)
+
+
+# The redirect URI's port: nothing listens there, as the adapter takes the redirect itself.
+PORT = 8976
+
+
+def payload(url: str, scenario: str, token_dir: str | None = None) -> SpawnPayload:
     server: dict[str, object] = {"name": "conf", "transport": "http", "url": url, "connect_timeout_s": 20}
     context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
-    if "client_id" in context:
+    if token_dir is not None:
+        server["oauth_login"] = {"token_file": os.path.join(token_dir, "conf.json")}
+    elif "client_id" in context:
         server["oauth"] = {
             "client_id": context["client_id"],
             "client_secret": context.get("client_secret"),
@@ -50,9 +73,33 @@ def payload(url: str, scenario: str) -> SpawnPayload:
     )
 
 
+async def headless_login(spec: McpServerSpec) -> None:
+    """`agentd mcp login`'s flow, approving at once: the suite's authorization endpoint redirects
+    without asking anyone, so fetching it (not following) yields the redirect a browser would get."""
+    redirected: list[str] = []
+
+    async def approve(authorization_url: str) -> None:
+        async with httpx2.AsyncClient(follow_redirects=False, timeout=20) as client:
+            response = await client.get(authorization_url)
+        redirected.append(response.headers["location"])
+
+    async def callback() -> AuthorizationCodeResult:
+        return parse_redirect(redirected.pop())
+
+    await login(spec, port=PORT, redirect_handler=approve, callback_handler=callback)
+
+
 async def main(url: str) -> int:
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
-    async with open_tools(payload(url, scenario), sink=discard_events) as router:
+    with tempfile.TemporaryDirectory() as token_dir:
+        task = payload(url, scenario, token_dir if scenario.startswith(LOGIN_SCENARIOS) else None)
+        if task.mcp_servers[0].oauth_login is not None:
+            await headless_login(task.mcp_servers[0])
+        return await use_tools(task, scenario)
+
+
+async def use_tools(task: SpawnPayload, scenario: str) -> int:
+    async with open_tools(task, sink=discard_events) as router:
         names = {spec.name for spec in router.specs()}
         print(f"tools: {sorted(names)}")
         tool, arguments = CALLS.get(scenario, ("", {}))

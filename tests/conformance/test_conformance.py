@@ -30,6 +30,19 @@ SCENARIOS = [
     "auth/client-credentials-basic",
     "auth/client-credentials-jwt",
     "auth/pre-registration",
+    "auth/metadata-default",
+    "auth/metadata-var1",
+    "auth/metadata-var2",
+    "auth/metadata-var3",
+    "auth/token-endpoint-auth-basic",
+    "auth/token-endpoint-auth-post",
+    "auth/token-endpoint-auth-none",
+    "auth/scope-from-www-authenticate",
+    "auth/scope-from-scopes-supported",
+    "auth/scope-omitted-when-undefined",
+    "auth/scope-retry-limit",
+    "auth/2025-03-26-oauth-endpoint-fallback",
+    "auth/offline-access-not-supported",
 ]
 
 
