@@ -126,7 +126,7 @@ def test_a_trigger_task_asks_the_model_before_its_server_is_connected(tmp_path: 
             if name is not None:
                 by_trigger.setdefault(name, []).append(request)
 
-    # Every watcher reported its server's three tools and one resource.
+    # Every watcher reported its server's three tools and three resources.
     assert {line["server"] for line in catalogue_lines} == set(NAMES)
     assert all(line["tools"] == 3 and line["resources"] == 3 for line in catalogue_lines)
 
