@@ -41,18 +41,19 @@ SUPERVISION = FAST_SUPERVISION.replace("missed_pongs = 3", "missed_pongs = 25")
 NAMES = ("slow", "stale", "broken", "optional")
 
 
-def _messages(request: Recorded) -> list[dict[str, Any]]:
-    body = request.json
+def _body_of(request: Recorded) -> dict[str, Any]:
+    body: Any = request.json
     assert isinstance(body, dict)
-    messages = body["messages"]
-    assert isinstance(messages, list)
+    return body
+
+
+def _messages(request: Recorded) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = _body_of(request)["messages"]
     return messages
 
 
 def _tools(request: Recorded) -> list[str]:
-    body = request.json
-    assert isinstance(body, dict)
-    return [t["function"]["name"] for t in body.get("tools") or []]  # type: ignore[index,union-attr]
+    return [t["function"]["name"] for t in _body_of(request).get("tools") or []]
 
 
 def _trigger_of(request: Recorded) -> str | None:

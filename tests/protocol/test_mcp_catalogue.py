@@ -81,4 +81,5 @@ def test_an_ev_catalogue_frame_round_trips() -> None:
 )
 def test_a_hostile_ev_catalogue_frame_is_a_decode_error(params: dict[str, object]) -> None:
     line = json.dumps({"jsonrpc": "2.0", "method": "ev/catalogue", "params": params}).encode()
-    assert isinstance(decode(line, WATCH_UP_ADAPTER), FrameError)
+    decoded = decode(line, WATCH_UP_ADAPTER)
+    assert isinstance(decoded, FrameError)
