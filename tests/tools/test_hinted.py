@@ -4,7 +4,8 @@ they connect in the background: real fixture servers over stdio, leak-checked.
 `open_tools` yields before a hinted server is connected, offering the hint's tools and resources;
 a call waits for the connection, then goes by the server's own listing (a tool the hint had and
 the server does not gets the unknown-tool observation); `resource_read` waits the same way; a
-hinted server that cannot connect ends the run if required and loses its tools if optional.
+hinted server that cannot connect ends the run if required and loses its tools if optional; one
+still starting when the run ends is stopped at once (SIGTERM, no wait for it to read stdin's EOF).
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import anyio
+import psutil
 import pytest
 
 from protocol.mcp_catalogue import CatalogueResource, CatalogueTool, McpCatalogue
 from subagent.errors import McpFatal
 from subagent.tools import ToolRouter, open_tools
 from subagent.tools.stdio import FORCE_KILL_TIMEOUT_S, KILL_REAP_TIMEOUT_S, PROCESS_TERMINATION_TIMEOUT_S
-from tests.tools.servers import SENTINEL_ENV, EventLog, make_payload, stdio_server, tool_call
+from tests.tools.servers import SENTINEL_ENV, EventLog, make_payload, stdio_server, tool_call, wait_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.processes]
 
@@ -111,3 +113,19 @@ async def test_a_required_hinted_server_that_cannot_connect_ends_the_run() -> No
     assert str(raised.value) == (
         "required MCP server `mute` could not connect: no answer to initialize and listing within 0.5 s"
     )
+
+
+async def test_a_hinted_server_still_starting_when_the_run_ends_is_stopped_at_once(tmp_path: Path) -> None:
+    # It never answers, and never reads stdin's EOF: only a signal ends it. A run that needed no
+    # tool must not wait out the polite rung for a server it never talked to.
+    server = stdio_server("mute", "mcp_silent.py", "--ignore-eof", env={SENTINEL_ENV: str(tmp_path)})
+    payload = make_payload(server, mcp_catalogues={"mute": HINT.model_dump()})
+    with anyio.fail_after(30):
+        async with open_tools(payload, sink=EventLog()):
+            await wait_until(lambda: any(tmp_path.glob("silent-*")))
+            (started,) = [path async for path in anyio.Path(tmp_path).glob("silent-*")]
+            pid = int(started.name.removeprefix("silent-"))
+            ended = anyio.current_time()
+        retired_s = anyio.current_time() - ended
+    assert retired_s < PROCESS_TERMINATION_TIMEOUT_S / 2, retired_s
+    assert not psutil.pid_exists(pid)
