@@ -53,13 +53,15 @@ from agentd.service.sdnotify import Notifier
 from agentd.spawning import cgroup
 from agentd.spawning.spawner import ExecSpawner
 from agentd.spawning.zygote_spawner import ZygoteSpawner
+from agentd.supervision.payloads import with_catalogues
 from agentd.supervision.supervisor import Supervisor
 from agentd.tracing import NULL_TRACING, Tracing, from_environment
 from agentd.triggers.manager import TriggerConfig, TriggerManager
 from agentd.triggers.warm import WarmRoute
 from processes.linux import set_child_subreaper
 from protocol.exit_codes import ExitCode
-from protocol.spawn import SpawnPayload
+from protocol.mcp_catalogue import McpCatalogue
+from protocol.spawn import McpServerSpec, SpawnPayload
 
 SD_LISTEN_FDS_START = 3
 HANDLED_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
@@ -217,12 +219,29 @@ async def _resync_schedules(
         await _sync_schedules(scheduler, holder.get())
 
 
-def _warm_session_payload(holder: ConfigHolder) -> Callable[[TriggerConfig, TaskRecord], SpawnPayload]:
+Catalogues = Callable[[McpServerSpec], McpCatalogue | None]
+
+
+def _task_payload(holder: ConfigHolder, catalogues: Catalogues) -> Callable[[TaskRecord], SpawnPayload]:
+    """A queued task's payload; a trigger's task also carries its servers' catalogues as the
+    watchers last listed them, so its first model request need not wait for its MCP connects."""
+
+    def build(record: TaskRecord) -> SpawnPayload:
+        payload = build_payload(holder.get(), record)
+        return with_catalogues(payload, catalogues) if record.trigger is not None else payload
+
+    return build
+
+
+def _warm_session_payload(
+    holder: ConfigHolder, catalogues: Catalogues
+) -> Callable[[TriggerConfig, TaskRecord], SpawnPayload]:
     """A `route = "continue"` session's payload, from the configuration in force at each start."""
 
     def build(trigger: TriggerConfig, record: TaskRecord) -> SpawnPayload:
         config = holder.get()
-        return warm_payload(build_payload(config, record), config.triggers[trigger.index])
+        payload = warm_payload(build_payload(config, record), config.triggers[trigger.index])
+        return with_catalogues(payload, catalogues)
 
     return build
 
@@ -275,9 +294,13 @@ async def serve(
     )
     metrics = build_metrics(holder.get)
     async with open_journal(config.state_dir, journal_options(config)) as journal, _closing(spawner):
+        # Bound late: the trigger manager is built after the supervisor, and asked only once serving.
+        def catalogues(spec: McpServerSpec) -> McpCatalogue | None:
+            return triggers.catalogue_for(spec)
+
         supervisor = Supervisor(
             journal,
-            lambda record: build_payload(holder.get(), record),
+            _task_payload(holder, catalogues),
             spawner,
             supervisor_options(config),
             cgroup_root,
@@ -298,7 +321,7 @@ async def serve(
         warm = WarmRoute(
             journal,
             ports=supervisor.run_ports,
-            payload=_warm_session_payload(holder),
+            payload=_warm_session_payload(holder, catalogues),
             registry=supervisor,
             owner_uid=os.getuid(),
             governor=lambda: trigger_manager_options(holder.get()).governor,

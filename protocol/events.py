@@ -70,6 +70,7 @@ EventName = Literal[
     "trigger.paused",
     "trigger.resumed",
     "trigger.dropped",
+    "trigger.catalogue",
     # Metrics outputs (docs/metrics.md): where the listener bound, or a failed textfile write.
     "proc.metrics",
     # The approval gate (docs/security.md "Approval of tool calls"): a gated call waits for a

@@ -21,6 +21,8 @@ from pydantic import (
     model_validator,
 )
 
+from protocol.mcp_catalogue import MAX_PAYLOAD_CATALOGUES, McpCatalogue
+
 REVEAL_SECRETS: dict[str, object] = {"reveal_secrets": True}
 
 Name = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
@@ -247,10 +249,16 @@ class SpawnPayload(_Wire):
     # A loop schedule's run: offer the `nothing_to_do` self-tool, whose call makes the run's
     # result `idle` (the schedule then backs off; DESIGN §11).
     idle_signal: bool = False
+    # Granted servers' catalogues as a resource watcher last listed them (a trigger's task): the
+    # first model request offers these while the task connects those servers in the background.
+    mcp_catalogues: dict[Name, McpCatalogue] = Field(default_factory=dict, max_length=MAX_PAYLOAD_CATALOGUES)
 
     @model_validator(mode="after")
     def _unique_servers(self) -> SpawnPayload:
         names = [s.name for s in self.mcp_servers]
         if len(names) != len(set(names)):
             raise ValueError("mcp_servers names must be unique")
+        unknown = sorted(set(self.mcp_catalogues) - set(names))
+        if unknown:
+            raise ValueError(f"mcp_catalogues names servers that are not granted: {', '.join(unknown)}")
         return self

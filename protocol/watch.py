@@ -8,7 +8,9 @@ and the task that runs for it reads the current state itself (notify, then read)
 Same framing and envelope as the control channel (`protocol.control`): one JSON-RPC message per
 line. Down: `ctrl/watch` once (the whole assignment), then `ctrl/ping` and `ctrl/cancel` from
 `protocol.control`. Up: `ev/ready`, then `ev/watch_state` whenever the session's state changes,
-`ev/resource` per change, and `ev/event` for log events.
+`ev/resource` per change, `ev/catalogue` with the server's tools and resources (when it arms and
+after each list change: the daemon hands them to the trigger's tasks, `protocol.mcp_catalogue`),
+and `ev/event` for log events.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapt
 
 from protocol.control import Cancel, Event, Ping, Ready
 from protocol.jsonrpc import ErrorResponse, Message, Response, message_kind
+from protocol.mcp_catalogue import McpCatalogue
 from protocol.spawn import McpServerSpec, Name, Telemetry
 
 MAX_URI = 4096
@@ -101,6 +104,19 @@ class ResourceChanged(Message):
     params: ResourceChangedParams
 
 
+class CatalogueParams(_Params):
+    """The server's catalogue as just listed, or None with why not (too large, the listing failed):
+    the daemon then forgets the one it held, which may be stale."""
+
+    catalogue: McpCatalogue | None = None
+    detail: str | None = Field(default=None, max_length=2000)
+
+
+class CatalogueReport(Message):
+    method: Literal["ev/catalogue"] = "ev/catalogue"
+    params: CatalogueParams
+
+
 WatchDown = Annotated[
     Annotated[Watch, Tag("ctrl/watch")]
     | Annotated[Ping, Tag("ctrl/ping")]
@@ -114,6 +130,7 @@ WatchUp = Annotated[
     Annotated[Ready, Tag("ev/ready")]
     | Annotated[WatchState, Tag("ev/watch_state")]
     | Annotated[ResourceChanged, Tag("ev/resource")]
+    | Annotated[CatalogueReport, Tag("ev/catalogue")]
     | Annotated[Event, Tag("ev/event")]
     | Annotated[Response, Tag("result")]
     | Annotated[ErrorResponse, Tag("error")],

@@ -8,10 +8,12 @@ task or the node is admitted; `limits.deadline_s` on the wire is always derived 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from agentd.supervision.tree import Grant, Scope
 from protocol import control
-from protocol.spawn import Limits, SpawnPayload
+from protocol.mcp_catalogue import MAX_PAYLOAD_CATALOGUES, McpCatalogue
+from protocol.spawn import Limits, McpServerSpec, SpawnPayload
 
 TRACEPARENT = re.compile(r"^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
 
@@ -29,6 +31,22 @@ def with_deadline(payload: SpawnPayload, deadline: float, *, now: float) -> Spaw
     """`payload` as sent at `now`: its `limits.deadline_s` is the time left until `deadline`."""
     limits = payload.limits.model_copy(update={"deadline_s": max(MIN_DEADLINE_S, deadline - now)})
     return payload.model_copy(update={"limits": limits})
+
+
+def with_catalogues(
+    payload: SpawnPayload, known: Callable[[McpServerSpec], McpCatalogue | None]
+) -> SpawnPayload:
+    """`payload` carrying the catalogue `known` holds for each granted server (the first
+    `MAX_PAYLOAD_CATALOGUES` in grant order that have one): its first model request offers them
+    while the task connects those servers in the background (docs/decisions.md)."""
+    catalogues: dict[str, McpCatalogue] = {}
+    for spec in payload.mcp_servers:
+        if len(catalogues) >= MAX_PAYLOAD_CATALOGUES:
+            break
+        catalogue = known(spec)
+        if catalogue is not None:
+            catalogues[spec.name] = catalogue
+    return payload.model_copy(update={"mcp_catalogues": catalogues}) if catalogues else payload
 
 
 def child_payload(
@@ -67,6 +85,8 @@ def child_payload(
             "output_contract": params.output_contract,
             "context_seed": params.context_seed,
             "mcp_servers": servers,
+            # The parent's hints for the servers the child keeps (the payload must name only those).
+            "mcp_catalogues": {k: v for k, v in parent.mcp_catalogues.items() if k in grant.scope},
             "limits": Limits(
                 max_steps=grant.budget.steps,
                 max_tokens=grant.budget.tokens,

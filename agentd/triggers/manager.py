@@ -9,6 +9,10 @@ which frees a slot of its trigger. What is not journaled yet (held by the deboun
 the gate) is lost with the daemon, and covered by the synthetic "possibly changed" per URI that
 every (re)armed watcher sends.
 
+Each watcher also reports its server's catalogue (tools, resources; `ev/catalogue`); the manager
+keeps the latest per server, for the spawn payloads of tasks granted that server
+(`catalogue_for`), so their first model request does not wait for their own MCP connection.
+
 Time is `anyio.current_time()` unless a `clock` is injected; decisions live in `plan`.
 """
 
@@ -47,8 +51,16 @@ from agentd.triggers.watcher import WatcherProcess
 from processes.ladder import LadderPolicy
 from protocol import control
 from protocol.api import TaskSpec, TriggerState, TriggerView
+from protocol.mcp_catalogue import McpCatalogue
 from protocol.spawn import McpServerSpec
-from protocol.watch import MAX_WATCHED_URIS, ResourceChanged, WatchPayload, WatchState, WatchTarget
+from protocol.watch import (
+    MAX_WATCHED_URIS,
+    CatalogueReport,
+    ResourceChanged,
+    WatchPayload,
+    WatchState,
+    WatchTarget,
+)
 
 EV_ARMED = "trigger.armed"
 EV_FIRED = "trigger.fired"
@@ -59,6 +71,7 @@ EV_UNSUPPORTED = "trigger.unsupported"
 EV_PAUSED = "trigger.paused"
 EV_RESUMED = "trigger.resumed"
 EV_DROPPED = "trigger.dropped"
+EV_CATALOGUE = "trigger.catalogue"
 
 # The longest the dispatcher sleeps without looking again (a missed wake-up costs at most this).
 MAX_SLEEP_S = 1.0
@@ -175,6 +188,8 @@ class _Server:
     done: anyio.Event = field(default_factory=anyio.Event)
     # Each URI's owner among `triggers` (cleared when they change; bounded like the subscriptions).
     owners: dict[str, str | None] = field(default_factory=dict)
+    # The server's catalogue as its watcher last listed it, and the spec it was listed with.
+    catalogue: tuple[McpServerSpec, McpCatalogue] | None = None
 
     def owner_of(self, uri: str) -> str | None:
         if uri not in self.owners:
@@ -504,6 +519,31 @@ class TriggerManager:
         if trigger.debouncer.offer(Delivery(params.uri, params.etag, params.synthetic), self._clock()):
             self._wake.set()
 
+    def on_catalogue(self, server: _Server, frame: CatalogueReport) -> None:
+        params = frame.params
+        spec = server.spec
+        if params.catalogue is None or spec is None:
+            server.catalogue = None  # the older one may be stale now
+        else:
+            server.catalogue = (spec, params.catalogue)
+        catalogue = params.catalogue
+        self._log.info(
+            EV_CATALOGUE,
+            server=server.name,
+            tools=len(catalogue.tools) if catalogue else None,
+            resources=len(catalogue.resources) if catalogue else None,
+            detail=params.detail,
+        )
+
+    def catalogue_for(self, spec: McpServerSpec) -> McpCatalogue | None:
+        """The latest catalogue a watcher listed for the server `spec` reaches, or None (no watcher,
+        none listed yet, or the server's configuration changed since)."""
+        server = self._servers.get(spec.name)
+        if server is None or server.catalogue is None:
+            return None
+        listed_with, catalogue = server.catalogue
+        return catalogue if same_server(listed_with, spec) else None
+
     def task_ended(self, record: TaskRecord) -> None:
         """A task a trigger started reached its terminal state: a slot of that trigger is free."""
         trigger = self._triggers.get(record.trigger or "")
@@ -716,6 +756,12 @@ class TriggerManager:
         return self.view(name)
 
 
+def same_server(a: McpServerSpec, b: McpServerSpec) -> bool:
+    """Whether two specs reach the same server the same way (a task's approval gates aside)."""
+    ignore = {"approval": [], "approval_timeout_s": 1.0}
+    return a.model_copy(update=ignore) == b.model_copy(update=ignore)
+
+
 _OWN_KEYS = frozenset({"server", "pid", "comp", "event", "level", "ts"})
 
 
@@ -731,6 +777,9 @@ class _Listener:
 
     def on_resource(self, watcher: WatcherProcess, frame: ResourceChanged) -> None:
         self.manager.on_resource(self.server, frame)
+
+    def on_catalogue(self, watcher: WatcherProcess, frame: CatalogueReport) -> None:
+        self.manager.on_catalogue(self.server, frame)
 
     def on_event(self, watcher: WatcherProcess, params: control.EventParams) -> None:
         # The watcher's fields, cut, never overriding the keys this line sets itself.

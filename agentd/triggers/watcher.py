@@ -29,7 +29,14 @@ from processes.pipes import read_chunk
 from protocol import control, jsonrpc
 from protocol.framing import MAX_FRAME, FrameError, LineSplitter, Oversize, decode, encode
 from protocol.spawn import REVEAL_SECRETS
-from protocol.watch import WATCH_UP_ADAPTER, ResourceChanged, Watch, WatchPayload, WatchState
+from protocol.watch import (
+    WATCH_UP_ADAPTER,
+    CatalogueReport,
+    ResourceChanged,
+    Watch,
+    WatchPayload,
+    WatchState,
+)
 
 WRITE_TIMEOUT_S = 5.0
 DRAIN_AFTER_EXIT_S = 1.0
@@ -40,6 +47,7 @@ class WatcherListener(Protocol):
 
     def on_state(self, watcher: WatcherProcess, frame: WatchState) -> None: ...
     def on_resource(self, watcher: WatcherProcess, frame: ResourceChanged) -> None: ...
+    def on_catalogue(self, watcher: WatcherProcess, frame: CatalogueReport) -> None: ...
     def on_event(self, watcher: WatcherProcess, params: control.EventParams) -> None: ...
     def on_stderr(self, watcher: WatcherProcess, line: str) -> None: ...
     def on_stuck(self, watcher: WatcherProcess, verdict: str) -> None: ...
@@ -225,6 +233,8 @@ class WatcherProcess:
             self.listener.on_state(self, message)
         elif isinstance(message, ResourceChanged):
             self.listener.on_resource(self, message)
+        elif isinstance(message, CatalogueReport):
+            self.listener.on_catalogue(self, message)
         elif isinstance(message, control.Event):
             self.listener.on_event(self, message.params)
         else:  # an error response: the watcher answers no requests of ours but pings

@@ -6,6 +6,9 @@ handshake), runs the cursor-paginated listings, then parks until that connection
 reconnect, or the router closing), following list changes meanwhile. Requests come from any task. SDK
 exceptions are translated here and nowhere else: a request returns the server's result or a
 `Failure` value, and a `list_changed` notification refreshes the listing in place.
+
+A link may start from a catalogue hint (`protocol.mcp_catalogue`): its listing is the hint's
+until its first connection lists the server itself; `settled` waits for that first connection.
 """
 
 from __future__ import annotations
@@ -207,10 +210,21 @@ class ServerLink:
     """The connection to one granted server, restartable, with its latest listing."""
 
     def __init__(
-        self, spec: McpServerSpec, knobs: LoopKnobs, *, sink: EventSink, on_change: Callable[[], None]
+        self,
+        spec: McpServerSpec,
+        knobs: LoopKnobs,
+        *,
+        sink: EventSink,
+        on_change: Callable[[], None],
+        hint: Listing | None = None,
     ) -> None:
         self.spec = spec
-        self.listing = Listing()
+        self.listing = hint or Listing()
+        # Invariant: True while the listing is a catalogue hint and the first connect is under way;
+        # its end (up, or failed) is `_first_done`, with the failure in `first_error`.
+        self.hinted = hint is not None
+        self._first_done = anyio.Event()
+        self.first_error: str | None = None
         # Invariant: bumps on every successful (re)connect; a caller that saw a request die
         # passes the generation it used, so concurrent callers restart the server only once.
         self.generation = 0
@@ -240,6 +254,25 @@ class ServerLink:
     @property
     def up(self) -> bool:
         return self._session is not None
+
+    def first_settled(self, error: str | None) -> None:
+        """The first connect ended; a failed one drops the hint (the server offers nothing)."""
+        self.first_error = error
+        if error is not None:
+            self.listing = Listing()
+        self.hinted = False
+        self._first_done.set()
+
+    async def settled(self) -> str | None:
+        """Wait for a hinted link's first connect (bounded like `connect`); why it failed, or None.
+        Returns at once for a link that had no hint or has settled."""
+        if not self.hinted:
+            return self.first_error
+        with anyio.move_on_after(self.spec.connect_timeout_s + TEARDOWN_BOUND_S):
+            await self._first_done.wait()
+        if not self._first_done.is_set():
+            return f"no connection within {self.spec.connect_timeout_s:g} s"
+        return self.first_error
 
     async def run(self) -> None:
         """The owner task: serves one connection at a time until the router cancels it."""

@@ -5,6 +5,13 @@ its server, and turns every failure into an observation for the model. It raises
 (a required server is gone for good) or cancellation. A server that dies mid-call is restarted
 once; the call itself is never repeated, because it may not be idempotent. An HTTP server that
 refused a call because it forgot the session gets a new session and the call once more: it never ran.
+
+A server whose catalogue the payload carries (`SpawnPayload.mcp_catalogues`, a trigger's task) is
+offered from that hint at once and connected in the background: the first model request does not
+wait for it. A call (or `resource_read`) to it waits for that connection; its own listing then
+replaces the hint, and a call to a tool it no longer lists gets the unknown-tool observation. If
+it cannot connect, it is as if it had failed at the start: a required one ends the run
+(`McpFatal`), an optional one's tools are withdrawn.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from subagent.tools import delegate
 from subagent.tools.catalogue import CatalogueEntry, render_catalogue, template_matches
 from subagent.tools.compact import compact_catalogue
 from subagent.tools.connection import Failure, ServerLink
+from subagent.tools.hint import listing_of
 from subagent.tools.naming import ToolRef, assign_wire_names, offered_spec
 from subagent.tools.render import render_tool_result, tool_result_images
 from subagent.tools.selftools import (
@@ -131,6 +139,9 @@ class _LinkSource:
         )
 
     async def read(self, uri: str) -> mcp_types.ReadResourceResult | Failure:
+        error = await self._link.settled()
+        if error is not None:
+            return Failure("lost", f"the server could not connect ({error})")
         generation = self._link.generation
         result = await self._link.read_resource(uri, timeout_s=self._timeout_s)
         if isinstance(result, Failure) and result.kind in ("lost", "session"):
@@ -154,8 +165,16 @@ class ToolRouter:
         self._child_schemas: delegate.Schemas = {}
         self._meta = call_meta(payload)
         self._notes = Notes(notes_path(payload))
+        hints = payload.mcp_catalogues
         self._links = tuple(
-            ServerLink(spec, payload.loop, sink=sink, on_change=self._rebuild) for spec in payload.mcp_servers
+            ServerLink(
+                spec,
+                payload.loop,
+                sink=sink,
+                on_change=self._rebuild,
+                hint=listing_of(hints[spec.name]) if spec.name in hints else None,
+            )
+            for spec in payload.mcp_servers
         )
         self._routes: dict[str, _Route] = {}
         self._specs: tuple[ToolSpec, ...] = ()
@@ -186,7 +205,7 @@ class ToolRouter:
         return name
 
     def _offered(self) -> list[ServerLink]:
-        return [link for link in self._links if link.generation > 0 and not link.withdrawn]
+        return [link for link in self._links if (link.generation > 0 or link.hinted) and not link.withdrawn]
 
     def _rebuild(self) -> None:
         """Recompute the offered tools and the catalogue from the latest listings."""
@@ -240,7 +259,8 @@ class ToolRouter:
         self._specs, self._routes, self._catalogue = tuple(specs), routes, catalogue
 
     async def _connect_all(self) -> None:
-        """Connect every granted server concurrently; raise `McpFatal` if a required one failed."""
+        """Connect every granted server without a hint concurrently; raise `McpFatal` if a
+        required one failed. Hinted servers are offered from their hint meanwhile."""
         errors: dict[str, str] = {}
 
         async def connect(link: ServerLink) -> None:
@@ -250,11 +270,25 @@ class ToolRouter:
 
         async with anyio.create_task_group() as tg:
             for link in self._links:
-                tg.start_soon(connect, link)
+                if not link.hinted:
+                    tg.start_soon(connect, link)
         self._rebuild()
         for link in self._links:
             if link.spec.required and link.name in errors:
                 raise McpFatal(f"required MCP server `{link.name}` could not connect: {errors[link.name]}")
+
+    async def _connect_hinted(self, link: ServerLink) -> None:
+        """A hinted server's first connect, behind the first model request: its own listing
+        replaces the hint; a failure is what it would have been at the start.
+
+        Raises:
+            McpFatal: the server is required and could not connect.
+        """
+        error = await link.connect()
+        link.first_settled(error)
+        self._rebuild()
+        if error is not None and link.spec.required:
+            raise McpFatal(f"required MCP server `{link.name}` could not connect: {error}")
 
     async def _restart(self, link: ServerLink, seen_generation: int) -> str | None:
         """Reconnect a server a request saw die: `None` when it is back, else why not.
@@ -303,8 +337,7 @@ class ToolRouter:
         self, route: _Route | None, call: ToolCall, timeout_s: float
     ) -> tuple[ToolOutcome, ErrorKind | None]:
         if route is None:
-            text = f"tool `{call.name}` is not in this agent's granted scope"
-            return ToolOutcome(text, is_error=True), "scope"
+            return self._unknown(call.name), "scope"
         if call.arguments is None:
             problem = call.arguments_error or "not a JSON object"
             text = f"tool `{call.name}` was not run: invalid arguments ({problem}); send a JSON object"
@@ -313,6 +346,18 @@ class ToolRouter:
             outcome = await self._self_tool(route.tool, call.arguments, timeout_s)
             return outcome, "tool_error" if outcome.is_error else None
         link = next(link for link in self._links if link.name == route.server)
+        if link.hinted:
+            # Offered from a catalogue hint: the call waits for the connection, then goes by
+            # what the server itself lists now.
+            error = await link.settled()
+            if error is not None:
+                text = (
+                    f"tool `{call.name}` was not run: MCP server `{link.name}` could not connect "
+                    f"({error}); its tools are not available."
+                )
+                return ToolOutcome(text, is_error=True), "server_withdrawn"
+            if self._routes.get(call.name) != route:
+                return self._unknown(call.name), "scope"
         if approval.gated(link.spec.approval, route.tool):
             started = anyio.current_time()
             denied = await self._ask_approval(link, route.tool, call, timeout_s)
@@ -321,6 +366,10 @@ class ToolRouter:
             # The wait counts against the deadline: the call gets only what is left of it.
             timeout_s -= anyio.current_time() - started
         return await self._mcp_call(link, route.tool, call, timeout_s)
+
+    @staticmethod
+    def _unknown(name: str) -> ToolOutcome:
+        return ToolOutcome(f"tool `{name}` is not in this agent's granted scope", is_error=True)
 
     async def _ask_approval(
         self, link: ServerLink, tool: str, call: ToolCall, timeout_s: float
@@ -443,7 +492,8 @@ def _sole_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
 async def open_tools(
     payload: SpawnPayload, *, sink: EventSink, supervisor: SupervisorLink | None = None
 ) -> AsyncIterator[ToolRouter]:
-    """Connect the granted MCP servers concurrently and yield the router over them and the self-tools.
+    """Connect the granted MCP servers concurrently and yield the router over them and the self-tools
+    (servers with a catalogue hint connect in the background, after it has yielded).
 
     On exit every connection is retired; a stdio server's shutdown ladder runs shielded.
 
@@ -455,6 +505,9 @@ async def open_tools(
         async with anyio.create_task_group() as tg:
             for link in router._links:
                 tg.start_soon(link.run)
+            for link in router._links:
+                if link.hinted:
+                    tg.start_soon(router._connect_hinted, link)
             try:
                 await router._connect_all()
                 yield router

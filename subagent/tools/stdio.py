@@ -2,7 +2,8 @@
 
 Same shape as the SDK's `stdio_client` (an async context manager yielding the `(read, write)`
 memory streams `ClientSession` takes) and the same shutdown ladder — the supervisor's kill ladder
-(`processes.ladder`, `processes.climb`) with stdin EOF as its polite rung — and on top of it:
+(`processes.ladder`, `processes.climb`) with stdin EOF as its polite rung (skipped for a server
+that has not answered anything yet: it may not read stdin while it starts) — and on top of it:
 the server gets `PR_SET_PDEATHSIG` (it dies with us even if we are SIGKILLed), its own process
 group, an allow-listed environment, stdout lines bounded at 16 MiB (an over-long line becomes an
 `Exception` item and is never buffered whole) and stderr forwarded to our fd 2, line-capped.
@@ -235,12 +236,16 @@ async def open_stdio_transport(
     pipes_scope = anyio.CancelScope(shield=True)
     writer_scope = anyio.CancelScope()
     prefix = f"[mcp:{spec.name}] ".encode()
+    # Whether the server has said anything: one that has not holds no session worth a polite exit.
+    answered = False
 
     async def deliver(line: bytes | Oversize) -> None:
+        nonlocal answered
         if not isinstance(line, Oversize) and not line.strip():
             return
         item = parse_line(line)
         if isinstance(item, SessionMessage):
+            answered = True
             unreadable.readable()
             await read_writer.send(item)
             return
@@ -341,7 +346,10 @@ async def open_stdio_transport(
         with anyio.move_on_after(WRITER_FLUSH_TIMEOUT_S):
             await writer_done.wait()
         target = LadderTarget(request_exit=close_stdin, signal_group=signal_group, wait_exited=exited.wait)
-        await climb(target, plan(LADDER), reason="session closed")
+        # A server retired before it answered anything (a task that ended while the server was
+        # still starting, behind a catalogue hint) may not be reading stdin yet: EOF would only
+        # wait out the first rung, so it gets SIGTERM at once.
+        await climb(target, plan(LADDER, start="cancel" if answered else "sigterm"), reason="session closed")
         if not exited.is_set():
             logger.warning("MCP server %s (pid %d) outlived SIGKILL", spec.name, process.pid)
         else:

@@ -9,6 +9,7 @@ fills and the sender blocks — and what piles up here stays bounded:
   carries everything the earlier did). At most `MAX_PENDING_URIS` URIs wait; beyond that a change
   of a new URI is dropped and counted.
 - `ev/watch_state`: one pending frame; a newer state replaces it and moves to the back.
+- `ev/catalogue`: one pending frame, the same way (a newer listing makes the older one moot).
 - `ev/event`: at most `MAX_PENDING_EVENTS` wait; the rest are dropped and counted.
 
 Dropped counts are reported on stderr when the sender next writes, so they reach the daemon's log.
@@ -22,12 +23,19 @@ from collections import OrderedDict
 
 from pydantic import BaseModel
 
-from protocol.watch import MAX_WATCHED_URIS, ResourceChanged, ResourceChangedParams, WatchState
+from protocol.watch import (
+    MAX_WATCHED_URIS,
+    CatalogueReport,
+    ResourceChanged,
+    ResourceChangedParams,
+    WatchState,
+)
 from subagent.channel import ControlChannel
 
 MAX_PENDING_URIS = MAX_WATCHED_URIS
 MAX_PENDING_EVENTS = 256
 STATE_KEY = ("state", "")
+CATALOGUE_KEY = ("catalogue", "")
 
 
 class Outbox:
@@ -62,6 +70,12 @@ class Outbox:
         with self._ready:
             self._pending[STATE_KEY] = frame
             self._pending.move_to_end(STATE_KEY)
+            self._ready.notify()
+
+    def put_catalogue(self, frame: CatalogueReport) -> None:
+        with self._ready:
+            self._pending[CATALOGUE_KEY] = frame
+            self._pending.move_to_end(CATALOGUE_KEY)
             self._ready.notify()
 
     def put_event(self, frame: BaseModel) -> None:

@@ -10,9 +10,14 @@
   stream) re-lists and re-listens, and every URI gets a synthetic delivery (no replay exists).
 
 After each (re)subscription: `ev/watch_state armed` with the list, then one synthetic
-`ev/resource` per newly subscribed URI (read after subscribe). A server that cannot notify →
-`unsupported`, exit 0. A lost session → an `mcp.disconnect` event with the reason, exit 6: the
-daemon's governor restarts watchers, so there is no second restart loop here (docs/decisions.md).
+`ev/resource` per newly subscribed URI (read after subscribe). Before arming, and again after
+each tools or resources list change, `ev/catalogue` with the server's tools, resources and
+templates (paginated, bounded): the daemon hands it to the trigger's tasks so their first model
+request need not wait for their own connection to the server (docs/decisions.md).
+
+A server that cannot notify → `unsupported`, exit 0. A lost session → an `mcp.disconnect` event
+with the reason, exit 6: the daemon's governor restarts watchers, so there is no second restart
+loop here (docs/decisions.md).
 """
 
 from __future__ import annotations
@@ -35,17 +40,27 @@ from mcp.client.subscriptions import (
     ResourceUpdated,
     Subscription,
     SubscriptionLost,
+    ToolsListChanged,
     listen,
 )
-from pydantic import JsonValue
+from pydantic import JsonValue, ValidationError
 
 from protocol import control
 from protocol.events import EventName
 from protocol.exit_codes import ExitCode
-from protocol.watch import Era, WatchPayload, WatchState, WatchStateName, WatchStateParams
+from protocol.watch import (
+    CatalogueParams,
+    CatalogueReport,
+    Era,
+    WatchPayload,
+    WatchState,
+    WatchStateName,
+    WatchStateParams,
+)
 from subagent.channel import ControlChannel
 from subagent.errors import WatchEnded, WatchLost, WatchUnsupported
-from subagent.tools.connection import brief
+from subagent.tools.connection import brief, list_resources, list_templates, list_tools
+from subagent.tools.hint import catalogue_of
 from subagent.tools.server_events import EventBudget, log_fields
 from subagent.tools.stdio import StdioNotes
 from subagent.watch.outbox import Outbox, Sender
@@ -98,6 +113,7 @@ class Watcher:
     subscribed: tuple[str, ...] = ()
     _watched: frozenset[str] = frozenset()
     relist_wanted: anyio.Event = field(default_factory=anyio.Event)
+    catalogue_wanted: anyio.Event = field(default_factory=anyio.Event)
     budget: EventBudget = field(default_factory=EventBudget)
     connected_at: float = 0.0
 
@@ -171,8 +187,12 @@ class Watcher:
             return  # changes come on the listen stream (copies also reach this handler)
         elif isinstance(message, mcp_types.ResourceUpdatedNotification):
             self.changed(str(message.params.uri))
-        elif isinstance(message, mcp_types.ResourceListChangedNotification) and self.interest.needs_listing:
-            self.relist_wanted.set()
+        elif isinstance(message, mcp_types.ToolListChangedNotification):
+            self.catalogue_wanted.set()
+        elif isinstance(message, mcp_types.ResourceListChangedNotification):
+            self.catalogue_wanted.set()
+            if self.interest.needs_listing:
+                self.relist_wanted.set()
 
     # ---- shared steps ----------------------------------------------------------------------
 
@@ -200,6 +220,47 @@ class Watcher:
                 "MCP server %s: resources/list stopped after %d pages", self.server, MAX_LIST_PAGES
             )
         return selection
+
+    async def report_catalogue(self) -> None:
+        """List the server's tools, resources and templates (paginated, bounded) and report them;
+        a listing that fails or is too large is reported as no catalogue, saying why."""
+        session = self._session()
+        capabilities = session.server_capabilities
+        has_tools = capabilities is not None and capabilities.tools is not None
+        has_resources = capabilities is not None and capabilities.resources is not None
+        report: CatalogueParams
+        try:
+            with anyio.fail_after(self.payload.server.connect_timeout_s):
+                tools = await list_tools(session) if has_tools else ()
+                resources = await list_resources(session) if has_resources else ()
+                templates = await list_templates(session) if has_resources else ()
+        except MCPError as exc:
+            if is_connection_loss(exc):
+                raise WatchLost(f"the session was lost: {brief(exc.message)}") from exc
+            report = CatalogueParams(detail=f"listing failed: {brief(exc.message)}")
+        except (TimeoutError, ValidationError, RuntimeError) as exc:
+            report = CatalogueParams(detail=f"listing failed: {brief(repr(exc))}")
+        else:
+            listed = catalogue_of(
+                has_tools=has_tools,
+                tools=tools,
+                has_resources=has_resources,
+                resources=resources,
+                templates=templates,
+            )
+            if isinstance(listed, str):
+                logger.warning("MCP server %s: %s", self.server, listed)
+                report = CatalogueParams(detail=listed[:2000])
+            else:
+                report = CatalogueParams(catalogue=listed)
+        self.outbox.put_catalogue(CatalogueReport(params=report))
+
+    async def follow_catalogue(self) -> None:
+        """Report the catalogue again after each list change (a burst is listed once or twice)."""
+        while True:
+            await self.catalogue_wanted.wait()
+            self.catalogue_wanted = anyio.Event()
+            await self.report_catalogue()
 
     async def watch_exit(self) -> None:
         """A stdio server that exits ends the session (over HTTP, a request or the stream notices)."""
@@ -288,11 +349,16 @@ class Watcher:
         wanted = selection.result()
         stack = AsyncExitStack()
         try:
+            caps = self._session().server_capabilities
+            tools_changed = bool(caps and caps.tools and caps.tools.list_changed)
+            resources_changed = bool(caps and caps.resources and caps.resources.list_changed)
             subscription = await stack.enter_async_context(
                 listen(
                     self._session(),
                     resource_subscriptions=wanted,
-                    resources_list_changed=self.interest.needs_listing,
+                    # List changes: globs re-list on them, and the catalogue is reported again.
+                    resources_list_changed=self.interest.needs_listing or resources_changed,
+                    tools_list_changed=tools_changed,
                 )
             )
         except BaseException as exc:
@@ -331,8 +397,12 @@ class Watcher:
                     continue
                 if isinstance(event, ResourceUpdated):
                     self.changed(event.uri)
-                elif isinstance(event, ResourcesListChanged) and self.interest.needs_listing:
-                    stream = await self.relist_modern(stream)
+                elif isinstance(event, ToolsListChanged):
+                    self.catalogue_wanted.set()
+                elif isinstance(event, ResourcesListChanged):
+                    self.catalogue_wanted.set()
+                    if self.interest.needs_listing:
+                        stream = await self.relist_modern(stream)
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(FLUSH_TIMEOUT_S):
                 await stream.close()
@@ -384,6 +454,9 @@ class Watcher:
                 try:
                     async with anyio.create_task_group() as tg:
                         tg.start_soon(self.watch_exit)
+                        # Before arming: the synthetic deliveries' tasks already find it.
+                        await self.report_catalogue()
+                        tg.start_soon(self.follow_catalogue)
                         await (self.run_modern() if self.modern else self.run_legacy())
                 except Exception as exc:  # noqa: BLE001 - sorted below; anything else propagates
                     code = await self.ended(exc)

@@ -5,10 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from agentd.supervision.payloads import MIN_DEADLINE_S, child_payload, scope_of, with_deadline
+from agentd.supervision.payloads import (
+    MIN_DEADLINE_S,
+    child_payload,
+    scope_of,
+    with_catalogues,
+    with_deadline,
+)
 from agentd.supervision.tree import Budget, Grant
 from protocol import control
-from protocol.spawn import EndpointSpec, Limits, McpServerSpec, SpawnPayload
+from protocol.mcp_catalogue import CatalogueTool, McpCatalogue
+from protocol.spawn import REVEAL_SECRETS, EndpointSpec, Limits, McpServerSpec, SpawnPayload
 
 ROOT = SpawnPayload(
     task_id="t_1",
@@ -84,3 +91,29 @@ def test_a_child_is_traced_under_the_delegating_call(claimed: str | None, expect
     child = child_payload(parent, grant, params, root_notes=None, now=0.0)
     assert child.telemetry.traceparent == (parent_tp if expected == "parent" else expected)
     assert child.telemetry.model_copy(update={"traceparent": parent_tp}) == parent.telemetry
+
+
+HINT = McpCatalogue(has_tools=True, tools=[CatalogueTool(name="read_file")])
+
+
+def test_a_payload_carries_the_known_catalogues_of_its_servers_at_most_a_few() -> None:
+    assert with_catalogues(ROOT, lambda spec: None) == ROOT
+    hinted = with_catalogues(ROOT, lambda spec: HINT if spec.name == "web" else None)
+    assert hinted.mcp_catalogues == {"web": HINT}
+    many = ROOT.model_copy(
+        update={
+            "mcp_servers": [McpServerSpec(name=f"s{i}", transport="stdio", command=["x"]) for i in range(6)]
+        }
+    )
+    assert list(with_catalogues(many, lambda spec: HINT).mcp_catalogues) == ["s0", "s1", "s2", "s3"]
+    SpawnPayload.model_validate(with_catalogues(many, lambda spec: HINT).model_dump(context=REVEAL_SECRETS))
+
+
+def test_a_child_keeps_only_the_hints_of_the_servers_it_keeps() -> None:
+    parent = with_catalogues(ROOT, lambda spec: HINT)
+    grant = Grant("0.1", 1, Budget(5, 20_000), deadline=400.0, scope={"fs": None})
+    child = child_payload(
+        parent, grant, control.SpawnRequestParams(instruction="c"), root_notes=None, now=0.0
+    )
+    assert child.mcp_catalogues == {"fs": HINT}
+    SpawnPayload.model_validate(child.model_dump(context=REVEAL_SECRETS))  # valid on the wire

@@ -90,12 +90,15 @@ async def test_a_server_ignoring_eof_and_sigterm_dies_with_a_sigkilled_subagent(
 async def test_server_stderr_is_forwarded_line_by_line_prefixed_and_capped(
     capfd: pytest.CaptureFixture[str],
 ) -> None:
+    # It answers (a notification) after its stderr, so it is retired politely (EOF) once read.
     script = (
-        "import sys; sys.stderr.write('x' * 10000 + '\\nlast words\\n'); sys.stderr.flush(); sys.stdin.read()"
+        "import sys; sys.stderr.write('x' * 10000 + '\\nlast words\\n'); sys.stderr.flush(); "
+        'print(\'{"jsonrpc": "2.0", "method": "notifications/hello"}\', flush=True); sys.stdin.read()'
     )
     spec = McpServerSpec(name="noisy", transport="stdio", command=[sys.executable, "-c", script])
-    async with open_stdio_transport(spec):
-        pass
+    async with open_stdio_transport(spec) as (read, _write):
+        with anyio.fail_after(30):
+            await read.receive()
     lines = capfd.readouterr().err.splitlines()
     assert f"[mcp:noisy] {'x' * STDERR_LINE_BYTES} […{10000 - STDERR_LINE_BYTES} bytes dropped]" in lines
     assert "[mcp:noisy] last words" in lines
