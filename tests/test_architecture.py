@@ -52,6 +52,8 @@ ALLOWED_THIRD_PARTY = {
         "prometheus_client",
         "rich",
         "opentelemetry",
+        # agentd/executors/temporal_*.py only (the `temporal` extra), imported lazily.
+        "temporalio",
     },
 }
 # Which first-party packages each may import.
@@ -66,10 +68,11 @@ ALLOWED_FIRST_PARTY = {
 FLOORS: tuple[frozenset[str], ...] = (
     frozenset({"__main__"}),
     frozenset({"cli"}),
+    frozenset({"worker"}),
     frozenset({"daemon"}),
     frozenset({"api", "service"}),
     frozenset({"admission", "root_payload", "options"}),
-    frozenset({"scheduling", "triggers"}),
+    frozenset({"scheduling", "triggers", "executors"}),
     frozenset({"supervision"}),
     frozenset({"config", "journal", "spawning"}),
     frozenset({"private_dirs", "logs", "metrics", "tracing"}),

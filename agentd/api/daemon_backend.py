@@ -18,7 +18,14 @@ from agentd.admission import SpecRejected, check_spec
 from agentd.api.backend import check_owner, schedule_not_found, task_not_found
 from agentd.api.peercred import Caller
 from agentd.config.load import Config
-from agentd.errors import ApiError, IdempotencyConflict, JournalUnavailable, QuotaExceeded, ScheduleNotFound
+from agentd.errors import (
+    ApiError,
+    ExecutorUnavailable,
+    IdempotencyConflict,
+    JournalUnavailable,
+    QuotaExceeded,
+    ScheduleNotFound,
+)
 from agentd.journal.records import ScheduleRecord, TaskRecord
 from agentd.journal.store import Journal
 from agentd.options import submit_quota
@@ -103,6 +110,7 @@ class DaemonBackend:
         except JournalUnavailable as exc:
             raise ApiError(UNAVAILABLE, f"the task was not accepted: {exc}", retryable=True) from None
         if created:
+            await self._accept(record)
             self.supervisor.log.info(
                 "task.submitted",
                 task_id=record.task_id,
@@ -112,6 +120,21 @@ class DaemonBackend:
             )
             self.supervisor.notify_submitted()
         return SubmitResult(task_id=record.task_id, state=record.state, created=created)
+
+    async def _accept(self, record: TaskRecord) -> None:
+        """The executor accepts the new task durably (a Temporal workflow started) before the
+        client hears of it; if it cannot, the task is forgotten and the submit is retryable."""
+        try:
+            await self.supervisor.executor.accept(record)
+        except ExecutorUnavailable as exc:
+            try:
+                forgotten = await self.journal.forget_queued(record.task_id)
+            except JournalUnavailable:
+                forgotten = False
+            if forgotten:
+                raise ApiError(UNAVAILABLE, f"the task was not accepted: {exc}", retryable=True) from None
+            # Claimed meanwhile: its run starts the workflow (idempotently) and follows it.
+            self.supervisor.log.warning("task.submitted", task_id=record.task_id, err=str(exc))
 
     async def get(self, caller: Caller, params: TaskRef) -> TaskView:
         return self._view(await self._owned(caller, params.task_id))
