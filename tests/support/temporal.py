@@ -72,7 +72,9 @@ class TemporalServer:
 def _wait_port(port: int, proc: subprocess.Popen[bytes], log: Path) -> None:
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
-        assert proc.poll() is None, f"temporal dev server exited {proc.returncode}:\n{log.read_text()[-2000:]}"
+        assert proc.poll() is None, (
+            f"temporal dev server exited {proc.returncode}:\n{log.read_text()[-2000:]}"
+        )
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
             return
         assert time.monotonic() < deadline, f"temporal dev server not listening:\n{log.read_text()[-2000:]}"
@@ -162,7 +164,16 @@ def start_worker(workdir: Path, config: Path, name: str, env: dict[str, str] | N
     log_path = workdir / f"{name}.log"
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "agentd", "worker", "--config", str(config), "--state-dir", str(workdir / name)],
+            [
+                sys.executable,
+                "-m",
+                "agentd",
+                "worker",
+                "--config",
+                str(config),
+                "--state-dir",
+                str(workdir / name),
+            ],
             stdout=log,
             stderr=subprocess.STDOUT,
             env={**os.environ, **(env or {})},
