@@ -124,6 +124,8 @@ class DaemonBackend:
     async def _accept(self, record: TaskRecord) -> None:
         """The executor accepts the new task durably (a Temporal workflow started) before the
         client hears of it; if it cannot, the task is forgotten and the submit is retryable."""
+        # The scheduler leaves it alone until then (the same event loop: no await in between).
+        self.supervisor.accepting.add(record.task_id)
         try:
             await self.supervisor.executor.accept(record)
         except ExecutorUnavailable as exc:
@@ -133,8 +135,11 @@ class DaemonBackend:
                 forgotten = False
             if forgotten:
                 raise ApiError(UNAVAILABLE, f"the task was not accepted: {exc}", retryable=True) from None
-            # Claimed meanwhile: its run starts the workflow (idempotently) and follows it.
+            # It could not be forgotten: it stays queued, and its run starts the workflow
+            # (idempotently) once Temporal answers.
             self.supervisor.log.warning("task.submitted", task_id=record.task_id, err=str(exc))
+        finally:
+            self.supervisor.accepting.discard(record.task_id)
 
     async def get(self, caller: Caller, params: TaskRef) -> TaskView:
         return self._view(await self._owned(caller, params.task_id))

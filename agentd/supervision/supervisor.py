@@ -84,6 +84,8 @@ class Supervisor:
         self.journal = journal
         # How each task runs: here (the default), or on a Temporal worker (DESIGN §16).
         self.executor: Executor = executor or LocalExecutor()
+        # Journaled tasks whose submit waits for the executor to accept them: not to be taken yet.
+        self.accepting: set[str] = set()
         # Gated tool calls wait here for a person (issue 18); without a desk they are denied.
         self.approvals = ApprovalDesk(journal) if approvals else None
         self.build_payload = build_payload
@@ -221,7 +223,9 @@ class Supervisor:
                     except JournalError as exc:
                         self.log.error("proc.start", err=f"journal read failed: {exc}")
                         queued = ()
-                    waiting = [r for r in queued if r.task_id not in self.running]
+                    waiting = [
+                        r for r in queued if r.task_id not in self.running and r.task_id not in self.accepting
+                    ]
                     for record in fair_order(waiting, self._running_by_owner(), self._last_started):
                         if len(self.running) >= self.options.max_concurrent_tasks:
                             break

@@ -4,13 +4,22 @@ with `[executor] kind = "temporal"`, `agentd worker` processes, subagents and a 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
+from agentd.errors import ApiClientError
+from protocol.api import UNAVAILABLE, SubmitParams, SubmitRequest, TaskSpec
 from protocol.result import TerminalStatus as S
-from tests.support.daemon import demo_mcp, running_daemon, scripted
-from tests.support.temporal import running_worker, temporal_server
+from tests.support.daemon import demo_mcp, refused_start, running_daemon, scripted, write_config
+from tests.support.fake_llm import FakeLLM, Hang, chat
+from tests.support.temporal import Worker, free_port, running_worker, start_worker, temporal_server
 
 pytestmark = pytest.mark.processes
 
@@ -52,3 +61,140 @@ def test_a_task_submitted_to_the_front_door_completes_on_a_worker_with_its_event
             assert not any(line.get("event") == "subagent.spawn" for line in daemon.log())
             (workflow,) = server.workflows()
             assert workflow["execution"]["workflowId"] == f"agentd-task-{task_id}"  # type: ignore[index]
+
+
+def _fake_model(fake: FakeLLM) -> str:
+    return f'[intelligence.fake]\nkind = "openai"\nbase_url = "{fake.base_url}"\nmodel = "m"\n[defaults]\nmodel = "fake"\n'
+
+
+def _spawned_pids(worker: Worker) -> list[int]:
+    return [int(line["pid"]) for line in worker.log() if line.get("event") == "subagent.spawn"]  # type: ignore[call-overload]
+
+
+def test_agentd_cancel_reaches_the_activity_and_the_child_on_the_worker_is_gone_within_the_ladder(
+    tmp_path: Path,
+) -> None:
+    with temporal_server(tmp_path) as server, FakeLLM(default=Hang()) as fake:
+        body = _fake_model(fake) + server.executor_toml()
+        with running_daemon(tmp_path, body) as daemon, running_worker(tmp_path, daemon.config) as worker:
+            task_id = daemon.submit("wait for a model that never answers")
+            fake.wait_requests_blocking(1, timeout_s=60)
+            (pid,) = _spawned_pids(worker)
+            assert psutil.pid_exists(pid)
+            cancelled = daemon.cli("cancel", task_id, "--json")
+            assert cancelled.returncode == 0, cancelled.stderr
+            started = time.monotonic()
+            view = daemon.wait(task_id, timeout_s=30)
+            assert view.status is S.CANCELLED, view
+            assert view.exit_code == 1
+            fake.wait_aborted_blocking(1, timeout_s=10)
+            # FAST_SUPERVISION's ladder: 0.5 s cancel + 0.5 s SIGTERM + 2 s reap, plus a heartbeat.
+            while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                assert time.monotonic() - started < 10, "the child outlived the kill ladder"
+                time.sleep(0.05)
+            worker.wait_log("task.terminal", status="cancelled")
+
+
+def test_a_deadline_ends_a_remote_task_with_deadline(tmp_path: Path) -> None:
+    with temporal_server(tmp_path) as server, FakeLLM(default=Hang()) as fake:
+        body = _fake_model(fake) + server.executor_toml()
+        with running_daemon(tmp_path, body) as daemon, running_worker(tmp_path, daemon.config):
+            task_id = daemon.submit("wait past the deadline", limits={"deadline_s": 4})
+            view = daemon.wait(task_id, timeout_s=60)
+            assert view.status is S.DEADLINE, view
+            assert view.exit_code == 124
+
+
+def test_an_idempotent_resubmit_starts_one_workflow(tmp_path: Path) -> None:
+    with temporal_server(tmp_path) as server:
+        body = (
+            scripted("m", [{"text": "once"}], tmp_path) + '[defaults]\nmodel = "m"\n' + server.executor_toml()
+        )
+        with running_daemon(tmp_path, body) as daemon, running_worker(tmp_path, daemon.config):
+            first = json.loads(daemon.cli("submit", "x", "--idempotency-key", "job-1", "--json").stdout)
+            second = json.loads(daemon.cli("submit", "x", "--idempotency-key", "job-1", "--json").stdout)
+            assert first["task_id"] == second["task_id"]
+            assert (first["created"], second["created"]) == (True, False)
+            assert daemon.wait(first["task_id"], timeout_s=60).status is S.COMPLETED
+            third = json.loads(daemon.cli("submit", "x", "--idempotency-key", "job-1", "--json").stdout)
+            assert third["task_id"] == first["task_id"]
+            workflows = server.workflows()
+            assert [w["execution"]["workflowId"] for w in workflows] == [f"agentd-task-{first['task_id']}"]  # type: ignore[index]
+
+
+def test_kill_9_of_a_worker_mid_task_completes_it_on_another_worker_with_two_attempts(tmp_path: Path) -> None:
+    with temporal_server(tmp_path) as server, FakeLLM() as fake:
+        fake.enqueue(Hang(), chat("done on the second worker"))
+        body = _fake_model(fake) + server.executor_toml(heartbeat_timeout_s='"2s"')
+        with running_daemon(tmp_path, body) as daemon:
+            first = start_worker(tmp_path, daemon.config, "worker-a")
+            try:
+                task_id = daemon.submit("survive a worker's death")
+                fake.wait_requests_blocking(1, timeout_s=60)
+                with running_worker(tmp_path, daemon.config, "worker-b") as second:
+                    os.kill(first.proc.pid, signal.SIGKILL)
+                    first.proc.wait(timeout=10)
+                    view = daemon.wait(task_id, timeout_s=90)
+                    assert view.status is S.COMPLETED, view
+                    assert view.result == "done on the second worker"
+                    assert view.worker == second.identity
+                    logs = daemon.cli("logs", task_id, "--json")
+                    attempts = [
+                        json.loads(line)["fields"]
+                        for line in logs.stdout.splitlines()
+                        if json.loads(line)["event"] == "task.attempt"
+                    ]
+                    assert attempts == [
+                        {"attempt": 1, "worker": first.identity},
+                        {"attempt": 2, "worker": second.identity},
+                    ]
+            finally:
+                if first.proc.poll() is None:
+                    first.proc.kill()
+                    first.proc.wait()
+
+
+def test_temporal_unreachable_at_start_is_one_line_and_exit_1_for_serve_and_worker(tmp_path: Path) -> None:
+    nobody = free_port()
+    executor = f'[executor]\nkind = "temporal"\ntarget = "127.0.0.1:{nobody}"\nconnect_timeout_s = "3s"\n'
+    config = write_config(tmp_path, executor)
+    reason = refused_start(config)
+    assert f"127.0.0.1:{nobody}" in reason and "ExecutorUnavailable" in reason
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "agentd",
+            "worker",
+            "--config",
+            str(config),
+            "--state-dir",
+            str(tmp_path / "w"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1, done.stderr[-2000:]
+    lines = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    (exit_line,) = [line for line in lines if line["event"] == "proc.exit"]
+    assert f"127.0.0.1:{nobody}" in str(exit_line["err"])
+
+
+def test_a_submit_while_temporal_is_unreachable_is_retryable_and_nothing_is_accepted(tmp_path: Path) -> None:
+    with temporal_server(tmp_path) as server:
+        body = (
+            scripted("m", [{"text": "x"}], tmp_path)
+            + '[defaults]\nmodel = "m"\n'
+            + server.executor_toml(connect_timeout_s='"2s"')
+        )
+        with running_daemon(tmp_path, body) as daemon:
+            server.proc.kill()
+            server.proc.wait(timeout=10)
+            with daemon.client() as client, pytest.raises(ApiClientError) as caught:
+                client.call(SubmitRequest(params=SubmitParams(spec=TaskSpec(instruction="x"))))
+            assert caught.value.code == UNAVAILABLE
+            assert caught.value.retryable
+            assert daemon.cli("list", "--json").stdout.strip() == ""
+            done = daemon.cli("submit", "x")
+            assert done.returncode != 0 and "not accepted" in done.stderr
