@@ -198,3 +198,91 @@ def test_a_submit_while_temporal_is_unreachable_is_retryable_and_nothing_is_acce
             assert daemon.cli("list", "--json").stdout.strip() == ""
             done = daemon.cli("submit", "x")
             assert done.returncode != 0 and "not accepted" in done.stderr
+
+
+def test_two_workers_share_40_tasks(tmp_path: Path) -> None:
+    with temporal_server(tmp_path) as server:
+        body = (
+            scripted("m", [{"text": "done"}], tmp_path) + '[defaults]\nmodel = "m"\n' + server.executor_toml()
+        )
+        with (
+            running_daemon(tmp_path, body) as daemon,
+            running_worker(tmp_path, daemon.config, "worker-a") as a,
+            running_worker(tmp_path, daemon.config, "worker-b") as b,
+        ):
+            task_ids = [daemon.submit(f"task {i}") for i in range(40)]
+            views = [daemon.wait(task_id, timeout_s=240) for task_id in task_ids]
+            assert {v.status for v in views} == {S.COMPLETED}
+            by_worker = {w: sum(1 for v in views if v.worker == w) for w in (a.identity, b.identity)}
+            assert sum(by_worker.values()) == 40
+            assert min(by_worker.values()) > 0, by_worker
+            assert len(server.workflows()) == 40
+
+
+def _spawn(instruction: str, **args: object) -> dict[str, object]:
+    return {"name": "subagent_spawn", "arguments": {"instruction": instruction, **args}}
+
+
+def test_nested_subagents_on_a_worker_roll_up_their_usage_and_keep_the_tree_budget(tmp_path: Path) -> None:
+    u = {"usage": {"tokens_in": 100, "tokens_out": 10}}
+    roles = [
+        {
+            "match": "^L1:",
+            "turns": [
+                {"tool_calls": [_spawn("L2: leaf work")], **u},
+                {"text": "L1 got {last_tool_result}", **u},
+            ],
+        },
+        {"match": "^L2:", "turns": [{"text": "leaf done", **u}]},
+        # Over the task's ceiling: the worker's supervisor ends the whole tree exhausted_tokens.
+        {
+            "match": "^spender",
+            "turns": [
+                {
+                    "text": "working",
+                    "usage": {"tokens_in": 11_000, "tokens_out": 0},
+                    "tool_calls": [{"name": "note_read", "arguments": {}}],
+                },
+                {"text": "more", "delay_s": 60},
+            ],
+        },
+        {
+            "match": "^spend it all",
+            "turns": [
+                {
+                    "tool_calls": [_spawn("spender", max_tokens=12_000, wait=False)],
+                    "usage": {"tokens_in": 5000, "tokens_out": 0},
+                },
+                {
+                    "text": "busy",
+                    "delay_s": 3,
+                    "usage": {"tokens_in": 6000, "tokens_out": 0},
+                    "tool_calls": [{"name": "note_read", "arguments": {}}],
+                },
+                {"text": "still going", "delay_s": 60},
+            ],
+        },
+    ]
+    turns = [{"tool_calls": [_spawn("L1: middle work")], **u}, {"text": "root got {last_tool_result}", **u}]
+    with temporal_server(tmp_path) as server:
+        body = (
+            scripted("tree", turns, tmp_path, roles=roles)
+            + '[defaults]\nmodel = "tree"\n'
+            + server.executor_toml()
+        )
+        with running_daemon(tmp_path, body) as daemon, running_worker(tmp_path, daemon.config):
+            nested = daemon.submit("delegate twice")
+            greedy = daemon.submit("spend it all", limits={"max_tokens": 20_000})
+            view = daemon.wait(nested, timeout_s=120)
+            assert view.status is S.COMPLETED, view
+            assert isinstance(view.result, str) and "leaf done" in view.result
+            assert (view.usage.tokens_in, view.usage.tokens_out, view.usage.steps) == (500, 50, 5)
+            tree = daemon.call("task.tree", {"task_id": nested})
+            assert isinstance(tree, list)
+            by_handle = {n["handle"]: n for n in tree}  # type: ignore[index]
+            assert sorted(by_handle) == ["0", "0.1", "0.1.1"]
+            assert by_handle["0.1.1"]["parent"] == "0.1"  # type: ignore[index]
+            assert {n["status"] for n in by_handle.values()} == {"completed"}  # type: ignore[index]
+            over = daemon.wait(greedy, timeout_s=120)
+            assert over.status is S.EXHAUSTED_TOKENS, over
+            assert over.exit_code in (3, 7)
