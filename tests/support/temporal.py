@@ -25,6 +25,18 @@ from pathlib import Path
 import pytest
 
 START_TIMEOUT_S = 60.0
+# FAST_SUPERVISION's ladder, with liveness pings patient enough for a loaded machine: a worker
+# and a dev server share it with the front door, and a child judged stuck would be retried.
+SUPERVISION = """
+[supervision]
+ping_interval_s = 1
+missed_pongs = 10
+cancel_grace_s = 0.5
+term_grace_s = 0.5
+kill_reap_s = 2
+eof_grace_s = 0.5
+orphan_sweep_interval_s = 0.5
+"""
 
 
 def temporal_cli() -> Path:
@@ -52,8 +64,10 @@ class TemporalServer:
         return f"127.0.0.1:{self.port}"
 
     def executor_toml(self, **extra: str) -> str:
+        """The `[executor]` table for this server (plus `SUPERVISION`)."""
         lines = "".join(f"{k} = {v}\n" for k, v in extra.items())
-        return f'[executor]\nkind = "temporal"\ntarget = "{self.target}"\ntask_queue = "agentd-test"\n{lines}'
+        table = f'[executor]\nkind = "temporal"\ntarget = "{self.target}"\ntask_queue = "agentd-test"\n{lines}'
+        return table + SUPERVISION
 
     def workflows(self, query: str = "") -> list[dict[str, object]]:
         """Every workflow execution the server holds (through the CLI, not the SDK)."""

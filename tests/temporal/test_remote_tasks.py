@@ -17,7 +17,14 @@ import pytest
 from agentd.errors import ApiClientError
 from protocol.api import UNAVAILABLE, SubmitParams, SubmitRequest, TaskSpec
 from protocol.result import TerminalStatus as S
-from tests.support.daemon import demo_mcp, refused_start, running_daemon, scripted, write_config
+from tests.support.daemon import (
+    FakeNotifySocket,
+    demo_mcp,
+    refused_start,
+    running_daemon,
+    scripted,
+    write_config,
+)
 from tests.support.fake_llm import FakeLLM, Hang, chat
 from tests.support.temporal import Worker, free_port, running_worker, start_worker, temporal_server
 
@@ -286,3 +293,37 @@ def test_nested_subagents_on_a_worker_roll_up_their_usage_and_keep_the_tree_budg
             over = daemon.wait(greedy, timeout_s=120)
             assert over.status is S.EXHAUSTED_TOKENS, over
             assert over.exit_code in (3, 7)
+
+
+def test_a_draining_worker_notifies_systemd_and_hands_its_task_back_to_another_worker(tmp_path: Path) -> None:
+    notify = FakeNotifySocket(tmp_path / "notify.sock")
+    with temporal_server(tmp_path) as server, FakeLLM() as fake:
+        fake.enqueue(Hang(), chat("done after the hand-back"))
+        body = _fake_model(fake) + server.executor_toml()
+        with running_daemon(tmp_path, body, daemon_lines='drain_timeout_s = "6s"\n') as daemon:
+            first = start_worker(tmp_path, daemon.config, "worker-a", env=notify.env())
+            try:
+                ready = notify.wait_for("READY", timeout_s=10)
+                assert ready.fields["STATUS"].startswith(f"worker {first.identity} polling")
+                task_id = daemon.submit("outlive a drain")
+                fake.wait_requests_blocking(1, timeout_s=60)
+                (pid,) = _spawned_pids(first)
+                with running_worker(tmp_path, daemon.config, "worker-b") as second:
+                    started = time.monotonic()
+                    assert first.stop(timeout_s=40) == 0
+                    # Within the drain cap (6 s) plus the exit.
+                    assert time.monotonic() - started < 15
+                    assert "STOPPING" in notify.key_sequence() or notify.wait_for("STOPPING", timeout_s=1)
+                    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+                    view = daemon.wait(task_id, timeout_s=90)
+                    assert view.status is S.COMPLETED, view
+                    assert view.worker == second.identity
+                    logs = [
+                        json.loads(line) for line in daemon.cli("logs", task_id, "--json").stdout.splitlines()
+                    ]
+                    assert [e["fields"]["attempt"] for e in logs if e["event"] == "task.attempt"] == [1, 2]
+            finally:
+                if first.proc.poll() is None:
+                    first.proc.kill()
+                    first.proc.wait()
+                notify.close()
