@@ -66,7 +66,9 @@ class TemporalServer:
     def executor_toml(self, **extra: str) -> str:
         """The `[executor]` table for this server (plus `SUPERVISION`)."""
         lines = "".join(f"{k} = {v}\n" for k, v in extra.items())
-        table = f'[executor]\nkind = "temporal"\ntarget = "{self.target}"\ntask_queue = "agentd-test"\n{lines}'
+        table = (
+            f'[executor]\nkind = "temporal"\ntarget = "{self.target}"\ntask_queue = "agentd-test"\n{lines}'
+        )
         return table + SUPERVISION
 
     def workflows(self, query: str = "") -> list[dict[str, object]]:
