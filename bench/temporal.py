@@ -75,7 +75,8 @@ def _throughput(daemon: Daemon, tasks: int) -> float:
 
 
 def _rss_mib(pid: int) -> float:
-    return psutil.Process(pid).memory_info().rss / MIB
+    rss: int = psutil.Process(pid).memory_info().rss
+    return rss / MIB
 
 
 @contextlib.contextmanager

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -270,7 +271,10 @@ def test_nested_subagents_on_a_worker_roll_up_their_usage_and_keep_the_tree_budg
             ],
         },
     ]
-    turns = [{"tool_calls": [_spawn("L1: middle work")], **u}, {"text": "root got {last_tool_result}", **u}]
+    turns: list[dict[str, object]] = [
+        {"tool_calls": [_spawn("L1: middle work")], **u},
+        {"text": "root got {last_tool_result}", **u},
+    ]
     with temporal_server(tmp_path) as server:
         body = (
             scripted("tree", turns, tmp_path, roles=roles)
@@ -286,10 +290,10 @@ def test_nested_subagents_on_a_worker_roll_up_their_usage_and_keep_the_tree_budg
             assert (view.usage.tokens_in, view.usage.tokens_out, view.usage.steps) == (500, 50, 5)
             tree = daemon.call("task.tree", {"task_id": nested})
             assert isinstance(tree, list)
-            by_handle = {n["handle"]: n for n in tree}  # type: ignore[index]
+            by_handle: dict[str, Any] = {n["handle"]: n for n in tree}
             assert sorted(by_handle) == ["0", "0.1", "0.1.1"]
-            assert by_handle["0.1.1"]["parent"] == "0.1"  # type: ignore[index]
-            assert {n["status"] for n in by_handle.values()} == {"completed"}  # type: ignore[index]
+            assert by_handle["0.1.1"]["parent"] == "0.1"
+            assert {n["status"] for n in by_handle.values()} == {"completed"}
             over = daemon.wait(greedy, timeout_s=120)
             assert over.status is S.EXHAUSTED_TOKENS, over
             assert over.exit_code in (3, 7)
