@@ -266,6 +266,8 @@ class RemoteRun:
                 self.log.debug("executor.error", op="describe", err=str(exc)[:300])
             except JournalError as exc:
                 self.log.warning("executor.error", op="mirror", err=f"journal: {exc}")
+            except Exception as exc:  # noqa: BLE001 - a bad heartbeat must not end the following
+                self.log.warning("executor.error", op="describe", err=f"{type(exc).__name__}: {exc}"[:300])
 
     async def _take(self, progress: dict[str, Any]) -> None:
         attempt, worker = progress.get("attempt"), progress.get("worker")

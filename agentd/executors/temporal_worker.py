@@ -76,6 +76,8 @@ class TaskActivity:
         tail = EventTail()
         seq = 0
         done = self.supervisor.terminal_event(local.task_id)
+        if local.state == "terminal":  # this attempt ran here already (a repeated delivery)
+            done.set()
         try:
             while True:
                 with anyio.move_on_after(HEARTBEAT_S):
