@@ -40,27 +40,36 @@ ADD_TURNS: list[dict[str, object]] = [
 def test_a_task_submitted_to_the_front_door_completes_on_a_worker_with_its_events_and_tree(
     tmp_path: Path,
 ) -> None:
+    # The answer comes 2 s after the tool's result: `--follow` must show the tool's events while
+    # the task still runs on the worker, not only at its end.
+    turns = [ADD_TURNS[0], {**ADD_TURNS[1], "delay_s": 2}]
     with temporal_server(tmp_path) as server:
         body = (
-            scripted("adder", ADD_TURNS, tmp_path)
+            scripted("adder", turns, tmp_path)
             + demo_mcp()
             + '[defaults]\nmodel = "adder"\nmcp = ["demo"]\n'
             + server.executor_toml()
         )
         with running_daemon(tmp_path, body) as daemon, running_worker(tmp_path, daemon.config) as worker:
-            task_id = daemon.submit("add 20 and 22")
-            view = daemon.wait(task_id, timeout_s=90)
+            done = daemon.cli("submit", "add 20 and 22", "--follow", timeout_s=120)
+            assert done.returncode == 0, done.stderr
+            lines = [json.loads(line) for line in done.stdout.splitlines()]
+            task_id = lines[-1]["task_id"]
+            view = daemon.wait(task_id, timeout_s=5)
             assert view.status is S.COMPLETED, view
             assert view.result == "The answer is 42."
             assert (view.exit_code, view.usage.steps) == (0, 2)
             assert (view.executor, view.worker) == ("temporal", worker.identity)
-            logs = daemon.cli("logs", task_id, "--json")
-            events = [json.loads(line) for line in logs.stdout.splitlines()]
-            names = [e["event"] for e in events]
-            assert names[0] == "task.attempt"
-            assert events[0]["fields"] == {"attempt": 1, "worker": worker.identity}
+            followed = [line for line in lines[:-1] if "event" in line]
+            assert followed[0]["event"] == "task.attempt"
+            assert followed[0]["fields"] == {"attempt": 1, "worker": worker.identity}
+            names = [e["event"] for e in followed]
             assert {"subagent.ready", "loop.start", "tool.call", "tool.result", "loop.final"} <= set(names)
             assert "subagent.exit" in names
+            (tool_result,) = [e for e in followed if e["event"] == "tool.result"]
+            assert view.ended_at is not None and tool_result["ts"] < view.ended_at - 1.0
+            logs = daemon.cli("logs", task_id, "--json")
+            assert [json.loads(line)["event"] for line in logs.stdout.splitlines()] == names
             tree = daemon.call("task.tree", {"task_id": task_id})
             assert isinstance(tree, list) and len(tree) == 1
             assert isinstance(tree[0], dict) and tree[0]["status"] == "completed"
