@@ -26,7 +26,7 @@ from agentd.errors import (
     QuotaExceeded,
     ScheduleNotFound,
 )
-from agentd.journal.records import ScheduleRecord, TaskRecord
+from agentd.journal.records import ScheduleRecord, TaskRecord, new_task_id
 from agentd.journal.store import Journal
 from agentd.options import submit_quota
 from agentd.scheduling.driver import Scheduler
@@ -99,18 +99,29 @@ class DaemonBackend:
             check_spec(self._config(), params.spec)
         except SpecRejected as exc:
             raise ApiError(INVALID_SPEC, str(exc)) from None
+        # Named before it is committed: the scheduler leaves it alone until the executor accepted it.
+        task_id = new_task_id()
+        self.supervisor.accepting.add(task_id)
         try:
-            record, created = await self.journal.submit(
-                params.spec, caller.uid, params.idempotency_key, quota=submit_quota(self._config())
-            )
-        except QuotaExceeded as exc:
-            raise ApiError(QUOTA_EXCEEDED, f"the task was not accepted: {exc}", retryable=True) from None
-        except IdempotencyConflict as exc:
-            raise ApiError(IDEMPOTENCY_CONFLICT, f"the task was not accepted: {exc}") from None
-        except JournalUnavailable as exc:
-            raise ApiError(UNAVAILABLE, f"the task was not accepted: {exc}", retryable=True) from None
+            try:
+                record, created = await self.journal.submit(
+                    params.spec,
+                    caller.uid,
+                    params.idempotency_key,
+                    quota=submit_quota(self._config()),
+                    task_id=task_id,
+                )
+            except QuotaExceeded as exc:
+                raise ApiError(QUOTA_EXCEEDED, f"the task was not accepted: {exc}", retryable=True) from None
+            except IdempotencyConflict as exc:
+                raise ApiError(IDEMPOTENCY_CONFLICT, f"the task was not accepted: {exc}") from None
+            except JournalUnavailable as exc:
+                raise ApiError(UNAVAILABLE, f"the task was not accepted: {exc}", retryable=True) from None
+            if created:
+                await self._accept(record)
+        finally:
+            self.supervisor.accepting.discard(task_id)
         if created:
-            await self._accept(record)
             self.supervisor.log.info(
                 "task.submitted",
                 task_id=record.task_id,
@@ -124,8 +135,6 @@ class DaemonBackend:
     async def _accept(self, record: TaskRecord) -> None:
         """The executor accepts the new task durably (a Temporal workflow started) before the
         client hears of it; if it cannot, the task is forgotten and the submit is retryable."""
-        # The scheduler leaves it alone until then (the same event loop: no await in between).
-        self.supervisor.accepting.add(record.task_id)
         try:
             await self.supervisor.executor.accept(record)
         except ExecutorUnavailable as exc:
@@ -138,8 +147,6 @@ class DaemonBackend:
             # It could not be forgotten: it stays queued, and its run starts the workflow
             # (idempotently) once Temporal answers.
             self.supervisor.log.warning("task.submitted", task_id=record.task_id, err=str(exc))
-        finally:
-            self.supervisor.accepting.discard(record.task_id)
 
     async def get(self, caller: Caller, params: TaskRef) -> TaskView:
         return self._view(await self._owned(caller, params.task_id))
