@@ -29,7 +29,9 @@ from tests.support.daemon import (
 from tests.support.fake_llm import FakeLLM, Hang, chat
 from tests.support.temporal import Worker, free_port, running_worker, start_worker, temporal_server
 
-pytestmark = pytest.mark.processes
+# A dev server, a front door, one or two workers and their subagents each: a loaded machine can
+# take longer than the suite's default 120 s to start them all.
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(300)]
 
 ADD_TURNS: list[dict[str, object]] = [
     {"tool_calls": [{"name": "demo__add", "arguments": {"a": 20, "b": 22}}]},
