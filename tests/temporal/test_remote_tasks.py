@@ -24,6 +24,7 @@ from tests.support.daemon import (
     refused_start,
     running_daemon,
     scripted,
+    start_daemon,
     write_config,
 )
 from tests.support.fake_llm import FakeLLM, Hang, chat
@@ -342,3 +343,33 @@ def test_a_draining_worker_notifies_systemd_and_hands_its_task_back_to_another_w
                     first.proc.kill()
                     first.proc.wait()
                 notify.close()
+
+
+def test_a_front_door_restart_leaves_a_remote_task_running_and_the_next_one_follows_it(
+    tmp_path: Path,
+) -> None:
+    turns: list[dict[str, object]] = [{"text": "finished while the front door was away", "delay_s": 8}]
+    with temporal_server(tmp_path) as server:
+        body = scripted("slow", turns, tmp_path) + '[defaults]\nmodel = "slow"\n' + server.executor_toml()
+        with running_daemon(tmp_path, body) as daemon, running_worker(tmp_path, daemon.config) as worker:
+            task_id = daemon.submit("outlive the front door")
+            worker.wait_log("loop.start", timeout_s=120)
+            # The drain stops following; it does not cancel the task on the worker.
+            assert daemon.stop(timeout_s=40) == 0
+            left = [line for line in daemon.log() if line.get("event") == "task.terminal"]
+            assert left == []
+            again = start_daemon(tmp_path, daemon.config)
+            try:
+                view = again.wait(task_id, timeout_s=120)
+                assert view.status is S.COMPLETED, view
+                assert view.result == "finished while the front door was away"
+                assert view.worker == worker.identity
+                assert len(server.workflows()) == 1
+                assert worker.wait_log("task.terminal", status="completed")
+                assert not [
+                    line
+                    for line in worker.log()
+                    if line.get("event") == "task.terminal" and line.get("status") != "completed"
+                ]
+            finally:
+                assert again.stop(timeout_s=40) == 0
