@@ -33,14 +33,15 @@ from agentd.api.limits import ApiLimits
 from agentd.api.listener import listener_from_fd, open_listener
 from agentd.api.server import serve_api
 from agentd.config.load import Config, ConfigError, load_config
-from agentd.errors import JournalError, ListenerError, UnsafeDirectory
+from agentd.errors import ExecutorUnavailable, JournalError, ListenerError, UnsafeDirectory
 from agentd.journal.records import TaskRecord
-from agentd.journal.store import open_journal
+from agentd.journal.store import Journal, open_journal
 from agentd.options import (
     config_schedules,
     journal_options,
     submit_quota,
     supervisor_options,
+    temporal_settings,
     trigger_configs,
     trigger_manager_options,
     warm_payload,
@@ -53,8 +54,9 @@ from agentd.service.sdnotify import Notifier
 from agentd.spawning import cgroup
 from agentd.spawning.spawner import ExecSpawner
 from agentd.spawning.zygote_spawner import ZygoteSpawner
+from agentd.supervision.executor import Executor
 from agentd.supervision.payloads import with_catalogues
-from agentd.supervision.supervisor import Supervisor
+from agentd.supervision.supervisor import PayloadError, Supervisor, SupervisorOptions
 from agentd.tracing import NULL_TRACING, Tracing, from_environment
 from agentd.triggers.manager import TriggerConfig, TriggerManager
 from agentd.triggers.warm import WarmRoute
@@ -66,6 +68,9 @@ from protocol.spawn import McpServerSpec, SpawnPayload
 SD_LISTEN_FDS_START = 3
 HANDLED_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
 MAX_OPEN_FILES = 1 << 16  # the soft limit to take when the hard one is unlimited
+# With a remote executor the front door follows every accepted task at once (a cheap poll each);
+# `max_concurrent_tasks` is then each worker's own cap (docs/temporal.md).
+REMOTE_FOLLOW_CAP = 100_000
 
 
 @dataclass
@@ -154,6 +159,34 @@ def api_limits(config: Config) -> ApiLimits:
         max_connections_per_uid=daemon.max_connections_per_uid,
         max_connections=daemon.max_connections,
     )
+
+
+def _supervisor_options(config: Config) -> SupervisorOptions:
+    options = supervisor_options(config)
+    if config.file.executor.kind == "temporal":
+        options = dataclasses.replace(options, max_concurrent_tasks=REMOTE_FOLLOW_CAP)
+    return options
+
+
+async def _executor(holder: ConfigHolder, journal: Journal) -> Executor | None:
+    """The `[executor]` in force: None is local; `temporal` connects first (or raises
+    `ExecutorUnavailable`, before anything is accepted). The SDK is imported only here."""
+    config = holder.get()
+    if config.file.executor.kind != "temporal":
+        return None
+    from agentd.executors.temporal_common import connect
+    from agentd.executors.temporal_front import TemporalExecutor
+
+    settings = temporal_settings(config)
+    client = await connect(settings)
+
+    def deadline_of(record: TaskRecord) -> float:
+        try:
+            return build_payload(holder.get(), record).limits.deadline_s
+        except PayloadError:  # a payload that cannot be built still gets the default deadline
+            return holder.get().defaults.deadline_s
+
+    return TemporalExecutor(client, settings, journal, deadline_of)
 
 
 def daemon_signals() -> set[signal.Signals]:
@@ -287,9 +320,10 @@ async def serve(
         socket=str(config.socket),
         cgroup=str(cgroup_root.path) if cgroup_root else None,
     )
+    # A front door of remote workers spawns no task: no zygote to keep warm.
     spawner: ExecSpawner | ZygoteSpawner = (
         ZygoteSpawner(warm_wait_s=config.supervision.zygote_wait_s)
-        if config.supervision.spawner == "zygote"
+        if config.supervision.spawner == "zygote" and config.file.executor.kind == "local"
         else ExecSpawner()
     )
     metrics = build_metrics(holder.get)
@@ -302,10 +336,11 @@ async def serve(
             journal,
             _task_payload(holder, catalogues),
             spawner,
-            supervisor_options(config),
+            _supervisor_options(config),
             cgroup_root,
             metrics,
             tracing,
+            executor=await _executor(holder, journal),
         )
         scheduler = Scheduler(
             journal,
@@ -356,7 +391,7 @@ async def serve(
                 notifier.reloading()
                 reload_config()
                 # Tasks started from now on get the new limits, supervision and concurrency.
-                supervisor.options = supervisor_options(holder.get())
+                supervisor.options = _supervisor_options(holder.get())
                 if holder.reload_error is None:
                     options = dataclasses.replace(trigger_manager_options(holder.get()), argv=watch_argv)
                     triggers.configure(trigger_configs(holder.get()), options)
@@ -443,8 +478,13 @@ def run_serve(
         return ExitCode.USAGE
     try:
         Path(config.state_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
-        return anyio.run(functools.partial(serve, config, overrides=overrides, tracing=tracing))
-    except (JournalError, ListenerError, UnsafeDirectory, OSError) as exc:
+        code = anyio.run(functools.partial(serve, config, overrides=overrides, tracing=tracing))
+    except (JournalError, ListenerError, UnsafeDirectory, ExecutorUnavailable, OSError) as exc:
         # Start-up failures an operator must act on: one clear log line, no traceback.
         logs.get().error("proc.exit", code=1, err=f"{type(exc).__name__}: {exc}")
-        return ExitCode.FAILURE
+        code = ExitCode.FAILURE
+    if config.file.executor.kind == "temporal":
+        from agentd.executors.exiting import exit_now
+
+        exit_now(code)  # the SDK may crash the interpreter's own exit (agentd/executors/exiting.py)
+    return code

@@ -33,6 +33,8 @@ AgentdError
  │                         evaluated; names the field (agentd/scheduling/plan.py)
  ├── PayloadError          a queued task can no longer be built into a spawn payload
  │                         (agentd/supervision/supervisor.py)
+ ├── ExecutorUnavailable   retryable: the executor (Temporal) did not durably accept a task,
+ │                         or cannot be reached at start-up (agentd/executors/)
  └── UnsafeDirectory       a state or socket directory another user could change, or a symlink
                            planted in one (agentd/private_dirs.py)
 
@@ -178,6 +180,10 @@ class ApiClientError(AgentdError):
         self.code = code
         self.message = message
         self.retryable = retryable
+
+
+class ExecutorUnavailable(AgentdError):
+    """The task executor (a Temporal cluster) cannot be reached or did not accept the task."""
 
 
 class UnsafeDirectory(AgentdError):

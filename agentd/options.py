@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from agentd.config.load import Config
 from agentd.config.sections import ScheduleSection, TriggerSection
+from agentd.executors.remote import TemporalSettings
 from agentd.journal.quota import Quota
 from agentd.journal.store import JournalOptions
 from agentd.spawning.spawner import RLimits
@@ -182,4 +183,15 @@ def trigger_manager_options(config: Config) -> ManagerOptions:
         ladder=run.ladder,
         argv=tuple(sup.watch_command) if sup.watch_command else None,
         stderr_line_cap=sup.stderr_line_cap,
+    )
+
+
+def temporal_settings(config: Config) -> TemporalSettings:
+    section = config.file.executor
+    return TemporalSettings(
+        target=section.target,
+        namespace=section.namespace,
+        task_queue=section.task_queue,
+        connect_timeout_s=section.connect_timeout_s,
+        heartbeat_timeout_s=section.heartbeat_timeout_s,
     )

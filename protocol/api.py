@@ -112,6 +112,9 @@ class TaskView(_Model):
     # The reactive trigger this task is a delivery of, and the URI it is about (docs/triggers.md).
     trigger: str | None = None
     uri: str | None = None
+    # Which executor ran the task (`local`, `temporal`) and where (host or Temporal worker identity).
+    executor: str | None = None
+    worker: str | None = None
 
 
 class NodeView(_Model):

@@ -79,6 +79,11 @@ EventName = Literal[
     "approval.decided",
     # Warm sessions (docs/warm-sessions.md): one delivery's turn ended (its status and usage).
     "session.turn",
+    # Remote executors (docs/temporal.md): an attempt of a task started on a worker; heartbeat
+    # tails that overflowed between two polls; a Temporal call that failed (retried).
+    "task.attempt",
+    "task.events_lost",
+    "executor.error",
 ]
 
 EVENT_NAMES: frozenset[str] = frozenset(get_args(EventName))

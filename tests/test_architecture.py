@@ -12,6 +12,7 @@ import ast
 import importlib
 import inspect
 import re
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -52,6 +53,8 @@ ALLOWED_THIRD_PARTY = {
         "prometheus_client",
         "rich",
         "opentelemetry",
+        # agentd/executors/temporal_*.py only (the `temporal` extra), imported lazily.
+        "temporalio",
     },
 }
 # Which first-party packages each may import.
@@ -66,10 +69,11 @@ ALLOWED_FIRST_PARTY = {
 FLOORS: tuple[frozenset[str], ...] = (
     frozenset({"__main__"}),
     frozenset({"cli"}),
+    frozenset({"worker"}),
     frozenset({"daemon"}),
     frozenset({"api", "service"}),
     frozenset({"admission", "root_payload", "options"}),
-    frozenset({"scheduling", "triggers"}),
+    frozenset({"scheduling", "triggers", "executors"}),
     frozenset({"supervision"}),
     frozenset({"config", "journal", "spawning"}),
     frozenset({"private_dirs", "logs", "metrics", "tracing"}),
@@ -211,3 +215,20 @@ def test_every_exception_a_package_defines_is_in_its_drawn_error_tree(package: s
                 undrawn.append(f"{name}.{cls.__name__}")
     assert outside == [], f"not under {root_name}"
     assert undrawn == [], f"not drawn in {root_module}'s docstring"
+
+
+def test_temporalio_is_imported_only_by_the_temporal_executor_modules() -> None:
+    importers = {m for m, ts in GRAPH.items() if any(t.split(".")[0] == "temporalio" for t in ts)}
+    assert importers and all(m.startswith("agentd.executors.temporal_") for m in importers), importers
+
+
+def test_a_plain_install_without_temporalio_imports_the_daemon_the_worker_and_the_cli() -> None:
+    # The `temporal` extra is optional: its modules are imported inside functions, only when
+    # `[executor] kind = "temporal"` asks for them.
+    code = (
+        "import sys; sys.modules['temporalio'] = None\n"
+        "import agentd.daemon, agentd.worker, agentd.cli.main, agentd.api.daemon_backend, agentd.options\n"
+        "assert not any(m.startswith('agentd.executors.temporal_') for m in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert done.returncode == 0, done.stderr

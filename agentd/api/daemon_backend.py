@@ -18,8 +18,15 @@ from agentd.admission import SpecRejected, check_spec
 from agentd.api.backend import check_owner, schedule_not_found, task_not_found
 from agentd.api.peercred import Caller
 from agentd.config.load import Config
-from agentd.errors import ApiError, IdempotencyConflict, JournalUnavailable, QuotaExceeded, ScheduleNotFound
-from agentd.journal.records import ScheduleRecord, TaskRecord
+from agentd.errors import (
+    ApiError,
+    ExecutorUnavailable,
+    IdempotencyConflict,
+    JournalUnavailable,
+    QuotaExceeded,
+    ScheduleNotFound,
+)
+from agentd.journal.records import ScheduleRecord, TaskRecord, new_task_id
 from agentd.journal.store import Journal
 from agentd.options import submit_quota
 from agentd.scheduling.driver import Scheduler
@@ -92,16 +99,28 @@ class DaemonBackend:
             check_spec(self._config(), params.spec)
         except SpecRejected as exc:
             raise ApiError(INVALID_SPEC, str(exc)) from None
+        # Named before it is committed: the scheduler leaves it alone until the executor accepted it.
+        task_id = new_task_id()
+        self.supervisor.accepting.add(task_id)
         try:
-            record, created = await self.journal.submit(
-                params.spec, caller.uid, params.idempotency_key, quota=submit_quota(self._config())
-            )
-        except QuotaExceeded as exc:
-            raise ApiError(QUOTA_EXCEEDED, f"the task was not accepted: {exc}", retryable=True) from None
-        except IdempotencyConflict as exc:
-            raise ApiError(IDEMPOTENCY_CONFLICT, f"the task was not accepted: {exc}") from None
-        except JournalUnavailable as exc:
-            raise ApiError(UNAVAILABLE, f"the task was not accepted: {exc}", retryable=True) from None
+            try:
+                record, created = await self.journal.submit(
+                    params.spec,
+                    caller.uid,
+                    params.idempotency_key,
+                    quota=submit_quota(self._config()),
+                    task_id=task_id,
+                )
+            except QuotaExceeded as exc:
+                raise ApiError(QUOTA_EXCEEDED, f"the task was not accepted: {exc}", retryable=True) from None
+            except IdempotencyConflict as exc:
+                raise ApiError(IDEMPOTENCY_CONFLICT, f"the task was not accepted: {exc}") from None
+            except JournalUnavailable as exc:
+                raise ApiError(UNAVAILABLE, f"the task was not accepted: {exc}", retryable=True) from None
+            if created:
+                await self._accept(record)
+        finally:
+            self.supervisor.accepting.discard(task_id)
         if created:
             self.supervisor.log.info(
                 "task.submitted",
@@ -112,6 +131,22 @@ class DaemonBackend:
             )
             self.supervisor.notify_submitted()
         return SubmitResult(task_id=record.task_id, state=record.state, created=created)
+
+    async def _accept(self, record: TaskRecord) -> None:
+        """The executor accepts the new task durably (a Temporal workflow started) before the
+        client hears of it; if it cannot, the task is forgotten and the submit is retryable."""
+        try:
+            await self.supervisor.executor.accept(record)
+        except ExecutorUnavailable as exc:
+            try:
+                forgotten = await self.journal.forget_queued(record.task_id)
+            except JournalUnavailable:
+                forgotten = False
+            if forgotten:
+                raise ApiError(UNAVAILABLE, f"the task was not accepted: {exc}", retryable=True) from None
+            # It could not be forgotten: it stays queued, and its run starts the workflow
+            # (idempotently) once Temporal answers.
+            self.supervisor.log.warning("task.submitted", task_id=record.task_id, err=str(exc))
 
     async def get(self, caller: Caller, params: TaskRef) -> TaskView:
         return self._view(await self._owned(caller, params.task_id))

@@ -114,6 +114,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="log prompts, replies and tool payloads (default: lengths and hashes only)",
     )
 
+    p = sub.add_parser("worker", help="run tasks for a front door, on Temporal (docs/temporal.md)")
+    p.add_argument("--config", metavar="FILE", help="configuration file: the front door's, kind = temporal")
+    p.add_argument("--state-dir", metavar="DIR", help="where this worker's own journal lives")
+
     p = sub.add_parser(
         "submit",
         help="submit a task to the daemon",
@@ -302,6 +306,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from agentd.daemon import run_serve
 
         return run_serve(args.config, args.socket, args.state_dir, log_content=args.log_content)
+    if command == "worker":
+        from agentd.worker import run_worker
+
+        return run_worker(args.config, args.state_dir)
     if command == "config":
         from agentd.cli import config_commands
 

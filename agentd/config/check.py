@@ -518,4 +518,8 @@ def check_environment(
         out.append(ConfigProblem(key, "needs prometheus-client: install agentd[metrics]"))
     if metrics.textfile is not None and not os.path.isdir(folder := os.path.dirname(metrics.textfile)):
         out.append(ConfigProblem("metrics.textfile", f"{folder} is not a directory"))
+    if file.executor.kind == "temporal" and importlib.util.find_spec("temporalio") is None:
+        out.append(
+            ConfigProblem("executor.kind", "temporal needs the temporalio SDK: install agentd[temporal]")
+        )
     return out

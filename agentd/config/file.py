@@ -14,6 +14,7 @@ from pydantic import Field
 from agentd.config.sections import (
     DaemonSection,
     DefaultsSection,
+    ExecutorSection,
     LimitsSection,
     LoopSection,
     MetricsSection,
@@ -59,6 +60,9 @@ class AgentdFile(Section):
     security: SecuritySection = Field(default_factory=SecuritySection, description="Daemon-wide policy.")
     metrics: MetricsSection = Field(
         default_factory=MetricsSection, description="Prometheus metrics outputs (off by default)."
+    )
+    executor: ExecutorSection = Field(
+        default_factory=ExecutorSection, description="Where tasks run: here, or on Temporal workers."
     )
     intelligence: dict[Name, IntelligenceSection] = Field(
         default_factory=embedded_intelligence,

@@ -1,5 +1,5 @@
 """The daemon-wide sections of `agentd.toml`: `[daemon]`, `[defaults]`, `[limits]`,
-`[supervision]`, `[loop]`, `[security]`, `[metrics]`, `[[trigger]]` and `[[schedule]]`.
+`[supervision]`, `[loop]`, `[security]`, `[metrics]`, `[executor]`, `[[trigger]]` and `[[schedule]]`.
 
 These models check shape and single-value ranges; rules that span keys or sections live in
 `agentd.config.check`, which names the exact key of each problem. Every field's `description`
@@ -344,6 +344,52 @@ class MetricsSection(Section):
     def _prom_suffix(cls, value: str | None) -> str | None:
         if value is not None and not value.endswith(".prom"):
             raise ValueError("must end in .prom (node-exporter reads only *.prom files)")
+        return value
+
+
+class ExecutorSection(Section):
+    """Where tasks run (docs/temporal.md): on this host, or on Temporal workers."""
+
+    kind: Literal["local", "temporal"] = Field(
+        default="local",
+        description="`local`: this daemon spawns every task. `temporal`: `agentd serve` is the front door "
+        "and `agentd worker` processes run the tasks (needs agentd[temporal]).",
+    )
+    target: str = Field(
+        default="127.0.0.1:7233",
+        min_length=1,
+        max_length=500,
+        description="The Temporal frontend, HOST:PORT (kind = temporal).",
+    )
+    namespace: str = Field(
+        default="default", min_length=1, max_length=200, description="The Temporal namespace."
+    )
+    task_queue: str = Field(
+        default="agentd",
+        min_length=1,
+        max_length=200,
+        description="The task queue the front door starts workflows on and the workers poll.",
+    )
+    connect_timeout_s: Seconds = Field(
+        default=10.0,
+        gt=0,
+        le=300,
+        description="How long `serve`/`worker` start and each submit wait for the Temporal frontend.",
+    )
+    heartbeat_timeout_s: Seconds = Field(
+        default=10.0,
+        ge=1,
+        le=600,
+        description="A worker that sends no activity heartbeat for this long is lost: Temporal "
+        "retries its task on another worker.",
+    )
+
+    @field_validator("target")
+    @classmethod
+    def _host_port(cls, value: str) -> str:
+        host, sep, port = value.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError("must be HOST:PORT, e.g. temporal.internal:7233")
         return value
 
 

@@ -31,7 +31,7 @@ ROOT_HANDLE = "0"
 _TASK_COLUMNS = (
     "task_id, run_id, owner_uid, idempotency_key, spec, state, status, exit_code, result, partial, "
     "usage, abort, error, attempts, pid, pid_start_time, created_at, started_at, ended_at, schedule_id, "
-    "fire_at, idle, trigger, uri"
+    "fire_at, idle, trigger, uri, executor, worker"
 )
 
 
@@ -65,6 +65,8 @@ def task_from_row(row: sqlite3.Row) -> TaskRecord:
         idle=bool(row["idle"]),
         trigger=row["trigger"],
         uri=row["uri"],
+        executor=row["executor"],
+        worker=row["worker"],
     )
 
 
@@ -252,19 +254,56 @@ def mark_starting(
 
 
 def mark_running(
-    conn: sqlite3.Connection, task_id: str, *, pid: int, pid_start_time: float, now: float
+    conn: sqlite3.Connection,
+    task_id: str,
+    *,
+    pid: int,
+    pid_start_time: float,
+    now: float,
+    worker: str | None = None,
 ) -> TaskRecord:
-    """starting → running, and the root node with it."""
+    """starting → running, and the root node with it; `worker` names this host (executor local)."""
     record = _transition(
         conn,
         task_id,
         allowed=("starting",),
         wanted="running",
-        assignments="pid = ?, pid_start_time = ?",
-        params=(pid, pid_start_time),
+        assignments="pid = ?, pid_start_time = ?, executor = 'local', worker = ?",
+        params=(pid, pid_start_time, worker),
     )
     _upsert_root(conn, task_id, "running", now=now, pid=pid, pid_start_time=pid_start_time)
     return record
+
+
+def mark_remote_running(
+    conn: sqlite3.Connection, task_id: str, *, executor: str, worker: str, now: float
+) -> TaskRecord:
+    """starting|running → running on another host: no local pid (restart recovery kills none);
+    a later attempt on another worker updates `worker`."""
+    record = _transition(
+        conn,
+        task_id,
+        allowed=("starting", "running"),
+        wanted="running",
+        assignments="pid = NULL, pid_start_time = NULL, executor = ?, worker = ?",
+        params=(executor, worker),
+    )
+    _upsert_root(conn, task_id, "running", now=now)
+    return record
+
+
+def forget_queued(conn: sqlite3.Connection, task_id: str) -> bool:
+    """Delete a task that is still queued, with its events; False if it is not (it was claimed).
+
+    For a submit whose executor refused it before the client was told of it (nothing acknowledged
+    that was not durably accepted)."""
+    row = conn.execute("SELECT state FROM tasks WHERE task_id = ?", (task_id,)).fetchone()
+    if row is None or row["state"] != "queued":
+        return False
+    conn.execute("DELETE FROM events WHERE task_id = ?", (task_id,))
+    conn.execute("DELETE FROM nodes WHERE task_id = ?", (task_id,))
+    conn.execute("DELETE FROM tasks WHERE task_id = ? AND state = 'queued'", (task_id,))
+    return True
 
 
 def _upsert_root(

@@ -101,6 +101,9 @@ class TaskRecord:
     # A delivery of a reactive trigger: its name and the URI it is about (docs/triggers.md).
     trigger: str | None = None
     uri: str | None = None
+    # Which executor ran the task (`local`, `temporal`) and where: the host, or the Temporal worker.
+    executor: str | None = None
+    worker: str | None = None
 
     @property
     def may_requeue(self) -> bool:
@@ -131,6 +134,8 @@ class TaskRecord:
             schedule_id=self.schedule_id,
             trigger=self.trigger,
             uri=self.uri,
+            executor=self.executor,
+            worker=self.worker,
         )
 
 

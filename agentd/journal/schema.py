@@ -13,7 +13,7 @@ from pathlib import Path
 
 from agentd.errors import JournalError
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 BUSY_TIMEOUT_MS = 5000
 
 # Invariant: `seq` is the rowid alias, so it is the submission order and survives VACUUM (an
@@ -169,8 +169,15 @@ CREATE TABLE trigger_state (
 ) WITHOUT ROWID;
 """
 
+# v6: which executor ran a task (`local`, `temporal`) and where: this host's name for a local
+# run, the Temporal worker's identity for a remote one (docs/temporal.md). NULL until it runs.
+_V6 = """
+ALTER TABLE tasks ADD COLUMN executor TEXT;
+ALTER TABLE tasks ADD COLUMN worker TEXT;
+"""
+
 # Index i holds the script that takes a database from version i to i + 1.
-_MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)
+_MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 
 # SQLite primary result codes (the low byte of an extended code) that describe the environment

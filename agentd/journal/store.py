@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import socket
 import sqlite3
 import time
 from collections import deque
@@ -63,6 +64,8 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+# The `worker` of a task this host runs itself (the journal records which host ran each task).
+_HOST = socket.gethostname()
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,8 +159,10 @@ class Journal(ScheduleJournal, ApprovalJournal, TriggerJournal):
         *,
         trigger: str | None = None,
         uri: str | None = None,
+        task_id: str | None = None,
     ) -> tuple[TaskRecord, bool]:
-        """Journal a new queued task; returns `(record, created)`.
+        """Journal a new queued task; returns `(record, created)`. `task_id`: the id to give it
+        (one `new_task_id()` made, so a caller can name it before it is visible); else a new one.
 
         The same `idempotency_key` from the same uid returns the existing task with
         `created=False`; keys are scoped per uid. Raises `JournalUnavailable` if not committed,
@@ -165,7 +170,7 @@ class Journal(ScheduleJournal, ApprovalJournal, TriggerJournal):
         """
         op = functools.partial(
             q.insert_task,
-            task_id=new_task_id(),
+            task_id=task_id or new_task_id(),
             run_id=new_run_id(),
             spec=spec,
             spec_json=spec.model_dump_json(),
@@ -222,9 +227,25 @@ class Journal(ScheduleJournal, ApprovalJournal, TriggerJournal):
         """starting → running, recording on the task and its root node the process identity
         used by restart recovery."""
         op = functools.partial(
-            q.mark_running, task_id=task_id, pid=pid, pid_start_time=pid_start_time, now=time.time()
+            q.mark_running,
+            task_id=task_id,
+            pid=pid,
+            pid_start_time=pid_start_time,
+            now=time.time(),
+            worker=_HOST,
         )
         return await self._write(op)
+
+    async def mark_remote_running(self, task_id: str, *, executor: str, worker: str) -> TaskRecord:
+        """starting|running → running on `worker` (a remote executor's; no local process)."""
+        op = functools.partial(
+            q.mark_remote_running, task_id=task_id, executor=executor, worker=worker, now=time.time()
+        )
+        return await self._write(op)
+
+    async def forget_queued(self, task_id: str) -> bool:
+        """Delete a still-queued task an executor did not accept; False if it was claimed meanwhile."""
+        return await self._write(functools.partial(q.forget_queued, task_id=task_id))
 
     async def mark_terminal(
         self,

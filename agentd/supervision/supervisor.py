@@ -29,9 +29,9 @@ from agentd.spawning import reaper
 from agentd.spawning.cgroup import CgroupRoot
 from agentd.spawning.spawner import Spawner
 from agentd.supervision.approvals import ApprovalDesk
+from agentd.supervision.executor import Executor, LocalExecutor, Run
 from agentd.supervision.fairness import fair_order
 from agentd.supervision.ports import DrainState, RunOptions, RunPorts
-from agentd.supervision.task_run import TaskRun
 from agentd.tracing import NULL_TRACING, TaskSpan, Tracing
 from protocol.environment import RUN_MARKER_ENV
 from protocol.result import RunError, RunResult, TerminalStatus, exit_code
@@ -62,7 +62,7 @@ class _Slot:
     """A task this daemon has taken from the queue; `run` exists once its payload is built."""
 
     record: TaskRecord
-    run: TaskRun | None = None
+    run: Run | None = None
     span: TaskSpan | None = None
     cancel_reason: str | None = None
 
@@ -79,8 +79,13 @@ class Supervisor:
         tracing: Tracing = NULL_TRACING,
         *,
         approvals: bool = True,
+        executor: Executor | None = None,
     ) -> None:
         self.journal = journal
+        # How each task runs: here (the default), or on a Temporal worker (DESIGN §16).
+        self.executor: Executor = executor or LocalExecutor()
+        # Journaled tasks whose submit waits for the executor to accept them: not to be taken yet.
+        self.accepting: set[str] = set()
         # Gated tool calls wait here for a person (issue 18); without a desk they are denied.
         self.approvals = ApprovalDesk(journal) if approvals else None
         self.build_payload = build_payload
@@ -218,7 +223,9 @@ class Supervisor:
                     except JournalError as exc:
                         self.log.error("proc.start", err=f"journal read failed: {exc}")
                         queued = ()
-                    waiting = [r for r in queued if r.task_id not in self.running]
+                    waiting = [
+                        r for r in queued if r.task_id not in self.running and r.task_id not in self.accepting
+                    ]
                     for record in fair_order(waiting, self._running_by_owner(), self._last_started):
                         if len(self.running) >= self.options.max_concurrent_tasks:
                             break
@@ -302,7 +309,7 @@ class Supervisor:
             return RunResult(
                 status=TerminalStatus.CANCELLED, error=RunError(kind="cancelled", message=slot.cancel_reason)
             )
-        slot.run = TaskRun(self.run_ports(), slot.record, payload)
+        slot.run = self.executor.start(self.run_ports(), slot.record, payload)
         if self.draining:
             slot.run.cancel("agentd is shutting down", cause="drain", force=self.forced)
         return await slot.run.run()
@@ -352,7 +359,7 @@ class Supervisor:
         handled: list[str] = []
         for record in await self.journal.unfinished():
             killed = await anyio.to_thread.run_sync(kill_survivor, record)
-            if record.may_requeue:
+            if self.executor.requeue_on_recovery(record):
                 await self.journal.requeue(record.task_id)
                 outcome = "requeued"
             else:

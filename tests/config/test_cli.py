@@ -98,6 +98,7 @@ def test_schema_is_json_schema_of_every_table() -> None:
         "loop",
         "security",
         "metrics",
+        "executor",
         "intelligence",
         "mcp",
         "mcp_servers_json",

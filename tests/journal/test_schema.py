@@ -104,11 +104,11 @@ def test_a_v2_journal_migrates_to_the_current_schema_keeping_its_tasks_as_plain_
     conn.close()
     migrated = connect_writer(db)
     try:
-        assert migrated.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+        assert migrated.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
         row = migrated.execute(
-            "SELECT schedule_id, fire_at, idle, trigger, uri FROM tasks WHERE task_id = 't1'"
+            "SELECT schedule_id, fire_at, idle, trigger, uri, executor, worker FROM tasks WHERE task_id = 't1'"
         ).fetchone()
-        assert tuple(row) == (None, None, 0, None, None)
+        assert tuple(row) == (None, None, 0, None, None, None, None)
         assert migrated.execute("SELECT count(*) FROM trigger_state").fetchone()[0] == 0
         assert migrated.execute("SELECT count(*) FROM schedules").fetchone()[0] == 0
     finally:
@@ -131,5 +131,25 @@ def test_a_v3_journal_migrates_to_v4_with_an_empty_approvals_table(tmp_path: Pat
         assert migrated.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert migrated.execute("SELECT count(*) FROM approvals").fetchone()[0] == 0
         assert migrated.execute("SELECT count(*) FROM tasks").fetchone()[0] == 1
+    finally:
+        migrated.close()
+
+
+def test_a_v5_journal_migrates_to_v6_with_no_executor_recorded_yet(tmp_path: Path) -> None:
+    db = tmp_path / "agentd.db"
+    conn = sqlite3.connect(db, isolation_level=None)
+    for script in _MIGRATIONS[:5]:
+        for statement in _statements(script):
+            conn.execute(statement)
+    conn.execute("PRAGMA user_version = 5")
+    conn.execute(
+        "INSERT INTO tasks (task_id, run_id, owner_uid, spec, created_at) VALUES ('t1', 'r1', 7, '{}', 0)"
+    )
+    conn.close()
+    migrated = connect_writer(db)
+    try:
+        assert migrated.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        row = migrated.execute("SELECT executor, worker FROM tasks WHERE task_id = 't1'").fetchone()
+        assert tuple(row) == (None, None)
     finally:
         migrated.close()

@@ -134,6 +134,7 @@ async def test_the_lifecycle_records_each_transition(journal: Journal) -> None:
     assert starting.state == "starting" and starting.started_at is not None
     running = await journal.mark_running(record.task_id, pid=4242, pid_start_time=123.5)
     assert (running.state, running.pid, running.pid_start_time) == ("running", 4242, 123.5)
+    assert running.executor == "local" and running.worker  # this host's name
     usage = RunUsage(tokens_in=10, tokens_out=5, steps=2, model_calls=2)
     ended = await journal.mark_terminal(
         record.task_id,
@@ -285,3 +286,35 @@ async def test_tasks_survive_a_clean_reopen(state_dir: Path) -> None:
         assert await journal.get(record.task_id) == running
         again, created = await journal.submit(spec(), owner_uid=3, idempotency_key="k")
         assert not created and again.task_id == record.task_id
+
+
+async def test_a_remote_run_records_its_executor_and_each_worker_and_no_local_pid(journal: Journal) -> None:
+    record, _ = await journal.submit(spec(), owner_uid=1)
+    await journal.mark_starting(record.task_id)
+    running = await journal.mark_remote_running(record.task_id, executor="temporal", worker="w1@hostA")
+    assert (running.state, running.pid, running.executor, running.worker) == (
+        "running",
+        None,
+        "temporal",
+        "w1@hostA",
+    )
+    # A retry of the activity on another worker: still running, now there.
+    again = await journal.mark_remote_running(record.task_id, executor="temporal", worker="w2@hostB")
+    assert again.worker == "w2@hostB"
+    assert (await journal.nodes(record.task_id))[0].state == "running"
+    view = again.to_view()
+    assert (view.executor, view.worker) == ("temporal", "w2@hostB")
+
+
+async def test_forget_queued_deletes_only_a_task_no_run_has_claimed(journal: Journal) -> None:
+    queued, _ = await journal.submit(spec(), owner_uid=1, idempotency_key="k")
+    journal.append_event(queued.task_id, "task.submitted", {})
+    assert await journal.forget_queued(queued.task_id) is True
+    assert await journal.get(queued.task_id) is None
+    # The key is free again: a resubmit creates a new task.
+    again, created = await journal.submit(spec(), owner_uid=1, idempotency_key="k")
+    assert created and again.task_id != queued.task_id
+    await journal.mark_starting(again.task_id)
+    assert await journal.forget_queued(again.task_id) is False
+    assert (await journal.get(again.task_id)) is not None
+    assert await journal.forget_queued("no-such-task") is False

@@ -160,3 +160,40 @@ def test_sysusers_and_tmpfiles_create_the_user_and_directories_in_an_empty_root(
     for path, mode in (("run/agentd", 0o750), ("var/lib/agentd", 0o700)):
         st = (tmp_path / path).stat()
         assert (st.st_uid, st.st_mode & 0o7777) == (uid, mode), path
+
+
+WORKER = UNITS / "agentd-worker.service"
+
+
+@needs_analyze
+def test_the_worker_unit_verifies_and_scores_like_the_service(tmp_path: Path) -> None:
+    assert ANALYZE is not None
+    done = subprocess.run(
+        [ANALYZE, "security", "--offline=true", str(WORKER)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    match = re.search(r"Overall exposure level for agentd-worker\.service: (\d+\.\d+)", done.stdout)
+    assert match and float(match.group(1)) <= MAX_EXPOSURE, done.stdout[-2000:]
+    agentd = Path(sys.executable).parent / "agentd"
+    if not os.access(agentd, os.X_OK):
+        pytest.skip(f"{agentd} is not installed (run scripts/check, which installs it)")
+    (tmp_path / WORKER.name).write_text(WORKER.read_text().replace(INSTALLED_AGENTD, str(agentd)))
+    done = subprocess.run(
+        [ANALYZE, "verify", str(tmp_path / WORKER.name)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip() == "", done.stderr
+
+
+def test_the_worker_unit_keeps_the_workers_systemd_contract() -> None:
+    assert one(WORKER, "Type") == "notify"
+    assert one(WORKER, "KillMode") == "mixed"
+    assert one(WORKER, "Delegate") == "yes"
+    assert one(WORKER, "ExecStart") == INSTALLED_AGENTD + " worker --config /etc/agentd/agentd.toml"
+    drain_cap_s = DaemonSection.model_fields["drain_timeout_s"].default
+    assert seconds(one(WORKER, "TimeoutStopSec")) >= drain_cap_s + STOP_SLACK_S
+    # Its own journal: never the front door's state directory (one agentd per state directory).
+    assert one(WORKER, "StateDirectory") != one(SERVICE, "StateDirectory")
+    assert one(WORKER, "Environment") == f"AGENTD_STATE_DIR=/var/lib/{one(WORKER, 'StateDirectory')}"
+    assert values(WORKER, "ProtectControlGroups") == values(WORKER, "PrivateUsers") == []
+    assert values(WORKER, "SystemCallFilter") == values(SERVICE, "SystemCallFilter")

@@ -1,0 +1,171 @@
+"""A worker's side: the activity that runs one task on this host's own supervisor.
+
+The activity journals the task locally (a fresh local task per attempt, keyed by workflow id and
+attempt), lets the local `Supervisor` run it — the same spawning, limits, liveness detectors, kill
+ladder and tree budgets as any local task, its whole tree on this host — and heartbeats every
+`HEARTBEAT_S` with the attempt, this worker's identity, live usage, the tree, the pids and a
+bounded tail of the task's events. A cancel of the activity (from `agentd cancel`, or the
+workflow gone) runs the kill ladder and returns the `cancelled` result; this worker's drain hands
+the task back (a retryable failure) so that another worker runs it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import timedelta
+from typing import Any
+
+import anyio
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
+from temporalio.worker import Worker
+
+from agentd.errors import JournalError
+from agentd.executors.remote import (
+    ACTIVITY_NAME,
+    NODES_CAP,
+    RETRYABLE_TYPE,
+    EventTail,
+    TemporalSettings,
+    result_of,
+    retryable,
+    synthetic,
+)
+from agentd.executors.temporal_workflow import TaskWorkflow
+from agentd.journal.records import TaskRecord
+from agentd.journal.store import Journal
+from agentd.supervision.supervisor import Supervisor
+from protocol.api import RetryPolicy, TaskSpec
+from protocol.result import RunResult, RunUsage, TerminalStatus
+
+HEARTBEAT_S = 0.5
+EVENT_BATCH = 500
+
+
+class TaskActivity:
+    def __init__(self, journal: Journal, supervisor: Supervisor, identity: str, stop_bound_s: float) -> None:
+        self.journal = journal
+        self.supervisor = supervisor
+        self.identity = identity
+        # How long a cancelled task may take to stop: the kill ladder's bound plus teardown.
+        self.stop_bound_s = stop_bound_s
+
+    @activity.defn(name=ACTIVITY_NAME)
+    async def run_task(self, task: dict[str, Any]) -> dict[str, Any]:
+        info = activity.info()
+        attempt = info.attempt
+        remaining = float(task["deadline_at"]) - time.time()
+        if remaining <= 0:
+            late = synthetic(TerminalStatus.DEADLINE, "deadline", "no time was left")
+            return self._answer(late, attempt, [])
+        spec = TaskSpec.model_validate(task["spec"])
+        limits = spec.limits.model_copy(
+            update={"deadline_s": min(spec.limits.deadline_s or float(task["deadline_s"]), remaining)}
+        )
+        # Temporal owns the retries: this host never requeues the attempt itself.
+        spec = spec.model_copy(update={"limits": limits, "retry": RetryPolicy(max_attempts=1)})
+        try:
+            local, _ = await self.journal.submit(
+                spec, int(task["owner_uid"]), f"temporal:{info.workflow_id}:{attempt}"
+            )
+        except JournalError as exc:
+            raise ApplicationError(f"the worker's journal: {exc}", type=RETRYABLE_TYPE) from None
+        self.supervisor.notify_submitted()
+        tail = EventTail()
+        seq = 0
+        done = self.supervisor.terminal_event(local.task_id)
+        if local.state == "terminal":  # this attempt ran here already (a repeated delivery)
+            done.set()
+        try:
+            while True:
+                with anyio.move_on_after(HEARTBEAT_S):
+                    await done.wait()
+                if done.is_set():
+                    break
+                seq = await self._pump(local.task_id, seq, tail)
+                activity.heartbeat(await self._progress(local, attempt, tail))
+        except asyncio.CancelledError:
+            details = activity.cancellation_details()
+            handing_back = details is not None and details.worker_shutdown
+            reason = "the worker is draining" if handing_back else "the task was cancelled"
+            with anyio.CancelScope(shield=True):
+                await self.supervisor.cancel(local.task_id, reason)
+                with anyio.move_on_after(self.stop_bound_s):
+                    await done.wait()
+                seq = await self._pump(local.task_id, seq, tail)
+            if handing_back:
+                raise ApplicationError(
+                    "handed back: the worker is draining", {"attempt": attempt}, type=RETRYABLE_TYPE
+                ) from None
+        await self.journal.flush_events()
+        seq = await self._pump(local.task_id, seq, tail)
+        record = await self.journal.get(local.task_id)
+        if record is None or record.status is None:
+            raise ApplicationError("the task did not end in time", type=RETRYABLE_TYPE)
+        result = result_of(record)
+        answer = self._answer(result, attempt, tail.encoded())
+        nodes = await self.journal.nodes(local.task_id)
+        answer["nodes"] = [n.to_view().model_dump(mode="json") for n in nodes[:NODES_CAP]]
+        if retryable(result):
+            raise ApplicationError(f"the task's child crashed: {result.error}", answer, type=RETRYABLE_TYPE)
+        return answer
+
+    def _answer(self, result: RunResult, attempt: int, events: list[Any]) -> dict[str, Any]:
+        return {
+            **result.model_dump(mode="json"),
+            "attempt": attempt,
+            "worker": self.identity,
+            "events": events,
+        }
+
+    async def _pump(self, task_id: str, seq: int, tail: EventTail) -> int:
+        for _ in range(20):  # bounded: at most 10,000 events per beat (the tail keeps the newest)
+            batch = await self.journal.events_after(task_id, seq, EVENT_BATCH)
+            tail.extend((e.seq, e.ts, e.event, e.fields) for e in batch)
+            if batch:
+                seq = batch[-1].seq
+            if len(batch) < EVENT_BATCH:
+                break
+        return seq
+
+    async def _progress(self, local: TaskRecord, attempt: int, tail: EventTail) -> dict[str, Any]:
+        slot = self.supervisor.running.get(local.task_id)
+        run = slot.run if slot is not None else None
+        nodes = run.node_views()[:NODES_CAP] if run is not None else []
+        usage = sum((n.usage for n in nodes), RunUsage())
+        return {
+            "attempt": attempt,
+            "worker": self.identity,
+            "local_task_id": local.task_id,
+            "state": "running" if run is not None else "queued",
+            "pids": sorted(run.pids()) if run is not None else [],
+            "usage": usage.model_dump(mode="json"),
+            "nodes": [n.model_dump(mode="json") for n in nodes],
+            "events": tail.encoded(),
+        }
+
+
+def build_worker(
+    client: Client,
+    settings: TemporalSettings,
+    activity_impl: TaskActivity,
+    *,
+    max_tasks: int,
+    drain_s: float,
+) -> Worker:
+    """This host's Temporal worker: the task workflow and the activity, `max_tasks` at once."""
+    return Worker(
+        client,
+        task_queue=settings.task_queue,
+        workflows=[TaskWorkflow],
+        activities=[activity_impl.run_task],
+        max_concurrent_activities=max_tasks,
+        identity=activity_impl.identity,
+        # Heartbeats reach the server at most this late: events reach `logs -f`, and a cancel the
+        # activity, within about a second.
+        max_heartbeat_throttle_interval=timedelta(seconds=HEARTBEAT_S),
+        default_heartbeat_throttle_interval=timedelta(seconds=HEARTBEAT_S),
+        graceful_shutdown_timeout=timedelta(seconds=drain_s),
+    )

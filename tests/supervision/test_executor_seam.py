@@ -1,0 +1,185 @@
+"""The `Executor` seam in the supervisor, with a stand-in remote executor (no processes): the
+supervisor runs what the executor starts and records its one result; a run that detaches (a
+front door's drain) leaves the task unrecorded for the next daemon; recovery asks the executor;
+a task whose submit the executor has not accepted yet is not taken from the queue."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from agentd.journal.records import TaskRecord, new_task_id
+from agentd.journal.store import Journal, JournalOptions, open_journal
+from agentd.spawning.spawner import ExecSpawner
+from agentd.supervision.executor import LocalExecutor, Run
+from agentd.supervision.liveness import KillCause
+from agentd.supervision.ports import RunPorts
+from agentd.supervision.supervised_child import SupervisedChild
+from agentd.supervision.supervisor import Supervisor, SupervisorOptions
+from protocol.api import NodeView, TaskSpec
+from protocol.result import RunResult, TerminalStatus
+from protocol.spawn import EndpointSpec, Limits, SpawnPayload
+
+pytestmark = pytest.mark.anyio
+BOUND_S = 10.0
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+async def journal(tmp_path: Path) -> AsyncIterator[Journal]:
+    async with open_journal(tmp_path / "state", JournalOptions(event_flush_interval_s=0.01)) as opened:
+        yield opened
+
+
+def _payload(record: TaskRecord) -> SpawnPayload:
+    return SpawnPayload(
+        task_id=record.task_id,
+        run_id=record.run_id,
+        instruction=record.spec.instruction,
+        intelligence=[EndpointSpec(kind="openai", base_url="http://127.0.0.1:9/v1", model="m")],
+        limits=Limits(max_steps=4, max_tokens=1000, deadline_s=60.0, remaining_depth=1),
+        notes_path="/nonexistent/notes.md",
+    )
+
+
+class FakeRun:
+    root_child: SupervisedChild | None = None
+
+    def __init__(self, record: TaskRecord) -> None:
+        self.record = record
+        self.finish = anyio.Event()
+        self.detached = False
+        self.cancels: list[tuple[str, KillCause]] = []
+
+    async def run(self) -> RunResult | None:
+        await self.finish.wait()
+        return None if self.detached else RunResult(status=TerminalStatus.COMPLETED, result="remote")
+
+    def cancel(self, reason: str, *, cause: KillCause = "cancel", force: bool = False) -> None:
+        self.cancels.append((reason, cause))
+        self.detached = cause == "drain"
+        self.finish.set()
+
+    def pids(self) -> set[int]:
+        return set()
+
+    def node_views(self) -> list[NodeView]:
+        return []
+
+    def awaiting_approval(self) -> set[str]:
+        return set()
+
+
+class FakeExecutor:
+    name = "fake"
+
+    def __init__(self) -> None:
+        self.runs: dict[str, FakeRun] = {}
+        self.changed = anyio.Event()
+
+    async def accept(self, record: TaskRecord) -> None:
+        return None
+
+    def start(self, ports: RunPorts, record: TaskRecord, payload: SpawnPayload) -> Run:
+        run = self.runs[record.task_id] = FakeRun(record)
+        self.changed.set()
+        self.changed = anyio.Event()
+        return run
+
+    def requeue_on_recovery(self, record: TaskRecord) -> bool:
+        return True
+
+
+async def _started(executor: FakeExecutor, task_id: str) -> FakeRun:
+    with anyio.fail_after(BOUND_S):
+        while task_id not in executor.runs:
+            await executor.changed.wait()
+    return executor.runs[task_id]
+
+
+async def test_the_supervisor_records_the_result_of_the_run_its_executor_started(journal: Journal) -> None:
+    executor = FakeExecutor()
+    supervisor = Supervisor(journal, _payload, ExecSpawner(), executor=executor)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(supervisor.serve)
+        record, _ = await journal.submit(TaskSpec(instruction="x"), owner_uid=1)
+        supervisor.notify_submitted()
+        (await _started(executor, record.task_id)).finish.set()
+        with anyio.fail_after(BOUND_S):
+            await supervisor.terminal_event(record.task_id).wait()
+        supervisor.drain()
+        await supervisor.wait_drained()
+        tg.cancel_scope.cancel()
+    ended = await journal.get(record.task_id)
+    assert ended is not None and (ended.status, ended.result) == (TerminalStatus.COMPLETED, "remote")
+
+
+async def test_a_run_that_detaches_at_the_drain_is_left_for_recovery_which_asks_the_executor(
+    journal: Journal,
+) -> None:
+    executor = FakeExecutor()
+    supervisor = Supervisor(journal, _payload, ExecSpawner(), executor=executor)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(supervisor.serve)
+        record, _ = await journal.submit(TaskSpec(instruction="x"), owner_uid=1)
+        supervisor.notify_submitted()
+        await _started(executor, record.task_id)
+        await journal.mark_starting(record.task_id)  # what a real remote run does first
+        supervisor.drain()
+        with anyio.fail_after(BOUND_S):
+            await supervisor.wait_drained()
+        tg.cancel_scope.cancel()
+    assert executor.runs[record.task_id].cancels == [("agentd is shutting down", "drain")]
+    left = await journal.get(record.task_id)
+    assert left is not None and left.state == "starting"  # not recorded: it goes on elsewhere
+    # The next front door requeues it (a retry policy of 1 would have ended a local task crashed).
+    again = Supervisor(journal, _payload, ExecSpawner(), executor=FakeExecutor())
+    assert await again.recover() == [record.task_id]
+    requeued = await journal.get(record.task_id)
+    assert requeued is not None and requeued.state == "queued"
+
+
+async def test_a_worker_never_requeues_what_its_previous_process_left(journal: Journal) -> None:
+    spec = TaskSpec.model_validate({"instruction": "x", "retry": {"max_attempts": 3}})
+    record, _ = await journal.submit(spec, owner_uid=1)
+    await journal.mark_starting(record.task_id)
+    worker = Supervisor(journal, _payload, ExecSpawner(), executor=LocalExecutor(requeue=False))
+    await worker.recover()
+    ended = await journal.get(record.task_id)
+    assert ended is not None and ended.status is TerminalStatus.CRASHED
+    local = Supervisor(journal, _payload, ExecSpawner())
+    assert local.executor.requeue_on_recovery(record)  # the default: today's behaviour
+
+
+async def test_a_task_not_yet_accepted_by_its_executor_is_not_taken_from_the_queue(journal: Journal) -> None:
+    executor = FakeExecutor()
+    supervisor = Supervisor(
+        journal, _payload, ExecSpawner(), SupervisorOptions(max_concurrent_tasks=2), executor=executor
+    )
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(supervisor.serve)
+        # As the API's submit does: the id is named, and held back, before the task is committed.
+        supervisor.accepting.add(held_id := new_task_id())
+        held, _ = await journal.submit(TaskSpec(instruction="held"), owner_uid=1, task_id=held_id)
+        assert held.task_id == held_id
+        other, _ = await journal.submit(TaskSpec(instruction="other"), owner_uid=1)
+        supervisor.notify_submitted()
+        await _started(executor, other.task_id)
+        # The same pass of the scheduler that took `other` saw `held` first and left it.
+        assert held.task_id not in executor.runs
+        supervisor.accepting.discard(held.task_id)
+        supervisor.notify_submitted()
+        await _started(executor, held.task_id)
+        for run in executor.runs.values():
+            run.finish.set()
+        supervisor.drain()
+        with anyio.fail_after(BOUND_S):
+            await supervisor.wait_drained()
+        tg.cancel_scope.cancel()
