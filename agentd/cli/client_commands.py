@@ -61,9 +61,9 @@ from protocol.api import (
     WaitParams,
     WaitRequest,
 )
+from protocol.contract import OutputContract
 from protocol.exit_codes import ExitCode
 from protocol.jsonrpc import INVALID_PARAMS
-from protocol.spawn import OutputContract
 
 
 class UsageError(AgentdError):
