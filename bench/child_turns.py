@@ -110,15 +110,15 @@ def traced_main(turns: int, runs: int) -> None:
             rows["off"].append(anyio.run(one_run, turns, False))
             rows["traced"].append(anyio.run(one_run, turns, False, receiver.endpoint))
         received = len(receiver.spans)
-    off = statistics.median(r["cpu_per_turn_mean_ms"] for r in rows["off"])
-    on = statistics.median(r["cpu_per_turn_mean_ms"] for r in rows["traced"])
-    pairs = [t["cpu_per_turn_mean_ms"] - o["cpu_per_turn_mean_ms"] for o, t in zip(rows["off"], rows["traced"])]
-    print(f"subagent, {turns}-turn task with a local tool, {runs} runs each, alternated; spans received: {received}")
-    print(f"CPU per turn (mean over the run, the batch thread's exports included): off {off:.2f} ms, traced {on:.2f} ms")
-    print(f"tracing adds {on - off:+.2f} ms ({(on - off) / off:+.1%}); paired runs, median: {statistics.median(pairs):+.2f} ms")
-    print("each pair, off → traced (ms): " + ", ".join(
-        f"{o['cpu_per_turn_mean_ms']:.2f} → {t['cpu_per_turn_mean_ms']:.2f}" for o, t in zip(rows["off"], rows["traced"])
-    ))
+    off_runs = [r["cpu_per_turn_mean_ms"] for r in rows["off"]]
+    on_runs = [r["cpu_per_turn_mean_ms"] for r in rows["traced"]]
+    off, on = statistics.median(off_runs), statistics.median(on_runs)
+    paired = statistics.median(t - o for o, t in zip(off_runs, on_runs, strict=True))
+    print(f"subagent, {turns}-turn task, local tool, {runs} runs each, alternated; spans: {received}")
+    print(f"CPU per turn (mean over the run, exports included): off {off:.2f} ms, traced {on:.2f} ms")
+    print(f"tracing adds {on - off:+.2f} ms ({(on - off) / off:+.1%}); paired runs, median: {paired:+.2f} ms")
+    pairs = ", ".join(f"{o:.2f} → {t:.2f}" for o, t in zip(off_runs, on_runs, strict=True))
+    print(f"each pair, off → traced (ms): {pairs}")
 
 
 def main() -> None:
