@@ -6,7 +6,13 @@ reply is an SSE stream whose events are 20 ms apart, so the child is idle — wa
 when its CPU time is sampled at each request. Prints a table of medians over `--runs` runs and
 writes JSON.
 
-    python bench/child_turns.py [--turns 50] [--runs 3] [--out bench/results/child.json]
+With `--traced`, runs with the local tool alternate untraced and traced (the `OTEL_*` variables
+pointing at a local OTLP receiver, a sampled `traceparent` in the payload) and it prints what
+tracing adds to a turn's CPU: the mean from the first request to the last, so that the batch
+thread's exports (every 10 turns here, `OTEL_BSP_MAX_EXPORT_BATCH_SIZE=30`, as a 30 s delay
+would with real turns of ≈3 s) are counted, not just the median turn (docs/tracing.md "Overhead").
+
+    python bench/child_turns.py [--turns 50] [--runs 3] [--out bench/results/child.json] [--traced]
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import statistics
 import sys
 import time
@@ -44,7 +51,11 @@ def _cpu_s(pid: int) -> float:
     return total_ns / 1e9
 
 
-async def one_run(turns: int, with_mcp: bool) -> dict[str, Any]:
+def _traced_env(endpoint: str) -> dict[str, str]:
+    return {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "30"}
+
+
+async def one_run(turns: int, with_mcp: bool, otlp: str | None = None) -> dict[str, Any]:
     with FakeLLM() as fake:
         for i in range(turns - 1):
             tool = "demo__counter" if with_mcp else "note_read"
@@ -61,9 +72,10 @@ async def one_run(turns: int, with_mcp: bool) -> dict[str, Any]:
             else [],
             limits={"max_steps": turns + 5, "max_tokens": 10_000_000},
             loop={"repeat_cap": 1000, "idle_limit": 1000},
+            telemetry={"traceparent": f"00-{os.urandom(16).hex()}-{os.urandom(8).hex()}-01"} if otlp else {},
         )
         started = time.monotonic()
-        async with spawn_child(payload) as child:
+        async with spawn_child(payload, env=_traced_env(otlp) if otlp else None) as child:
             await child.wait_for(lambda f: isinstance(f, control.Ready), timeout_s=30)
             ready_s = time.monotonic() - started
             cpu: list[float] = []
@@ -84,7 +96,29 @@ async def one_run(turns: int, with_mcp: bool) -> dict[str, Any]:
         "cpu_per_turn_ms": statistics.median(per_turn),
         "cpu_per_turn_early_ms": statistics.median(early),
         "cpu_per_turn_late_ms": statistics.median(late),
+        "cpu_per_turn_mean_ms": (cpu[-1] - cpu[0]) * 1000 / (len(cpu) - 1),
     }
+
+
+def traced_main(turns: int, runs: int) -> None:
+    """Untraced and traced runs alternated, so the machine's drift hits both alike."""
+    from tests.tracing.otlp_receiver import OtlpReceiver
+
+    rows: dict[str, list[dict[str, Any]]] = {"off": [], "traced": []}
+    with OtlpReceiver() as receiver:
+        for _ in range(runs):
+            rows["off"].append(anyio.run(one_run, turns, False))
+            rows["traced"].append(anyio.run(one_run, turns, False, receiver.endpoint))
+        received = len(receiver.spans)
+    off_runs = [r["cpu_per_turn_mean_ms"] for r in rows["off"]]
+    on_runs = [r["cpu_per_turn_mean_ms"] for r in rows["traced"]]
+    off, on = statistics.median(off_runs), statistics.median(on_runs)
+    paired = statistics.median(t - o for o, t in zip(off_runs, on_runs, strict=True))
+    print(f"subagent, {turns}-turn task, local tool, {runs} runs each, alternated; spans: {received}")
+    print(f"CPU per turn (mean over the run, exports included): off {off:.2f} ms, traced {on:.2f} ms")
+    print(f"tracing adds {on - off:+.2f} ms ({(on - off) / off:+.1%}); paired runs, median: {paired:+.2f} ms")
+    pairs = ", ".join(f"{o:.2f} → {t:.2f}" for o, t in zip(off_runs, on_runs, strict=True))
+    print(f"each pair, off → traced (ms): {pairs}")
 
 
 def main() -> None:
@@ -92,7 +126,11 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=50)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "child.json"))
+    parser.add_argument("--traced", action="store_true", help="tracing off vs on, in one run")
     args = parser.parse_args()
+    if args.traced:
+        traced_main(args.turns, args.runs)
+        return
     rows: dict[str, dict[str, float]] = {}
     for label, with_mcp in (("local tool", False), ("MCP stdio tool", True)):
         runs = [anyio.run(one_run, args.turns, with_mcp) for _ in range(args.runs)]

@@ -15,9 +15,10 @@ from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar, cast, ge
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, JsonValue, Tag, TypeAdapter, model_validator
 
+from protocol.contract import OutputContract
 from protocol.jsonrpc import ErrorResponse, Message, RequestId, Response, message_kind
+from protocol.names import Name
 from protocol.result import AbortKind, RunError, RunUsage, TerminalStatus
-from protocol.spawn import Name, OutputContract
 
 MAX_API_FRAME = 1024 * 1024
 
@@ -37,8 +38,22 @@ TaskState = Literal["queued", "starting", "running", "terminal"]
 ViewState = Literal["queued", "starting", "running", "awaiting_approval", "terminal"]
 
 
+# The models and adapters of this module are built at their first use, not at import
+# (`defer_build`): a CLI command needs a handful of the ≈70 and paid ≈0.2 s of CPU building them
+# all (docs/decisions.md). The daemon builds them all at start (`build_all`). A default that is a
+# model is made with `model_construct()`, which does not build its model either.
+_DEFERRED = ConfigDict(defer_build=True)
+
+
+def _adapter(type_: Any) -> TypeAdapter[Any]:
+    """A TypeAdapter built at its first use (a model's adapter follows the model's own config)."""
+    if isinstance(type_, type) and issubclass(type_, BaseModel):
+        return TypeAdapter(type_)
+    return TypeAdapter(type_, config=_DEFERRED)
+
+
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
 
 class SpecLimits(_Model):
@@ -71,10 +86,10 @@ class TaskSpec(_Model):
     instruction: str = Field(min_length=1, max_length=1_000_000)
     model: Name | None = None
     mcp: list[Name] = Field(default_factory=list, max_length=64)
-    limits: SpecLimits = SpecLimits()
+    limits: SpecLimits = SpecLimits.model_construct()
     output_contract: OutputContract = OutputContract()
-    loop: LoopOverrides = LoopOverrides()
-    retry: RetryPolicy = RetryPolicy()
+    loop: LoopOverrides = LoopOverrides.model_construct()
+    retry: RetryPolicy = RetryPolicy.model_construct()
     labels: dict[Annotated[str, Field(max_length=64)], Annotated[str, Field(max_length=256)]] = Field(
         default_factory=dict, max_length=32
     )
@@ -388,6 +403,8 @@ class Request(Message, Generic[ResultT]):
     method's request and its result are declared together, once.
     """
 
+    model_config = _DEFERRED  # merged with Message's
+
     # Invariant: unique among a connection's requests in flight. `ApiClient` numbers its
     # requests itself, so a caller leaves the default.
     id: RequestId = 0
@@ -400,7 +417,7 @@ class Request(Message, Generic[ResultT]):
         generic = cls.__pydantic_generic_metadata__
         if generic["origin"] is Request:  # `Request[X]` itself; its subclasses inherit the adapter
             (result_type,) = generic["args"]
-            cls.result_adapter = TypeAdapter(result_type)
+            cls.result_adapter = _adapter(result_type)
 
     def validate_result(self, result: JsonValue) -> ResultT:
         """This request's result from its JSON value. Raises `pydantic.ValidationError`."""
@@ -424,7 +441,7 @@ class GetRequest(Request[TaskView]):
 
 class ListRequest(Request[list[TaskView]]):
     method: Literal["task.list"] = "task.list"
-    params: ListParams = ListParams()
+    params: ListParams = ListParams.model_construct()
 
 
 class CancelRequest(Request[TaskView]):
@@ -452,12 +469,12 @@ class TreeRequest(Request[list[NodeView]]):
 
 class StatusRequest(Request[DaemonStatus]):
     method: Literal["daemon.status"] = "daemon.status"
-    params: NoParams = NoParams()
+    params: NoParams = NoParams.model_construct()
 
 
 class ApprovalListRequest(Request[list[ApprovalView]]):
     method: Literal["approval.list"] = "approval.list"
-    params: ApprovalListParams = ApprovalListParams()
+    params: ApprovalListParams = ApprovalListParams.model_construct()
 
 
 class ApprovalDecideRequest(Request[ApprovalView]):
@@ -472,7 +489,7 @@ class ScheduleCreateRequest(Request[ScheduleCreateResult]):
 
 class ScheduleListRequest(Request[list[ScheduleView]]):
     method: Literal["schedule.list"] = "schedule.list"
-    params: ScheduleListParams = ScheduleListParams()
+    params: ScheduleListParams = ScheduleListParams.model_construct()
 
 
 class ScheduleGetRequest(Request[ScheduleView]):
@@ -499,7 +516,7 @@ class ScheduleDeleteRequest(Request[ScheduleView]):
 
 class TriggerListRequest(Request[list[TriggerView]]):
     method: Literal["trigger.list"] = "trigger.list"
-    params: NoParams = NoParams()
+    params: NoParams = NoParams.model_construct()
 
 
 class TriggerPauseRequest(Request[TriggerView]):
@@ -548,7 +565,7 @@ ApiRequest = Annotated[
     Field(discriminator="method"),
 ]
 
-REQUEST_ADAPTER: TypeAdapter[ApiRequest] = TypeAdapter(ApiRequest)
+REQUEST_ADAPTER: TypeAdapter[ApiRequest] = _adapter(ApiRequest)
 
 # Derived from the union, which stays the one list of methods.
 REQUEST_TYPES: Mapping[str, type[Request[Any]]] = {
@@ -563,6 +580,8 @@ METHODS = frozenset(REQUEST_TYPES)
 class EventNotification(Message):
     """One event of a task, streamed by `task.events` before its response."""
 
+    model_config = _DEFERRED  # merged with Message's
+
     method: Literal["task.event"] = "task.event"
     params: EventView
 
@@ -576,5 +595,17 @@ ApiReply = Annotated[
     Discriminator(message_kind),
 ]
 
-REPLY_ADAPTER: TypeAdapter[ApiReply] = TypeAdapter(ApiReply)
+REPLY_ADAPTER: TypeAdapter[ApiReply] = _adapter(ApiReply)
 REPLY_KINDS = frozenset({EVENT_NOTIFICATION, "result", "error"})
+
+
+def build_all() -> None:
+    """Build every model and adapter of the API now, for a process that serves it: its first
+    request is then no slower than the rest."""
+    for value in list(globals().values()):
+        if isinstance(value, type) and issubclass(value, BaseModel) and value.__module__ == __name__:
+            value.model_rebuild()
+    for request_type in REQUEST_TYPES.values():
+        request_type.result_adapter.rebuild()
+    REQUEST_ADAPTER.rebuild()
+    REPLY_ADAPTER.rebuild()

@@ -12,11 +12,9 @@ and the standard library (docs/decisions.md).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn
 
-from pydantic import JsonValue
-
-from protocol.spawn import OutputContract
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
@@ -26,6 +24,19 @@ MAX_ERROR_CHARS = 300
 
 
 REF_KEYWORDS = ("$ref", "$dynamicRef", "$recursiveRef")
+
+
+class OutputContract(BaseModel):
+    """What the result must look like. `format="json"` with a `schema` is machine-checked (VERIFY)."""
+
+    objective: str | None = Field(default=None, max_length=4000)
+    format: Literal["text", "json"] = "text"
+    schema_: dict[str, JsonValue] | None = Field(default=None, alias="schema")
+    success_criteria: list[Annotated[str, Field(max_length=1000)]] = Field(
+        default_factory=list, max_length=32
+    )
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, serialize_by_alias=True)
 
 
 def remote_ref(schema: Mapping[str, JsonValue]) -> str | None:

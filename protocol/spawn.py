@@ -14,19 +14,19 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    JsonValue,
     SecretStr,
     SerializationInfo,
     field_serializer,
     model_validator,
 )
 
+# Re-exported: they were defined here, and the payload is made of them.
+from protocol.contract import OutputContract as OutputContract
 from protocol.mcp_catalogue import MAX_PAYLOAD_CATALOGUES, McpCatalogue
+from protocol.names import Handle as Handle
+from protocol.names import Name as Name
 
 REVEAL_SECRETS: dict[str, object] = {"reveal_secrets": True}
-
-Name = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
-Handle = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^0(\.[0-9]{1,4})*$")]
 
 
 class _Wire(BaseModel):
@@ -40,19 +40,6 @@ def _reveal(value: SecretStr | None, info: SerializationInfo) -> str | None:
     if isinstance(context, dict) and context.get("reveal_secrets") is True:
         return value.get_secret_value()
     return "**********"
-
-
-class OutputContract(_Wire):
-    """What the result must look like. `format="json"` with a `schema` is machine-checked (VERIFY)."""
-
-    objective: str | None = Field(default=None, max_length=4000)
-    format: Literal["text", "json"] = "text"
-    schema_: dict[str, JsonValue] | None = Field(default=None, alias="schema")
-    success_criteria: list[Annotated[str, Field(max_length=1000)]] = Field(
-        default_factory=list, max_length=32
-    )
-
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, serialize_by_alias=True)
 
 
 class SeedMessage(_Wire):

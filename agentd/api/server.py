@@ -24,7 +24,7 @@ from agentd.api.connection import Connection
 from agentd.api.frames import error_frame
 from agentd.api.limits import ApiLimits
 from agentd.api.peercred import Caller, caller_from_socket
-from protocol.api import TOO_MANY_CONNECTIONS
+from protocol.api import TOO_MANY_CONNECTIONS, build_all
 
 _log = structlog.get_logger("agentd.api")
 
@@ -53,6 +53,7 @@ async def serve_api(
     `stop_accepting` is set (a drain began), new clients are left in the listen backlog — with
     socket activation the next daemon serves them — while open connections are still served.
     """
+    build_all()  # the API's models are built at first use (protocol/api.py): all of them now, once
     listener.setblocking(False)
     daemon_uid = os.geteuid()
     table = ConnectionTable(limits.max_connections_per_uid, limits.max_connections)

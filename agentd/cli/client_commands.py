@@ -61,9 +61,9 @@ from protocol.api import (
     WaitParams,
     WaitRequest,
 )
+from protocol.contract import OutputContract
 from protocol.exit_codes import ExitCode
 from protocol.jsonrpc import INVALID_PARAMS
-from protocol.spawn import OutputContract
 
 
 class UsageError(AgentdError):
@@ -156,12 +156,12 @@ def schedule_from_args(args: argparse.Namespace) -> ScheduleSpec | None:
     """The schedule the flags describe (None: a plain task); raises UsageError naming the flag.
 
     Checked here, before anything is sent, with the same checks the daemon applies."""
-    from agentd.config.duration import DurationError, parse_duration
-    from agentd.scheduling.plan import TriggerError, parse_trigger
-
     given = [name for name in SCHEDULE_FLAGS if getattr(args, name, None) not in (None, False)]
     if not given:
         return None
+    from agentd.config.duration import DurationError, parse_duration
+    from agentd.scheduling.plan import TriggerError, parse_trigger
+
     if not (args.cron or args.every or args.loop):
         raise UsageError(f"--{given[0].replace('_', '-')} needs one of --cron, --every or --loop")
     if args.wait or args.follow:

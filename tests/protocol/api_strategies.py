@@ -60,6 +60,7 @@ from protocol.api import (
     TriggerView,
     WaitParams,
     WaitRequest,
+    build_all,
 )
 from protocol.result import RunError, RunUsage, TerminalStatus
 from tests.protocol.strategies import (
@@ -74,6 +75,10 @@ from tests.protocol.strategies import (
     request_ids,
     short_text,
 )
+
+# `st.builds` reads a model's signature, which pydantic completes only when the model is built;
+# the API's models are built at first use (protocol/api.py), so build them all first.
+build_all()
 
 WEEK_S = 7 * 24 * 3600.0
 
