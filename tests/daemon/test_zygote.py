@@ -102,7 +102,7 @@ def wait_zygote_state(daemon: Daemon, want: str, timeout_s: float = 60.0) -> Non
 BURST = 10
 
 
-@pytest.mark.alone  # the zygote must warm up within zygote_wait_s (5 s)
+@pytest.mark.alone  # the zygote must warm up within zygote_wait_s (30 s)
 def test_a_burst_the_moment_the_socket_answers_waits_for_the_zygote_instead_of_exec(tmp_path: Path) -> None:
     lines = f"max_concurrent_tasks = {BURST}\n"
     with running_daemon(tmp_path, body(tmp_path), daemon_lines=lines) as daemon:
@@ -166,7 +166,7 @@ def test_a_zero_wait_execs_while_the_zygote_starts(tmp_path: Path) -> None:
         assert daemon.wait(task_id).status is S.CANCELLED
 
 
-@pytest.mark.alone  # the zygote must warm up within zygote_wait_s (5 s)
+@pytest.mark.alone  # the zygote must warm up within zygote_wait_s (30 s)
 def test_a_nested_subagent_is_forked_from_the_zygote_too(tmp_path: Path) -> None:
     spawn = {"name": "subagent_spawn", "arguments": {"instruction": "nested: wait here", "wait": False}}
     config = scripted(
