@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import resource
 import shutil
 import statistics
@@ -44,7 +43,7 @@ import psutil
 from agentd.api.client import ApiClient
 from agentd.errors import ApiClientError
 from bench.daemon_procs import MIB, BenchDaemon, strays
-from bench.machine import CpuMeter, MachineShare
+from bench.machine import CpuMeter
 from bench.samples import Summary, summarize
 from protocol.api import (
     GetRequest,
@@ -162,11 +161,11 @@ def wait_answering(daemon: BenchDaemon) -> float:
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if daemon.daemon.proc.poll() is not None:
-            raise RuntimeError(f"the daemon exited during start:\n{daemon.daemon.log_path.read_text()[-3000:]}")
-        with contextlib.suppress(ApiClientError, OSError):
-            with ApiClient(daemon.socket, timeout_s=2) as api:
-                api.call(StatusRequest())
-                return time.monotonic()
+            tail = daemon.daemon.log_path.read_text()[-3000:]
+            raise RuntimeError(f"the daemon exited during start:\n{tail}")
+        with contextlib.suppress(ApiClientError, OSError), ApiClient(daemon.socket, timeout_s=2) as api:
+            api.call(StatusRequest())
+            return time.monotonic()
         time.sleep(0.005)
     raise RuntimeError("the daemon did not answer within its start timeout")
 
@@ -211,16 +210,18 @@ def probe_forever(socket: Path, task_id: list[str], probe: Probe, stop: threadin
         turn = 0
         while not stop.is_set():
             turn += 1
-            request = (
-                GetRequest(params=TaskRef(task_id=task_id[0])) if task_id and turn % 2 else status
-            )
             sent = time.monotonic()
             try:
-                api.call(request)
+                if task_id and turn % 2:
+                    method = "task.get"
+                    api.call(GetRequest(params=TaskRef(task_id=task_id[0])))
+                else:
+                    method = "daemon.status"
+                    api.call(status)
             except (ApiClientError, OSError) as exc:
-                probe.errors.append(f"{request.method}: {exc}")
+                probe.errors.append(f"{method}: {exc}")
                 return
-            probe.samples.append((sent, request.method, time.monotonic() - sent))
+            probe.samples.append((sent, method, time.monotonic() - sent))
             stop.wait(PROBE_EVERY_S)
 
 
@@ -292,7 +293,8 @@ def run(settings: Settings, workdir: Path, profile: Path | None = None) -> dict[
         config = write_config(workdir, body, daemon=daemon_lines, fast=False)
         meter = CpuMeter()
         started = time.monotonic()
-        launcher = (sys.executable, str(Path(__file__).with_name("loop_sampler.py")), str(profile)) if profile else ()
+        sampler = str(Path(__file__).with_name("loop_sampler.py"))
+        launcher = (sys.executable, sampler, str(profile)) if profile else ()
         bench = BenchDaemon(start_daemon(workdir, config, wait=False, launcher=launcher))
         probe, stop = Probe(), threading.Event()
         first_id: list[str] = []
@@ -381,7 +383,8 @@ def verdicts(result: dict[str, object]) -> list[tuple[str, str, str, bool]]:
     assert isinstance(spawning, dict) and isinstance(running, dict) and isinstance(memory, dict)
     n = result["tasks"]
     alive_s = result["all_alive_after_s"]
-    alive_ok = alive_s is not None and float(str(alive_s)) <= ALIVE_TARGET_S and bool(result["all_alive_at_once"])
+    at_once = bool(result["all_alive_at_once"])
+    alive_ok = alive_s is not None and float(str(alive_s)) <= ALIVE_TARGET_S and at_once
     complete_ok = result["completed"] == n and result["lost"] == 0
     api_ok = all(
         float(w["p99_ms"]) <= API_P99_TARGET_MS and float(w["max_ms"]) <= API_MAX_TARGET_MS
@@ -390,8 +393,8 @@ def verdicts(result: dict[str, object]) -> list[tuple[str, str, str, bool]]:
     return [
         (
             f"{n} tasks all alive at once, after the first submit",
-            f"{alive_s} s (p50 {result['alive_p50_after_s']} s; first ended at {result['first_terminal_after_s']} s;"
-            f" via {result['spawned_via']})",
+            f"{alive_s} s (p50 {result['alive_p50_after_s']} s;"
+            f" first ended at {result['first_terminal_after_s']} s; via {result['spawned_via']})",
             f"≤ {ALIVE_TARGET_S:g} s",
             alive_ok,
         ),
@@ -430,7 +433,9 @@ def verdicts(result: dict[str, object]) -> list[tuple[str, str, str, bool]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--tasks", type=int, default=1000)
     parser.add_argument("--model-delay-s", type=float, default=30.0)
     parser.add_argument("--smoke", action="store_true", help="6 tasks, a 2 s model; judges no target")
@@ -458,10 +463,15 @@ def main(argv: list[str] | None = None) -> int:
     rows = verdicts(result)
     machine = result["machine"]
     assert isinstance(machine, dict)
-    print(f"\n{settings.tasks} tasks, model answers after {settings.model_delay_s:g} s; load avg at start "
-          f"{machine['load_avg_at_start']}, CPU busy {machine['busy_pct']} % (ours {machine['ours_pct']} %)")
-    print(f"submits: {result['submits_s']} s for {result['accepted']} ({result['submit_errors'] or 'no errors'});"
-          f" zygote at peak: {result['zygote_at_peak']}; left behind: {result['strays']}")
+    print(
+        f"\n{settings.tasks} tasks, model answers after {settings.model_delay_s:g} s; load avg at start "
+        f"{machine['load_avg_at_start']}, CPU busy {machine['busy_pct']} % (ours {machine['ours_pct']} %)"
+    )
+    errors = result["submit_errors"] or "no errors"
+    print(
+        f"submits: {result['submits_s']} s for {result['accepted']} ({errors});"
+        f" zygote at peak: {result['zygote_at_peak']}; left behind: {result['strays']}"
+    )
     for what, figure, target, met in rows:
         verdict = "-" if settings.smoke else ("met" if met else "MISSED")
         print(f"  {what:<62} {figure:<60} {target:<28} {verdict}")

@@ -12,7 +12,14 @@ import pytest
 
 from protocol.environment import RUN_MARKER_ENV
 from protocol.result import TerminalStatus as S
-from tests.support.daemon import Daemon, running_daemon, scripted, start_daemon, write_config
+from tests.support.daemon import (
+    FAST_SUPERVISION,
+    Daemon,
+    running_daemon,
+    scripted,
+    start_daemon,
+    write_config,
+)
 
 pytestmark = pytest.mark.processes
 
@@ -124,9 +131,15 @@ def test_a_burst_the_moment_the_socket_answers_waits_for_the_zygote_instead_of_e
             assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
 
 
+# The fork requests in flight when the zygote dies fall back to exec, together with the ones that
+# follow: a dozen interpreters importing at once on two cores keep their loops busy for seconds
+# after `ev/ready`, which the tests' usual 0.6 s liveness budget would take for a wedge.
+PATIENT_PINGS = FAST_SUPERVISION.replace("missed_pongs = 3", "missed_pongs = 100")
+
+
 def test_a_zygote_that_dies_during_a_burst_loses_no_acknowledged_task(tmp_path: Path) -> None:
     lines = f"max_concurrent_tasks = {BURST}\n"
-    with running_daemon(tmp_path, body(tmp_path), daemon_lines=lines) as daemon:
+    with running_daemon(tmp_path, body(tmp_path) + PATIENT_PINGS, daemon_lines=lines) as daemon:
         zygote = zygote_pid(daemon)
         wait_zygote_state(daemon, "warm")
         task_ids = [daemon.submit(f"quick {i}") for i in range(BURST // 2)]

@@ -126,15 +126,18 @@ async def test_requests_are_pipelined_and_replies_matched_by_id() -> None:
 
 async def test_a_zygote_that_stops_answering_breaks_and_every_waiting_spawn_execs() -> None:
     spawned: list[SpawnedProcess] = []
-    async with warm_spawner(reply_timeout_s=0.3) as (spawner, fake):
-        with owned(spawned):
-            with anyio.fail_after(10):
-                async with anyio.create_task_group() as tg:
-                    for n in range(4):
-                        tg.start_soon(lambda n=n: _append(spawned, spawner.spawn_child(request(n))))
-            assert [p.via for p in spawned] == ["exec"] * 4
-            assert spawner.state == "failed"
-            assert not spawner.spawning
+    async with warm_spawner(reply_timeout_s=0.3) as (spawner, _silent):
+
+        async def one(n: int) -> None:
+            spawned.append(await spawner.spawn_child(request(n)))
+
+        with owned(spawned), anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                for n in range(4):
+                    tg.start_soon(one, n)
+        assert [p.via for p in spawned] == ["exec"] * 4
+        assert spawner.state == "failed"
+        assert not spawner.spawning
 
 
 async def test_a_refused_or_out_of_turn_reply_falls_back_to_exec() -> None:
@@ -166,10 +169,6 @@ async def test_a_refused_or_out_of_turn_reply_falls_back_to_exec() -> None:
                     spawned.append(await spawner.spawn_child(request(0)))
             assert spawned[0].via == "exec"
             assert spawner.state == "failed"
-
-
-async def _append(into: list[SpawnedProcess], spawn: object) -> None:
-    into.append(await spawn)  # type: ignore[misc]
 
 
 @pytest.fixture
