@@ -48,6 +48,8 @@ PASSED_ENV = (
 # What `daemon.status` reports: "starting" until the zygote's imports are done (spawns wait),
 # "warm" while it forks, "failed" when it is dead or gave up (spawns exec), "off" for `exec`.
 ZygoteState = Literal["warm", "starting", "failed", "off"]
+# How much lower a subagent's CPU priority is than the daemon's (issue 16; docs/decisions.md).
+SUBAGENT_NICE = 5
 RESET_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1)
 
 
@@ -59,6 +61,9 @@ class RLimits:
     cpu_seconds: int | None = 3600
     nofile: int | None = 1024
     core: int | None = 0
+    # Added to the daemon's own nice value: the daemon (and the zygote, which forks) go first when
+    # a burst of subagents boots, so the API and pings stay answered and spawning keeps pace.
+    nice: int | None = SUBAGENT_NICE
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +174,9 @@ def apply_rlimits(pid: int, limits: RLimits) -> None:
             # runtimes (Node's WebAssembly, JVMs, Go) reserve far more address space than they use.
             new_hard = hard
         resource.prlimit(pid, res, (capped, new_hard))
+    if limits.nice:
+        # Lowering a priority needs no privilege; the child's threads inherit it from its main thread.
+        os.setpriority(os.PRIO_PROCESS, pid, min(19, os.getpriority(os.PRIO_PROCESS, 0) + limits.nice))
 
 
 def process_start_time(pid: int) -> float:

@@ -51,7 +51,9 @@ from protocol.zygote import (
     encode,
 )
 
-REPLY_TIMEOUT_S = 2.0
+# No reply at all for this long while one is owed: the zygote is stuck (a batch of forks on a loaded
+# 2-core VM can take a couple of seconds).
+REPLY_TIMEOUT_S = 10.0
 READY_TIMEOUT_S = 60.0
 RESTART_DELAY_S = 5.0
 MAX_STARTS = 5
