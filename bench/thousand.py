@@ -314,6 +314,7 @@ def run(settings: Settings, workdir: Path, profile: Path | None = None) -> dict[
             status = ApiClient(bench.socket, timeout_s=30).call(StatusRequest())
             outcome = wait_all_terminal(bench.socket, ids, timeout_s=settings.model_delay_s + 300)
             done = time.monotonic()
+            cpu = cpu_split(bench.pid, zygote[0] if zygote else None)
             stop.set()
             prober.join()
         finally:
@@ -355,10 +356,28 @@ def run(settings: Settings, workdir: Path, profile: Path | None = None) -> dict[
         "api_while_running": asdict(probe.between(*run_window)),
         "api_errors": probe.errors[:5],
         "memory": asdict(memory),
+        # CPU seconds over the whole run: the daemon's own, the zygote's, and every reaped child's
+        # (the subagents and the zygote's intermediates), per task.
+        "cpu_s": cpu,
+        "child_cpu_per_task_ms": round(1000 * cpu["reaped_children"] / max(1, len(ids)), 1),
         "drain_exit_code": bench.drain_exit_code,
         "left_after_drain": bench.left_after_drain,
         "strays": len(left),
         "machine": asdict(machine),
+    }
+
+
+def cpu_split(daemon_pid: int, zygote_pid: int | None) -> dict[str, float]:
+    times = psutil.Process(daemon_pid).cpu_times()
+    zygote = 0.0
+    if zygote_pid is not None:
+        with contextlib.suppress(psutil.Error):
+            z = psutil.Process(zygote_pid).cpu_times()
+            zygote = z.user + z.system
+    return {
+        "daemon": round(times.user + times.system, 1),
+        "zygote": round(zygote, 1),
+        "reaped_children": round(times.children_user + times.children_system, 1),
     }
 
 
@@ -468,6 +487,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{machine['load_avg_at_start']}, CPU busy {machine['busy_pct']} % (ours {machine['ours_pct']} %)"
     )
     errors = result["submit_errors"] or "no errors"
+    print(f"CPU s: {result['cpu_s']}; per task in its subagent: {result['child_cpu_per_task_ms']} ms")
     print(
         f"submits: {result['submits_s']} s for {result['accepted']} ({errors});"
         f" zygote at peak: {result['zygote_at_peak']}; left behind: {result['strays']}"
