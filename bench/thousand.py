@@ -33,7 +33,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -170,7 +170,9 @@ def wait_answering(daemon: BenchDaemon) -> float:
     raise RuntimeError("the daemon did not answer within its start timeout")
 
 
-def submit_all(socket: Path, count: int, clients: int) -> tuple[list[str], list[float], list[str]]:
+def submit_all(
+    socket: Path, count: int, clients: int, on_first: Callable[[str], None]
+) -> tuple[list[str], list[float], list[str]]:
     """Submit `count` tasks over `clients` connections at once; ids, per-submit seconds, errors."""
     ids: list[str] = []
     latencies: list[float] = []
@@ -186,6 +188,8 @@ def submit_all(socket: Path, count: int, clients: int) -> tuple[list[str], list[
                     sent = time.monotonic()
                     task_id = api.call(request).task_id
                     with lock:
+                        if not ids:
+                            on_first(task_id)
                         ids.append(task_id)
                         latencies.append(time.monotonic() - sent)
         except (ApiClientError, OSError) as exc:
@@ -201,6 +205,78 @@ def submit_all(socket: Path, count: int, clients: int) -> tuple[list[str], list[
     for thread in threads:
         thread.join()
     return ids, latencies, errors
+
+
+def run_prober(socket: Path) -> None:
+    """The prober's own process (`--probe`): a client sharing no GIL with the bench's submitters
+    and log parsing. Reads the task id to `task.get` from stdin, probes until stdin closes, then
+    prints its samples (monotonic clock: the same across processes) as JSON."""
+    probe, stop, task_id = Probe(), threading.Event(), []
+
+    def read_stdin() -> None:
+        for line in sys.stdin:
+            if line.strip():
+                task_id.append(line.strip())
+        stop.set()
+
+    threading.Thread(target=read_stdin, daemon=True).start()
+    probe_forever(socket, task_id, probe, stop)
+    stop.wait()
+    print(json.dumps({"samples": probe.samples, "errors": probe.errors}))
+
+
+class ProberProcess:
+    def __init__(self, socket: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.thousand", "--probe", str(socket)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=Path(__file__).resolve().parents[1],
+        )
+
+    def probe_task(self, task_id: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(task_id + "\n")
+        self.proc.stdin.flush()
+
+    def finish(self) -> Probe:
+        try:
+            out, _ = self.proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            return Probe(errors=["the prober did not finish"])
+        data = json.loads(out or '{"samples": [], "errors": ["the prober printed nothing"]}')
+        return Probe(samples=[tuple(x) for x in data["samples"]], errors=data["errors"])
+
+
+class LogTail:
+    """The first time (epoch s) of each task's `event` lines, reading only what was appended."""
+
+    def __init__(self, path: Path, event: str) -> None:
+        self.path, self.event, self.offset = path, event, 0
+        self.found: dict[str, float] = {}
+
+    def poll(self) -> dict[str, float]:
+        with open(self.path, "rb") as log:
+            log.seek(self.offset)
+            data = log.read()
+        end = data.rfind(b"\n") + 1
+        self.offset += end
+        needle = f'"event": "{self.event}"'.encode()
+        for raw in data[:end].splitlines():
+            if needle not in raw:
+                continue
+            with contextlib.suppress(ValueError):
+                line = json.loads(raw)
+                if isinstance(line.get("task_id"), str):
+                    self.found.setdefault(line["task_id"], _epoch(str(line["ts"])))
+        return self.found
+
+
+def _epoch(ts: str) -> float:
+    return datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
 
 
 def probe_forever(socket: Path, task_id: list[str], probe: Probe, stop: threading.Event) -> None:
@@ -256,18 +332,18 @@ def log_times(daemon: BenchDaemon, event: str) -> dict[str, float]:
     found: dict[str, float] = {}
     for line in daemon.daemon.log():
         if line.get("event") == event and isinstance(line.get("task_id"), str):
-            at = datetime.strptime(str(line["ts"]), "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
-            found.setdefault(str(line["task_id"]), at.timestamp())
+            found.setdefault(str(line["task_id"]), _epoch(str(line["ts"])))
     return found
 
 
 def wait_all_ready(daemon: BenchDaemon, ids: list[str], timeout_s: float) -> int:
+    tail, wanted = LogTail(daemon.daemon.log_path, "subagent.ready"), set(ids)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if len(log_times(daemon, "subagent.ready").keys() & set(ids)) == len(ids):
+        if len(tail.poll().keys() & wanted) == len(ids):
             return len(ids)
         time.sleep(0.25)
-    return len(log_times(daemon, "subagent.ready").keys() & set(ids))
+    return len(tail.poll().keys() & wanted)
 
 
 def wait_all_terminal(socket: Path, ids: list[str], timeout_s: float) -> dict[str, str]:
@@ -296,17 +372,15 @@ def run(settings: Settings, workdir: Path, profile: Path | None = None) -> dict[
         sampler = str(Path(__file__).with_name("loop_sampler.py"))
         launcher = (sys.executable, sampler, str(profile)) if profile else ()
         bench = BenchDaemon(start_daemon(workdir, config, wait=False, launcher=launcher))
-        probe, stop = Probe(), threading.Event()
-        first_id: list[str] = []
+        prober: ProberProcess | None = None
         try:
             answered = wait_answering(bench)
-            prober = threading.Thread(target=probe_forever, args=(bench.socket, first_id, probe, stop))
-            prober.start()
+            prober = ProberProcess(bench.socket)
             first_submit_wall, first_submit = time.time(), time.monotonic()
-            ids, submit_s, submit_errors = submit_all(bench.socket, settings.tasks, SUBMITTERS)
+            ids, submit_s, submit_errors = submit_all(
+                bench.socket, settings.tasks, SUBMITTERS, on_first=prober.probe_task
+            )
             submitted = time.monotonic()
-            if ids:
-                first_id.append(ids[0])
             ready = wait_all_ready(bench, ids, timeout_s=settings.model_delay_s + 120)
             all_ready = time.monotonic()
             zygote = [p.pid for p in bench.observe() if "agentd-zygote" in _name(p)]
@@ -315,10 +389,11 @@ def run(settings: Settings, workdir: Path, profile: Path | None = None) -> dict[
             outcome = wait_all_terminal(bench.socket, ids, timeout_s=settings.model_delay_s + 300)
             done = time.monotonic()
             cpu = cpu_split(bench.pid, zygote[0] if zygote else None)
-            stop.set()
-            prober.join()
+            probe = prober.finish()
         finally:
-            stop.set()
+            if prober is not None and prober.proc.poll() is None:
+                prober.proc.kill()
+                prober.proc.wait()
             bench.stop()
         machine = meter.stop()
     left = strays([bench.pid])
@@ -463,7 +538,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", type=Path, default=None, help="sample the daemon's loop into this file")
     parser.add_argument("--keep-log", type=Path, default=None, help="copy the daemon's log here")
     parser.add_argument("--serve-model", type=float, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--probe", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.probe is not None:
+        run_prober(args.probe)
+        return 0
     if args.serve_model is not None:
         serve_model(args.serve_model)
         return 0
