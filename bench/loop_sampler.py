@@ -12,6 +12,7 @@ slow every call the way cProfile does, so it shows where the time goes under loa
 from __future__ import annotations
 
 import atexit
+import gc
 import json
 import runpy
 import sys
@@ -39,6 +40,20 @@ class Sampler:
         self.samples = 0
         self.idle = 0
         self._lock = threading.Lock()
+        # The garbage collector's pauses, which no Python frame shows: per generation, count,
+        # total and longest (seconds).
+        self.gc_pauses: dict[int, list[float]] = {0: [0, 0.0, 0.0], 1: [0, 0.0, 0.0], 2: [0, 0.0, 0.0]}
+        self._gc_started = 0.0
+
+    def on_gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+            return
+        took = time.perf_counter() - self._gc_started
+        entry = self.gc_pauses[info["generation"]]
+        entry[0] += 1
+        entry[1] += took
+        entry[2] = max(entry[2], took)
 
     def run(self) -> None:
         last_write = time.monotonic()
@@ -70,6 +85,10 @@ class Sampler:
             data = {
                 "samples": self.samples,
                 "idle": self.idle,
+                "gc": {
+                    str(g): {"count": c, "total_s": round(t, 3), "max_s": round(m, 3)}
+                    for g, (c, t, m) in self.gc_pauses.items()
+                },
                 "self": self.own.most_common(60),
                 "inclusive": self.inclusive.most_common(120),
             }
@@ -85,6 +104,7 @@ def main() -> None:
     sampler = Sampler(out)
     threading.Thread(target=sampler.run, name="loop-sampler", daemon=True).start()
     atexit.register(sampler.write)
+    gc.callbacks.append(sampler.on_gc)
     sys.argv = [module, *sys.argv[module_at + 2 :]]
     runpy.run_module(module, run_name="__main__", alter_sys=True)
 
