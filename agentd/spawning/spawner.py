@@ -48,8 +48,6 @@ PASSED_ENV = (
 # What `daemon.status` reports: "starting" until the zygote's imports are done (spawns wait),
 # "warm" while it forks, "failed" when it is dead or gave up (spawns exec), "off" for `exec`.
 ZygoteState = Literal["warm", "starting", "failed", "off"]
-# How much lower a subagent's CPU priority is than the daemon's (issue 16; docs/decisions.md).
-SUBAGENT_NICE = 10
 RESET_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1)
 
 
@@ -61,9 +59,6 @@ class RLimits:
     cpu_seconds: int | None = 3600
     nofile: int | None = 1024
     core: int | None = 0
-    # Added to the daemon's own nice value: the daemon (and the zygote, which forks) go first when
-    # a burst of subagents boots, so the API and pings stay answered and spawning keeps pace.
-    nice: int | None = SUBAGENT_NICE
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,24 +169,6 @@ def apply_rlimits(pid: int, limits: RLimits) -> None:
             # runtimes (Node's WebAssembly, JVMs, Go) reserve far more address space than they use.
             new_hard = hard
         resource.prlimit(pid, res, (capped, new_hard))
-    if limits.nice:
-        lower_priority(pid, limits.nice)
-
-
-def lower_priority(pid: int, by: int) -> None:
-    """Run `pid` `by` nice levels below this process, in both of the kernel's ways of sharing CPU.
-
-    `setpriority` weighs it against the processes of its cgroup (the service's, under systemd).
-    Outside a cgroup with the cpu controller, the kernel shares CPU between *sessions* first
-    (autogroup), and every child has a session of its own: a thousand booting agents would each
-    weigh as much as the daemon, whatever their nice value, unless their autogroup's nice is
-    lowered too. Lowering a priority needs no privilege; threads inherit it from the main thread.
-    """
-    nice = min(19, os.getpriority(os.PRIO_PROCESS, 0) + by)
-    os.setpriority(os.PRIO_PROCESS, pid, nice)
-    # No autogroup support (or it is off): setpriority it is.
-    with contextlib.suppress(OSError), open(f"/proc/{pid}/autogroup", "w") as autogroup:
-        autogroup.write(str(nice))
 
 
 def process_start_time(pid: int) -> float:
