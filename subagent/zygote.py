@@ -36,7 +36,12 @@ from protocol.zygote import (
 )
 
 SOCKET_FD = 3
-REPARENT_TIMEOUT_S = 2.0
+# A grandchild waits this long for its intermediate to exit (it forks the whole batch first).
+REPARENT_TIMEOUT_S = 10.0
+# Requests already queued are forked through one intermediate, at most this many: a fork of this
+# ~80 MiB process costs tens of milliseconds on a small VM, and the double fork paid it twice per
+# child (plus the intermediate's exit); a batch pays the intermediate once (issue 16).
+MAX_BATCH = 8
 
 
 def _warm_imports() -> None:
@@ -110,37 +115,97 @@ def _become_subagent(env: dict[str, str], fds: list[int]) -> None:
 
 def fork_subagent(env: dict[str, str], fds: list[int]) -> int:
     """Double-fork a subagent; return its pid (it is reparented to the supervisor)."""
+    (pid,) = fork_subagents([(env, fds)])
+    if isinstance(pid, str):
+        raise OSError(pid)
+    return pid
+
+
+def fork_subagents(batch: list[tuple[dict[str, str], list[int]]]) -> list[int | str]:
+    """Fork one intermediate that forks each subagent of `batch`, then exits: every subagent is
+    reparented to the supervisor. Returns each one's pid, or why it could not be forked."""
     read_end, write_end = os.pipe()
     middle = os.fork()
     if middle == 0:
         try:
             os.close(read_end)
-            child = os.fork()
-            if child == 0:
-                os.close(write_end)
-                _become_subagent(env, fds)
-            os.write(write_end, str(child).encode())
+            report = []
+            for env, fds in batch:
+                try:
+                    child = os.fork()
+                except OSError as exc:
+                    report.append("-" + (exc.strerror or "fork failed").replace(" ", "_"))
+                    continue
+                if child == 0:
+                    os.close(write_end)
+                    _become_subagent(env, fds)
+                report.append(str(child))
+            os.write(write_end, " ".join(report).encode())
         finally:
             os._exit(ExitCode.OK)
     os.close(write_end)
     with os.fdopen(read_end, "rb") as reader:
-        data = reader.read(32)
-    os.waitpid(middle, 0)  # only our own intermediate: the subagent is the supervisor's to reap
-    if not data:
-        raise OSError("the intermediate process died before reporting the subagent's pid")
-    return int(data)
+        data = reader.read(32 * len(batch))
+    os.waitpid(middle, 0)  # only our own intermediate: the subagents are the supervisor's to reap
+    words = data.decode().split()
+    if len(words) != len(batch):
+        raise OSError("the intermediate process died before reporting the subagents' pids")
+    return [w[1:].replace("_", " ") if w.startswith("-") else int(w) for w in words]
 
 
-def _serve(request: Fork | FrameError, fds: list[int]) -> Forked | ForkFailed:
-    """Fork the subagent `request` asks for, or say why not (the caller closes `fds`)."""
-    if isinstance(request, FrameError):
-        return ForkFailed(id=None, error=f"unreadable request: {request.kind} ({request.detail})")
+def _serve(requests: list[tuple[Fork | FrameError, list[int]]]) -> list[Forked | ForkFailed]:
+    """Fork the subagents `requests` ask for, or say why not, in order (the caller closes the fds)."""
+    replies: list[Forked | ForkFailed | None] = []
+    batch: list[tuple[dict[str, str], list[int]]] = []
+    for request, fds in requests:
+        if isinstance(request, FrameError):
+            error = f"unreadable request: {request.kind} ({request.detail})"
+            replies.append(ForkFailed(id=None, error=error[:MAX_ERROR_CHARS]))
+        elif len(fds) != 3:
+            replies.append(ForkFailed(id=request.id, error="ValueError: a request needs three fds"))
+        else:
+            replies.append(None)
+            batch.append((request.env, fds))
     try:
-        if len(fds) != 3:
-            raise ValueError("a request needs three fds")
-        return Forked(id=request.id, pid=fork_subagent(request.env, fds))
-    except (OSError, ValueError) as exc:
-        return ForkFailed(id=request.id, error=f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS])
+        pids: list[int | str] = fork_subagents(batch) if batch else []
+    except OSError as exc:
+        pids = [f"{type(exc).__name__}: {exc}"] * len(batch)
+    forked = iter(pids)
+    out: list[Forked | ForkFailed] = []
+    for (request, _), reply in zip(requests, replies, strict=True):
+        if reply is not None:
+            out.append(reply)
+            continue
+        assert isinstance(request, Fork)
+        pid = next(forked)
+        if isinstance(pid, int):
+            out.append(Forked(id=request.id, pid=pid))
+        else:
+            out.append(ForkFailed(id=request.id, error=f"OSError: {pid}"[:MAX_ERROR_CHARS]))
+    return out
+
+
+def _receive_batch(sock: socket.socket) -> tuple[list[tuple[Fork | FrameError, list[int]]], bool]:
+    """The next request (waiting for it) and any already queued behind it, up to `MAX_BATCH`;
+    and whether the supervisor closed its end."""
+    batch: list[tuple[Fork | FrameError, list[int]]] = []
+    request, fds = _receive(sock)
+    if request is None:
+        return batch, True
+    batch.append((request, fds))
+    sock.setblocking(False)
+    try:
+        while len(batch) < MAX_BATCH:
+            try:
+                request, fds = _receive(sock)
+            except BlockingIOError:
+                break
+            if request is None:
+                return batch, True
+            batch.append((request, fds))
+    finally:
+        sock.setblocking(True)
+    return batch, False
 
 
 def main() -> int:
@@ -161,19 +226,21 @@ def main() -> int:
     _send(sock, Ready(pid=os.getpid()))
     while True:
         try:
-            request, fds = _receive(sock)
+            batch, closed = _receive_batch(sock)
         except OSError:
             return ExitCode.OK
-        if request is None:
-            return 0  # the supervisor closed its end
         try:
-            reply = _serve(request, fds)
+            replies = _serve(batch)
         finally:
-            for fd in fds:
-                os.close(fd)
+            for _, fds in batch:
+                for fd in fds:
+                    os.close(fd)
         try:
-            _send(sock, reply)
+            for reply in replies:
+                _send(sock, reply)
         except OSError:
+            return ExitCode.OK
+        if closed:
             return ExitCode.OK
 
 

@@ -226,7 +226,7 @@ class SupervisionSection(Section):
         "waits for it while it warms up, and falls back to exec if it is not warm in time or fails).",
     )
     zygote_wait_s: Seconds = Field(
-        default=5.0,
+        default=30.0,
         ge=0,
         le=60,
         description="How long a spawn waits for a zygote that is still starting before it execs instead; "

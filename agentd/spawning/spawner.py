@@ -11,6 +11,7 @@ until it reads that payload); PDEATHSIG is set by the child itself at boot, guar
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import resource
 import signal
@@ -97,7 +98,18 @@ class SpawnedProcess:
 
 
 class Spawner(Protocol):
-    def spawn(self, request: SpawnRequest) -> SpawnedProcess: ...
+    def spawn(self, request: SpawnRequest) -> SpawnedProcess:
+        """Start a child synchronously (exec)."""
+        ...
+
+    async def spawn_child(self, request: SpawnRequest) -> SpawnedProcess:
+        """Start a subagent its fastest way without blocking the loop (the zygote: pipelined)."""
+        ...
+
+    @property
+    def spawning(self) -> bool:
+        """A spawn is under way whose child may already exist unowned (the orphan sweep waits)."""
+        ...
 
     async def settle(self) -> None:
         """Wait (bounded) until `spawn` can start a child its fastest way (a zygote warming up)."""
@@ -160,8 +172,29 @@ def apply_rlimits(pid: int, limits: RLimits) -> None:
 
 
 def process_start_time(pid: int) -> float:
-    """The kernel's start time of `pid` (epoch seconds): with the pid, it names one process."""
-    return float(psutil.Process(pid).create_time())
+    """The kernel's start time of `pid` (epoch seconds): with the pid, it names one process.
+
+    psutil's formula (`starttime` ticks / CLK_TCK + the boot time), from one read of
+    /proc/PID/stat: `psutil.Process(pid).create_time()` parses it twice and re-reads the boot time
+    from /proc/stat each time, per spawn on the daemon's loop. Recovery compares this value with
+    psutil's, so the two must agree.
+    """
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            data = stat.read()
+        # Field 22 (starttime), counted after the command name, which may itself hold ") ".
+        ticks = int(data[data.rindex(b")") + 2 :].split()[19])
+    except (OSError, ValueError, IndexError):
+        return float(psutil.Process(pid).create_time())
+    return ticks / _CLOCK_TICKS + _boot_time()
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@functools.cache
+def _boot_time() -> float:
+    return float(psutil.boot_time())
 
 
 class ExecSpawner:
@@ -180,6 +213,13 @@ class ExecSpawner:
     @property
     def state(self) -> ZygoteState:
         return "off"
+
+    @property
+    def spawning(self) -> bool:
+        return False  # `spawn` returns with the child owned: nothing is ever in between
+
+    async def spawn_child(self, request: SpawnRequest) -> SpawnedProcess:
+        return self.spawn(request)
 
     def spawn(self, request: SpawnRequest) -> SpawnedProcess:
         argv = list(request.argv) if request.argv else self._argv

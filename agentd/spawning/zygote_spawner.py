@@ -51,12 +51,17 @@ from protocol.zygote import (
     encode,
 )
 
-REPLY_TIMEOUT_S = 2.0
+# No reply at all for this long while one is owed: the zygote is stuck (a batch of forks on a loaded
+# 2-core VM can take a couple of seconds).
+REPLY_TIMEOUT_S = 10.0
 READY_TIMEOUT_S = 60.0
 RESTART_DELAY_S = 5.0
 MAX_STARTS = 5
 # How long a spawn waits for a zygote that is starting before it execs instead (the config default).
-WARM_WAIT_S = 5.0
+WARM_WAIT_S = 30.0
+# Fork requests in flight at once: enough to keep the zygote busy while the loop does other work,
+# few enough that the fds they carry stay far below the kernel's in-flight SCM_RIGHTS limit.
+FORK_WINDOW = 32
 
 log = structlog.get_logger("agentd.spawning.zygote_spawner")
 
@@ -81,6 +86,13 @@ class ZygoteSpawner:
         # it runs (a recovered backlog) must wait for it too.
         self._state: ZygoteState = "starting"
         self._changed: anyio.Event | None = None
+        # Pipelined fork requests (DESIGN §10, issue 16): each spawn sends its request and awaits
+        # its reply by id, so the loop never blocks on the zygote and the zygote always has work.
+        self._waiting: dict[int, _Waiter] = {}
+        self._window = anyio.Semaphore(FORK_WINDOW)
+        self._in_flight = 0
+        self._oldest_sent: float | None = None
+        self._reader_wake: anyio.Event | None = None
 
     @property
     def state(self) -> ZygoteState:
@@ -138,7 +150,11 @@ class ZygoteSpawner:
 
     def close(self) -> None:
         self._set_state("failed")
+        self._fail_waiting("the zygote is gone")
+        self._wake_reader()
         if self._sock is not None:
+            with contextlib.suppress(RuntimeError):  # outside an event loop there is no one to tell
+                anyio.notify_closing(self._sock)
             self._sock.close()
             self._sock = None
         if self._pid is not None:
@@ -171,9 +187,12 @@ class ZygoteSpawner:
                     self._broken("the zygote did not report ready in time")
                 if self._ready:
                     log.info("proc.ready", comp="supervisor", process="zygote", pid=pid, attempt=attempt + 1)
-                    await anyio.wait_readable(pidfd)  # it exited
-                    if self._pid == pid:
-                        self._broken("the zygote exited")
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(self._read_replies, sock)
+                        await anyio.wait_readable(pidfd)  # it exited
+                        if self._pid == pid:
+                            self._broken("the zygote exited")
+                        tg.cancel_scope.cancel()
             finally:
                 os.close(pidfd)
             await anyio.sleep(RESTART_DELAY_S)
@@ -211,48 +230,150 @@ class ZygoteSpawner:
 
     # ---- spawning --------------------------------------------------------------------------
 
+    @property
+    def spawning(self) -> bool:
+        """Fork requests are in flight: a subagent may already be the daemon's child, unowned yet."""
+        return self._in_flight > 0
+
     def spawn(self, request: SpawnRequest) -> SpawnedProcess:
+        """Exec a child (the synchronous path); `spawn_child` is the one that forks."""
+        return self.fallback.spawn(request)
+
+    async def spawn_child(self, request: SpawnRequest) -> SpawnedProcess:
+        """Fork the child from the zygote, pipelined with other spawns; exec if it cannot."""
         if request.argv is not None or not self._ready:
             return self.fallback.spawn(request)
+        self._in_flight += 1
         try:
-            return self._fork(request)
-        except (OSError, ValueError) as exc:
-            self._broken(f"zygote spawn failed: {exc}")
-            return self.fallback.spawn(request)
+            async with self._window:
+                if not self._ready:  # it broke while this spawn waited for a place in the window
+                    return self.fallback.spawn(request)
+                try:
+                    return await self._fork(request)
+                except (OSError, ValueError, anyio.ClosedResourceError) as exc:
+                    if self._sock is not None and self._ready:
+                        self._broken(f"zygote spawn failed: {exc}")
+                    return self.fallback.spawn(request)
+        finally:
+            self._in_flight -= 1
 
-    def _fork(self, request: SpawnRequest) -> SpawnedProcess:
+    async def _fork(self, request: SpawnRequest) -> SpawnedProcess:
         assert self._sock is not None
+        sock = self._sock
         self._next_id += 1
+        fork_id = self._next_id
         # Only what differs per child; the zygote passes its own base environment on.
-        message = encode(Fork(id=self._next_id, env=child_environment(request, {})))
+        message = encode(Fork(id=fork_id, env=child_environment(request, {})))
         if len(message) > MAX_REQUEST:
             raise ValueError(f"the fork request is {len(message)} bytes, over the zygote's {MAX_REQUEST}")
         pipes = open_stdio_pipes()
+        waiter = _Waiter()
+        self._waiting[fork_id] = waiter
         try:
             fds = array.array("i", pipes.child_ends)
-            self._sock.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds.tobytes())])
+            await _send_with_fds(sock, message, fds.tobytes())
             pipes.close_child_ends()
-            pid = self._reply()
+            if self._oldest_sent is None:
+                self._oldest_sent = anyio.current_time()
+            self._wake_reader()
+            await waiter.done.wait()
+            if waiter.error is not None:
+                raise ValueError(waiter.error) if waiter.refused else OSError(waiter.error)
+            assert waiter.pid is not None
         except BaseException:
             pipes.close()
             raise
-        return adopt(pid, request.rlimits, pipes, via="zygote")
-
-    def _reply(self) -> int:
-        """The pid the zygote forked for our last request: a blocking wait of a few ms, bounded."""
-        assert self._sock is not None
-        self._sock.settimeout(REPLY_TIMEOUT_S)
-        try:
-            data = self._sock.recv(MAX_REPLY)
         finally:
-            self._sock.setblocking(False)
-        if not data:
-            raise OSError("the zygote closed its socket")
-        reply = decode(data, FROM_ZYGOTE_ADAPTER, max_line=MAX_REPLY)
-        if isinstance(reply, FrameError):
-            raise ValueError(f"the zygote's reply is unreadable: {reply.kind} ({reply.detail})")
-        if isinstance(reply, ForkFailed) and reply.id in (None, self._next_id):
-            raise ValueError(reply.error)
-        if not isinstance(reply, Forked) or reply.id != self._next_id:
-            raise ValueError("the zygote answered out of turn")
-        return reply.pid
+            self._waiting.pop(fork_id, None)
+        return adopt(waiter.pid, request.rlimits, pipes, via="zygote")
+
+    def _wake_reader(self) -> None:
+        if self._reader_wake is not None:
+            self._reader_wake.set()
+
+    async def _read_replies(self, sock: socket.socket) -> None:
+        """Hand each reply to the spawn waiting for its id; break the zygote if it stops answering.
+
+        Replies come in request order. Progress, not each request, is bounded: with many requests
+        queued the last waits for all before it, but no reply at all for `REPLY_TIMEOUT_S` while
+        one is owed means the zygote is stuck.
+        """
+        while self._sock is sock:
+            if not self._waiting:
+                self._oldest_sent = None
+                self._reader_wake = anyio.Event()
+                await self._reader_wake.wait()
+                continue
+            try:
+                with anyio.move_on_after(REPLY_TIMEOUT_S):
+                    await anyio.wait_readable(sock)
+            except anyio.ClosedResourceError:
+                return  # `close` announced it: the zygote broke and every waiter was told
+            if self._sock is not sock:
+                return
+            if not self._take_replies(sock):
+                return
+            since = self._oldest_sent
+            if self._waiting and since is not None and anyio.current_time() - since > REPLY_TIMEOUT_S:
+                self._broken(f"the zygote sent no reply for {REPLY_TIMEOUT_S:g} s")
+                return
+
+    def _take_replies(self, sock: socket.socket) -> bool:
+        """Read every reply that is there; False when the zygote broke."""
+        while True:
+            try:
+                data = sock.recv(MAX_REPLY)
+            except BlockingIOError:
+                return True
+            except OSError as exc:
+                self._broken(f"zygote socket failed: {exc.strerror}")
+                return False
+            if not data:
+                self._broken("the zygote closed its socket")
+                return False
+            reply = decode(data, FROM_ZYGOTE_ADAPTER, max_line=MAX_REPLY)
+            if isinstance(reply, FrameError):
+                self._broken(f"the zygote's reply is unreadable: {reply.kind} ({reply.detail})")
+                return False
+            reply_id = reply.id if isinstance(reply, Forked | ForkFailed) else None
+            waiter = self._waiting.get(reply_id) if reply_id is not None else None
+            if waiter is None:
+                self._broken(f"the zygote answered out of turn ({reply.type})")
+                return False
+            if isinstance(reply, Forked):
+                waiter.pid = reply.pid
+            elif isinstance(reply, ForkFailed):
+                waiter.error, waiter.refused = reply.error, True
+            waiter.done.set()
+            # The next owed reply's clock starts now: the zygote is making progress.
+            self._oldest_sent = anyio.current_time()
+
+    def _fail_waiting(self, why: str) -> None:
+        for waiter in self._waiting.values():
+            if not waiter.done.is_set():
+                waiter.error = why
+                waiter.done.set()
+        self._waiting.clear()
+
+
+class _Waiter:
+    """One fork request waiting for the zygote's reply."""
+
+    __slots__ = ("done", "error", "pid", "refused")
+
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.pid: int | None = None
+        self.error: str | None = None
+        self.refused = False
+
+
+async def _send_with_fds(sock: socket.socket, message: bytes, fds: bytes) -> None:
+    """Send one request and its fds; a full socket buffer waits (bounded) until there is room."""
+    with anyio.fail_after(REPLY_TIMEOUT_S):
+        while True:
+            try:
+                sock.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+                return
+            except BlockingIOError:
+                await anyio.wait_writable(sock)

@@ -76,7 +76,7 @@ class RunJournal(Protocol):
 class ChildSpawner(Protocol):
     """Starts one subagent process (or raises `SpawnError`)."""
 
-    def spawn(self, request: SpawnRequest) -> SpawnedProcess: ...
+    async def spawn_child(self, request: SpawnRequest) -> SpawnedProcess: ...
 
     async def settle(self) -> None:
         """Wait, bounded, for a starting zygote (so a burst forks instead of exec'ing)."""

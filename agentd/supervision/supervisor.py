@@ -41,6 +41,8 @@ PayloadBuilder = Callable[[TaskRecord], SpawnPayload]
 # Told of every schedule fire that reached its terminal state: the record, and whether the daemon
 # was draining (a drain's cancel is not a user's). Must not raise (agentd/scheduling/driver.py).
 FireEnded = Callable[[TaskRecord, bool], Awaitable[None]]
+# A task's end asks for a sweep this soon (its leaked MCP servers go), coalesced with other ends.
+SWEEP_COALESCE_S = 0.2
 
 
 class PayloadError(AgentdError):
@@ -98,6 +100,7 @@ class Supervisor:
         self.running: dict[str, _Slot] = {}
         self._drain = DrainState()
         self._wake = anyio.Event()
+        self._sweep_wanted = anyio.Event()
         self._terminal: dict[str, anyio.Event] = {}
         self._drained = anyio.Event()
         # Fair scheduling (supervision/fairness.py): when each owner last had a task started.
@@ -238,6 +241,7 @@ class Supervisor:
                 with anyio.move_on_after(1.0):
                     await self._wake.wait()
             await self._finish_drain()
+            self.sweep()  # what the last tasks to end left behind, before the sweeper stops
             tg.cancel_scope.cancel()
         self._drained.set()
 
@@ -259,10 +263,22 @@ class Supervisor:
 
     async def _sweep_forever(self) -> None:
         while True:
-            await anyio.sleep(self.options.orphan_sweep_interval_s)
+            with anyio.move_on_after(self.options.orphan_sweep_interval_s):
+                await self._sweep_wanted.wait()
+                # Coalesce: a thousand tasks ending within this pause cost one sweep, not a thousand.
+                await anyio.sleep(SWEEP_COALESCE_S)
+            self._sweep_wanted = anyio.Event()
             self.sweep()
 
+    def sweep_soon(self) -> None:
+        """A task ended: what it leaked (a stdio MCP server) is swept within `SWEEP_COALESCE_S`."""
+        self._sweep_wanted.set()
+
     def sweep(self) -> list[int]:
+        if self.spawner.spawning:
+            # A forked subagent is the daemon's child before its spawn owns it: sweeping now could
+            # take it for an orphan. The next sweep comes soon enough.
+            return []
         return reaper.sweep(self.owned_pids(), on_kill=reaper.log_orphan)
 
     # ---- one task ------------------------------------------------------------------------------
@@ -294,7 +310,7 @@ class Supervisor:
             slot.span.end(result.status.value if result is not None else None)
             self.running.pop(record.task_id, None)
             self._wake.set()
-            self.sweep()
+            self.sweep_soon()
 
     async def _start_and_supervise(self, slot: _Slot) -> RunResult | None:
         try:

@@ -305,7 +305,7 @@ class TaskRun:
                 memory_max=options.memory_max,
                 pids_max=options.pids_max,
             )
-        proc = self.ports.spawner.spawn(
+        proc = await self.ports.spawner.spawn_child(
             SpawnRequest(
                 task_id=record.task_id,
                 run_id=record.run_id,

@@ -141,3 +141,35 @@ def test_a_fork_request_without_three_fds_is_refused_by_its_id() -> None:
         refusal = _receive(sock)
         assert refusal == ForkFailed(id=7, error="ValueError: a request needs three fds")
         _assert_closed_by_the_zygote(read_end)
+
+
+def test_requests_queued_together_are_forked_as_one_batch_and_answered_in_order() -> None:
+    """Twelve requests sent back to back (more than one batch), one of them malformed: each gets
+    its own reply in order, and every subagent is reparented to the supervisor."""
+    with running_zygote() as sock:
+        stdin_writers: list[int] = []
+        sent: list[int] = []
+        for n in range(1, 13):
+            if n == 6:
+                read_end, write_end = os.pipe()
+                _send(sock, b"not json", [write_end] * 3)
+                os.close(write_end)
+                os.close(read_end)
+                sent.append(-1)
+                continue
+            in_r, in_w = os.pipe()
+            null = os.open(os.devnull, os.O_WRONLY)
+            _send(sock, encode(Fork(id=n, env={SUPERVISOR_PID_ENV: str(os.getpid())})), [in_r, null, null])
+            os.close(in_r)
+            os.close(null)
+            stdin_writers.append(in_w)
+            sent.append(n)
+        replies = [_receive(sock) for _ in sent]
+        assert [r.id if isinstance(r, Forked) else -1 for r in replies] == sent
+        refusal = replies[5]  # the sixth
+        assert isinstance(refusal, ForkFailed) and refusal.error.startswith("unreadable request: json")
+        pids = [r.pid for r in replies if isinstance(r, Forked)]
+        assert len(set(pids)) == 11
+        for fd in stdin_writers:
+            os.close(fd)  # EOF instead of a spawn frame: each subagent exits 2
+        assert [_wait_exit(pid) for pid in pids] == [2] * 11  # our children: reparented to us

@@ -32,11 +32,12 @@ MAX_HEAD_BYTES = 64 * 1024
 
 @dataclass(frozen=True)
 class Reply:
-    """A complete response: status, headers and body."""
+    """A complete response: status, headers and body, sent `delay_s` after the request (a slow model)."""
 
     status: int = 200
     body: bytes = b""
     headers: Mapping[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -353,6 +354,8 @@ class FakeLLM:
             await stream.send(_head(reply.status, headers) + reply.body[: behaviour.sent_bytes])
             await anyio.sleep_forever()
         if isinstance(behaviour, Reply):
+            if behaviour.delay_s:
+                await anyio.sleep(behaviour.delay_s)
             headers = {"content-length": str(len(behaviour.body)), **behaviour.headers}
             await stream.send(_head(behaviour.status, headers) + behaviour.body)
             return

@@ -95,7 +95,7 @@ class RecordingSpawner:
     async def settle(self) -> None:
         return None
 
-    def spawn(self, request: SpawnRequest) -> SpawnedProcess:
+    async def spawn_child(self, request: SpawnRequest) -> SpawnedProcess:
         self.ledger.append(f"spawn {request.handle}")
         if self.fail:
             raise SpawnError("no process for you")

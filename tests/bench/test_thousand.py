@@ -1,0 +1,36 @@
+"""`bench/thousand.py --smoke` runs end to end, so the issue-16 bench cannot rot.
+
+Six tasks against a fake model answering after 2 s, submitted the moment the daemon answers:
+every acknowledged task completes, none is lost, nothing is left running, and the JSON carries
+every row the README quotes. No timing is judged: the counts are too small and CI too noisy.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench import thousand
+
+pytestmark = pytest.mark.processes
+
+
+def test_the_smoke_run_completes_every_task_and_leaves_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "thousand.json"
+    assert thousand.main(["--smoke", "--dir", str(tmp_path), "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["mode"] == "smoke"
+    assert result["accepted"] == result["tasks"] == 6
+    assert result["completed"] == 6 and result["lost"] == 0, result["outcomes"]
+    assert result["alive"] == 6
+    assert result["strays"] == 0 and result["left_after_drain"] == 0
+    assert result["drain_exit_code"] == 0
+    assert 0 <= result["memory"]["subagents"] <= 6  # some may have ended on a slow machine
+    assert result["memory"]["daemon_rss_mb"] > 0
+    assert result["api_while_spawning"]["count"] + result["api_while_running"]["count"] > 0
+    assert [row["what"] for row in result["verdicts"]][:2] == [
+        "6 tasks all alive at once, after the first submit",
+        "completed / lost",
+    ]
