@@ -174,7 +174,10 @@ def main() -> int:
         server = statistics.median(t.server_ms for t in runs)
         rounds_text = " ".join(f"{t.total_ms:.2f}" for t in runs)
         print(f"{name:10} {median:10.2f} {loop:6.2f} {server:7.2f}  {rounds_text}")
-    print(f"ratio of medians {ratio:.2f}x (median of paired ratios {paired:.2f}x), target <= {TARGET_RATIO}x: {verdict}")
+    print(
+        f"ratio of medians {ratio:.2f}x (median of paired ratios {paired:.2f}x),"
+        f" target <= {TARGET_RATIO}x: {verdict}"
+    )
     results: dict[str, Any] = {
         "benchmark": "loop_cpu",
         "mode": mode,

@@ -21,7 +21,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,21 +52,40 @@ def zygote_warm(bench: BenchDaemon, timeout_s: float = 120.0) -> None:
             time.sleep(0.05)
 
 
-def tree_cpu_s(pid: int) -> float:
-    """CPU of `pid`, its live descendants and its reaped ones (children_* of each)."""
-    total = 0.0
+@dataclass(frozen=True, slots=True)
+class TreeCpu:
+    """CPU seconds of a daemon's tree: the daemon itself, its zygote (and the zygote's reaped
+    intermediates), and the subagents (reaped by the daemon, a subreaper, or still live)."""
+
+    daemon: float
+    zygote: float
+    subagents: float
+
+    def minus(self, other: TreeCpu) -> TreeCpu:
+        return TreeCpu(
+            self.daemon - other.daemon, self.zygote - other.zygote, self.subagents - other.subagents
+        )
+
+
+def _times(proc: psutil.Process) -> tuple[float, float]:
+    t = proc.cpu_times()
+    return t.user + t.system, t.children_user + t.children_system
+
+
+def tree_cpu(pid: int) -> TreeCpu:
+    daemon = zygote = subagents = 0.0
     try:
         root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
+        daemon, subagents = _times(root)
+        for proc in root.children(recursive=True):
+            own, reaped = _times(proc)
+            if proc.name() == "agentd-zygote":
+                zygote += own + reaped
+            else:
+                subagents += own + reaped
     except psutil.Error:
-        return 0.0
-    for proc in procs:
-        try:
-            t = proc.cpu_times()
-        except psutil.Error:
-            continue
-        total += t.user + t.system + t.children_user + t.children_system
-    return total
+        pass
+    return TreeCpu(daemon, zygote, subagents)
 
 
 def run_batch(bench: BenchDaemon, tasks: int, clients: int, label: str) -> dict[str, float]:
@@ -84,7 +103,7 @@ def run_batch(bench: BenchDaemon, tasks: int, clients: int, label: str) -> dict[
         except BaseException as exc:  # noqa: BLE001 — reported by the main thread
             errors.append(exc)
 
-    cpu_before = tree_cpu_s(bench.pid)
+    cpu_before = tree_cpu(bench.pid)
     started = time.monotonic()
     threads = [threading.Thread(target=client, args=(n,)) for n in per_client]
     for thread in threads:
@@ -104,7 +123,7 @@ def run_batch(bench: BenchDaemon, tasks: int, clients: int, label: str) -> dict[
                 raise RuntimeError(f"{status.queued + status.running} tasks still not terminal")
             time.sleep(0.01)
     elapsed = time.monotonic() - started
-    cpu = tree_cpu_s(bench.pid) - cpu_before
+    cpu = tree_cpu(bench.pid).minus(cpu_before)
     statuses = task_statuses(bench, label)
     if statuses.get("completed", 0) != tasks:
         raise RuntimeError(f"not every task completed: {statuses}")
@@ -113,7 +132,10 @@ def run_batch(bench: BenchDaemon, tasks: int, clients: int, label: str) -> dict[
         "submitted_s": round(submitted_s, 3),
         "elapsed_s": round(elapsed, 3),
         "per_s": round(tasks / elapsed, 1),
-        "cpu_ms_per_task": round(cpu * 1000 / tasks, 2),
+        "cpu_ms_per_task": round((cpu.daemon + cpu.zygote + cpu.subagents) * 1000 / tasks, 2),
+        "daemon_cpu_ms_per_task": round(cpu.daemon * 1000 / tasks, 2),
+        "zygote_cpu_ms_per_task": round(cpu.zygote * 1000 / tasks, 2),
+        "subagent_cpu_ms_per_task": round(cpu.subagents * 1000 / tasks, 2),
     }
 
 
@@ -175,12 +197,18 @@ def main() -> int:
     best = max(r["per_s"] for r in rows)
     verdict = "ok" if args.smoke or best >= TARGET_PER_S else "MISS"
     mode = "smoke" if args.smoke else "default"
-    print(f"one-turn tasks per second (scripted model, zygote); {mode}; {os.cpu_count()} CPUs; load at start {load}")
-    print(f"{'concurrency':>11} {'tasks':>6} {'submits s':>10} {'all done s':>11} {'tasks/s':>8} {'CPU ms/task':>12} {'load':>6}")
+    cpus = os.cpu_count()
+    print(f"one-turn tasks per second (scripted model, zygote); {mode}; {cpus} CPUs; load at start {load}")
+    print(
+        f"{'concurrency':>11} {'tasks':>6} {'submits s':>10} {'all done s':>11} {'tasks/s':>8}"
+        f" {'CPU ms/task: all':>17} {'daemon':>7} {'zygote':>7} {'subagent':>9} {'load':>6}"
+    )
     for r in rows:
         print(
             f"{r['concurrency']:>11} {r['tasks']:>6} {r['submitted_s']:>10.2f} {r['elapsed_s']:>11.2f}"
-            f" {r['per_s']:>8.1f} {r['cpu_ms_per_task']:>12.2f} {r['machine']['load_avg_at_start'][0]:>6}"
+            f" {r['per_s']:>8.1f} {r['cpu_ms_per_task']:>17.2f} {r['daemon_cpu_ms_per_task']:>7.2f}"
+            f" {r['zygote_cpu_ms_per_task']:>7.2f} {r['subagent_cpu_ms_per_task']:>9.2f}"
+            f" {r['machine']['load_avg_at_start'][0]:>6}"
         )
     print(f"best {best:.1f}/s, target >= {TARGET_PER_S:.0f}/s: {verdict}; processes left: {len(left)}")
     results = {
