@@ -160,7 +160,7 @@ def measure(concurrency: int, tasks: int, clients: int, base: Path) -> dict[str,
     workdir = base / f"c{concurrency}"
     workdir.mkdir(parents=True)
     body = scripted("one", [{"text": "done"}], workdir) + '[defaults]\nmodel = "one"\n'
-    lines = f"max_concurrent_tasks = {concurrency}\n"
+    lines = f"max_concurrent_tasks = {concurrency}\nmax_queued_per_uid = {tasks + WARMUP}\n"
     with open_daemon(workdir, body, daemon_lines=lines) as bench:
         zygote_warm(bench)
         run_batch(bench, min(WARMUP, tasks), clients, "warmup")
