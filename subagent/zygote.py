@@ -79,9 +79,12 @@ def _warm_run() -> None:
     import json
     import tempfile
 
+    import anyio
+
+    from protocol.environment import TEST_FAULT_ENV
     from protocol.spawn import EndpointSpec, SpawnPayload
     from subagent.channel import ControlChannel
-    from subagent.run import run_task
+    from subagent.run import run_async
 
     with tempfile.TemporaryDirectory(prefix="agentd-zygote-") as tmp:
         script = os.path.join(tmp, "warm.json")
@@ -95,13 +98,19 @@ def _warm_run() -> None:
         )
         down_r, down_w = os.pipe()
         up_r, up_w = os.pipe()  # a one-turn run's frames (~2 KB) fit in the pipe's buffer
+        # Not `run_task`: its tracing would export this run's spans and start exporter threads.
+        # A chaos test's armed fault is meant for the children, not for the zygote's warm-up.
+        fault = os.environ.pop(TEST_FAULT_ENV, None)
+        channel = ControlChannel(down_r, up_w)
         try:
-            channel = ControlChannel(down_r, up_w)
             channel.start()
-            run_task(payload, channel)
+            anyio.run(run_async, payload, channel)
         except Exception as exc:  # noqa: BLE001 - an optimisation: report it, start anyway
             os.write(2, f"agentd-zygote: warm-up run failed: {exc!r}\n".encode()[:500])
         finally:
+            if fault is not None:
+                os.environ[TEST_FAULT_ENV] = fault
+            channel.close()
             os.close(down_w)  # EOF ends the control thread
             deadline = time.monotonic() + WARM_RUN_THREADS_S
             while threading.active_count() > 1 and time.monotonic() < deadline:
