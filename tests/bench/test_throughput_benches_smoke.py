@@ -1,0 +1,73 @@
+"""The issue-16 throughput benches run end to end in their smoke mode, so they cannot rot.
+
+Each is run as an operator would (`python bench/X.py --smoke`), against real daemons, subagents
+and MCP servers; smoke mode uses a small N and asserts no timing target. What is checked is that
+the bench completes, writes its JSON with the figures the README quotes, and leaves no process.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.leaks import wait_no_descendants
+
+REPO = Path(__file__).resolve().parents[2]
+TIMEOUT_S = 600
+
+
+def run_bench(script: str, out: Path) -> dict[str, object]:
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / script), "--smoke", "--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert done.returncode == 0, (
+        f"{script} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    )
+    assert not wait_no_descendants(timeout_s=10)
+    results = json.loads(out.read_text())
+    assert isinstance(results, dict)
+    assert results["mode"] == "smoke"
+    return results
+
+
+def test_loop_cpu_bench_measures_the_subagent_and_the_bare_loop(tmp_path: Path) -> None:
+    results = run_bench("loop_cpu.py", tmp_path / "loop_cpu.json")
+    for key in ("subagent_ms_per_turn", "bare_ms_per_turn"):
+        runs = results[key]
+        assert isinstance(runs, list) and len(runs) == 1
+        assert runs[0]["loop_ms"] > 0 and runs[0]["server_ms"] > 0  # both loops called the MCP server
+    assert isinstance(results["ratio_of_medians"], float)
+
+
+def test_throughput_bench_completes_every_task(tmp_path: Path) -> None:
+    results = run_bench("throughput.py", tmp_path / "throughput.json")
+    rows = results["rows"]
+    assert isinstance(rows, list) and len(rows) == 1
+    assert rows[0]["tasks"] == 20 and rows[0]["per_s"] > 0  # the bench raises unless all completed
+    assert rows[0]["left_after_drain"] == 0
+    assert results["left"] == 0
+
+
+def test_ping_bench_measures_the_supervisor_and_the_bare_loop(tmp_path: Path) -> None:
+    results = run_bench("ping.py", tmp_path / "ping.json")
+    bare, supervised = results["bare"], results["supervisor"]
+    assert isinstance(bare, list) and isinstance(supervised, list)
+    assert bare[0]["count"] > 0 and supervised[0]["rtt"]["count"] > 0
+    assert results["left"] == 0
+
+
+@pytest.mark.alone  # five live subagents at once: their memory figures need no company
+def test_child_memory_bench_reads_every_live_subagent(tmp_path: Path) -> None:
+    results = run_bench("child_memory.py", tmp_path / "child_memory.json")
+    assert results["children"] == 5
+    uss = results["uss_mib"]
+    assert isinstance(uss, dict) and 0 < uss["median"] < 64
+    assert results["left"] == 0
