@@ -146,8 +146,9 @@ def _receive(sock: socket.socket) -> tuple[Fork | FrameError | None, list[int]]:
     return decode(data, TO_ZYGOTE_ADAPTER, max_line=MAX_REQUEST), list(fds)
 
 
-def _become_subagent(env: dict[str, str], fds: list[int]) -> None:
-    """In the grandchild: take the pipes as fds 0–2, wait to be the supervisor's child, boot."""
+def _become_subagent(env: dict[str, str], fds: list[int], middle: int) -> None:
+    """In the grandchild: take the pipes as fds 0–2, wait to be the supervisor's child, boot.
+    `middle` is the intermediate process, our parent until it exits."""
     os.setsid()
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
@@ -157,9 +158,11 @@ def _become_subagent(env: dict[str, str], fds: list[int]) -> None:
     os.environ.update(env)
     expected = int(env[SUPERVISOR_PID_ENV])
     deadline = time.monotonic() + REPARENT_TIMEOUT_S
-    # The intermediate process exits right after forking us; until then our parent is it.
-    while os.getppid() != expected:
-        if time.monotonic() > deadline:
+    # The intermediate process exits right after forking its batch; until then our parent is it.
+    # Reparented to anyone but the supervisor (a subreaper), the supervisor is gone: end at once,
+    # or a daemon killed mid-batch leaves us spinning here for the whole timeout.
+    while (parent := os.getppid()) != expected:
+        if parent != middle or time.monotonic() > deadline:
             os._exit(ExitCode.FAILURE)
         time.sleep(0.0005)
     # The imported modules stay in the permanent generation: collecting them would cost tens of
@@ -185,6 +188,7 @@ def fork_subagents(batch: list[tuple[dict[str, str], list[int]]]) -> list[int | 
     if middle == 0:
         try:
             os.close(read_end)
+            me = os.getpid()
             report = []
             for env, fds in batch:
                 try:
@@ -194,7 +198,7 @@ def fork_subagents(batch: list[tuple[dict[str, str], list[int]]]) -> list[int | 
                     continue
                 if child == 0:
                     os.close(write_end)
-                    _become_subagent(env, fds)
+                    _become_subagent(env, fds, me)
                 report.append(str(child))
             os.write(write_end, " ".join(report).encode())
         finally:

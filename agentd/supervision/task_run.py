@@ -482,7 +482,7 @@ class TaskRun:
         """A gated tool call of `node`, held until a person decides (issue 18); fails closed."""
         desk = self.ports.approvals
         if desk is None:
-            reason = "no one can approve tool calls here (agentd run has no API socket)"
+            reason = "no one can approve tool calls here (no API socket: `agentd run`, or a Temporal worker)"
             return result_json(control.ApproveResult(outcome="denied", reason=reason))
         if self.tree.closed is not None and self.cancel_reason is not None:
             return result_json(control.ApproveResult(outcome="denied", reason=self.cancel_reason[:1000]))

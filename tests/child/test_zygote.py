@@ -29,6 +29,7 @@ from protocol.zygote import (
     Ready,
     encode,
 )
+from subagent.zygote import REPARENT_TIMEOUT_S
 
 pytestmark = pytest.mark.processes
 
@@ -173,3 +174,22 @@ def test_requests_queued_together_are_forked_as_one_batch_and_answered_in_order(
         for fd in stdin_writers:
             os.close(fd)  # EOF instead of a spawn frame: each subagent exits 2
         assert [_wait_exit(pid) for pid in pids] == [2] * 11  # our children: reparented to us
+
+
+def test_a_subagent_reparented_to_anyone_but_its_supervisor_ends_at_once() -> None:
+    """The supervisor died while the intermediate was forking (kill -9 of the daemon mid-batch): the
+    subagent is reparented elsewhere (here to this test, a subreaper not named as its supervisor)
+    and ends at once with a failure, not after spinning for the whole reparent timeout."""
+    with running_zygote() as sock:
+        in_r, in_w = os.pipe()
+        null = os.open(os.devnull, os.O_WRONLY)
+        gone_supervisor = os.getppid()  # any live pid but ours will do
+        _send(sock, encode(Fork(id=1, env={SUPERVISOR_PID_ENV: str(gone_supervisor)})), [in_r, null, null])
+        os.close(in_r)
+        os.close(null)
+        reply = _receive(sock)
+        assert isinstance(reply, Forked)
+        try:
+            assert _wait_exit(reply.pid, timeout_s=REPARENT_TIMEOUT_S / 3) == 1
+        finally:
+            os.close(in_w)

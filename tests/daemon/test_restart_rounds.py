@@ -92,6 +92,7 @@ class Totals:
     kill_points_reached: int = 0
     zygote_rounds: int = 0
     never_ended: list[str] = field(default_factory=list)
+    strays: list[str] = field(default_factory=list)  # what each orphan was, for the failure message
 
 
 @dataclass
@@ -175,6 +176,13 @@ def survivors(old: dict[tuple[int, float], str], new_daemon: Daemon) -> list[psu
         if not alive or time.monotonic() >= deadline:
             return alive
         time.sleep(0.05)
+
+
+def describe(proc: psutil.Process) -> str:
+    try:
+        return f"pid {proc.pid} ppid {proc.ppid()} {proc.status()} {' '.join(proc.cmdline())[:200]}"
+    except psutil.Error as exc:
+        return f"pid {proc.pid} ({type(exc).__name__})"
 
 
 def integrity(db: Path) -> str:
@@ -294,6 +302,9 @@ def test_kill_9_rounds_lose_no_acked_task_end_each_once_and_leave_no_survivor(
 
             strays = survivors(old, daemon)
             totals.orphans += len(strays)
+            totals.strays += [
+                f"round {round_no} ({plan[round_no][0]}, {event}): {describe(proc)}" for proc in strays
+            ]
             kill_all(strays)
 
             listed = daemon.call("task.list", {"limit": 1000})
