@@ -13,7 +13,6 @@ The target (issue 16, at 1,000 children) is USS ≤ 8 MiB each.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -31,6 +30,7 @@ if str(REPO) not in sys.path:
 
 from agentd.api.client import ApiClient  # noqa: E402
 from bench.daemon_procs import MIB, open_daemon, strays  # noqa: E402
+from bench.samples import write_json  # noqa: E402
 from bench.throughput import zygote_warm  # noqa: E402
 from protocol.api import SubmitParams, SubmitRequest, TaskSpec  # noqa: E402
 from tests.support.fake_llm import FakeLLM, Hang  # noqa: E402
@@ -105,9 +105,7 @@ def main() -> int:
         "left": len(left),
     }
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote {out}")
+    write_json(out, results)
     return 0 if verdict == "ok" and not left else 1
 
 

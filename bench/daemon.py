@@ -11,7 +11,6 @@ use the light stand-in child (`tests/fixtures/rogue_child.py idle`), not the rea
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sqlite3
@@ -35,7 +34,7 @@ from bench.daemon_intake import IntakeRun  # noqa: E402
 from bench.daemon_procs import MIB, BenchDaemon, kill_all, open_daemon, strays  # noqa: E402
 from bench.daemon_subagent import CancelResult, FirstRequestResult  # noqa: E402
 from bench.machine import CpuMeter, MachineShare  # noqa: E402
-from bench.samples import Summary  # noqa: E402
+from bench.samples import Summary, write_json  # noqa: E402
 from tests.support.daemon import FAST_SUPERVISION, rogue_command, scripted  # noqa: E402
 from tests.support.fake_llm import FakeLLM, Hang  # noqa: E402
 
@@ -379,9 +378,7 @@ def report(
         "results": asdict(out),
         "processes_left": left,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(document, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    write_json(args.out, document)
 
 
 if __name__ == "__main__":

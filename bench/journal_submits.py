@@ -10,7 +10,6 @@ on the chosen filesystem, prints a table and writes `bench/results/journal_submi
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import sqlite3
 import statistics
@@ -22,6 +21,7 @@ from pathlib import Path
 import anyio
 
 from agentd.journal.store import Journal, open_journal
+from bench.samples import write_json
 from protocol.api import TaskSpec
 
 RESULTS = Path(__file__).resolve().parent / "results" / "journal_submits.json"
@@ -111,9 +111,7 @@ def main() -> int:
         "machine": platform.machine(),
         "runs": [asdict(run) for run in runs],
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {RESULTS}")
+    write_json(RESULTS, report)
     # Meeting the target with concurrency is the contract; one submitter is bound by fsync latency.
     return 0 if max(run.submits_per_s for run in runs) >= TARGET_PER_S else 1
 

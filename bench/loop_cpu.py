@@ -19,7 +19,6 @@ the medians, target ≤ 1.5×.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -37,6 +36,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from bench.samples import write_json  # noqa: E402
 from protocol import control  # noqa: E402
 from protocol.spawn import EndpointSpec, McpServerSpec, SpawnPayload  # noqa: E402
 from tests.support.child import spawn_child  # noqa: E402
@@ -193,9 +193,7 @@ def main() -> int:
         "verdict": verdict,
     }
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote {out}")
+    write_json(out, results)
     return 0 if verdict == "ok" else 1
 
 

@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -31,6 +30,7 @@ sys.path.insert(0, str(REPO))
 
 from agentd.supervision.task_run import call_usage  # noqa: E402
 from agentd.supervision.tree import LIFETIME_CAP, Budget, ChildRequest, Grant, Tree  # noqa: E402
+from bench.samples import write_json  # noqa: E402
 from protocol import control  # noqa: E402
 from protocol.framing import decode, encode  # noqa: E402
 from tests.support.daemon import Daemon, running_daemon  # noqa: E402
@@ -199,9 +199,7 @@ def main() -> int:
         "table": [dict(zip(("figure", "value", "target", "verdict"), r, strict=True)) for r in rows],
     }
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote {out}")
+    write_json(out, results)
     return 0 if all(r[3] == "ok" for r in rows) else 1
 
 

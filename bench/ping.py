@@ -18,7 +18,6 @@ mostly the shared machine's scheduling (a VM's vCPUs woken under other tenants' 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -35,7 +34,7 @@ if str(REPO) not in sys.path:
 
 from bench import daemon_children  # noqa: E402
 from bench.daemon_procs import strays  # noqa: E402
-from bench.samples import Summary  # noqa: E402
+from bench.samples import Summary, write_json  # noqa: E402
 
 TARGET_RATIO = 1.5
 
@@ -99,9 +98,7 @@ def main() -> int:
         "left": len(left),
     }
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote {out}")
+    write_json(out, results)
     return 0 if verdict == "ok" and not left else 1
 
 

@@ -1,15 +1,18 @@
 """Latency samples reduced to the figures the benches report: count, p50, p90, p99, max (ms).
 
 Percentiles are nearest-rank over the sorted samples, so a p99 over 40 samples is the 40th
-(the worst): small runs report the pessimistic figure rather than an interpolated one.
+(the worst): small runs report the pessimistic figure rather than an interpolated one. `write_json`
+is how every bench writes its results.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,3 +45,10 @@ def summarize(samples_s: Sequence[float]) -> Summary:
         max_ms=round(ordered[-1], 3),
         mean_ms=round(statistics.fmean(ordered), 3),
     )
+
+
+def write_json(path: Path, document: object) -> None:
+    """Write a bench's results as indented JSON (creating the directory) and say where."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document, indent=2) + "\n")
+    print(f"wrote {path}")

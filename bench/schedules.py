@@ -15,7 +15,6 @@ and checks no process is left.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -30,7 +29,7 @@ if str(REPO) not in sys.path:  # also runnable as `python bench/schedules.py`
 
 from agentd.api.client import ApiClient  # noqa: E402
 from bench.daemon_procs import BenchDaemon, kill_all, open_daemon, strays  # noqa: E402
-from bench.samples import Summary, summarize  # noqa: E402
+from bench.samples import Summary, summarize, write_json  # noqa: E402
 from protocol.api import (  # noqa: E402
     ScheduleCreateParams,
     ScheduleCreateRequest,
@@ -222,9 +221,7 @@ def main() -> int:
         "results": asdict(out),
         "processes_left": len(left),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(document, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    write_json(args.out, document)
     return 2 if left else 0
 
 

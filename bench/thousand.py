@@ -44,7 +44,7 @@ from agentd.api.client import ApiClient
 from agentd.errors import ApiClientError
 from bench.daemon_procs import MIB, BenchDaemon, strays
 from bench.machine import CpuMeter
-from bench.samples import Summary, summarize
+from bench.samples import Summary, summarize, write_json
 from protocol.api import (
     GetRequest,
     StatusRequest,
@@ -575,9 +575,7 @@ def main(argv: list[str] | None = None) -> int:
         verdict = "-" if settings.smoke else ("met" if met else "MISSED")
         print(f"  {what:<62} {figure:<60} {target:<28} {verdict}")
     result["verdicts"] = [{"what": w, "figure": f, "target": t, "met": m} for w, f, t, m in rows]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    write_json(args.out, result)
     return 0
 
 

@@ -14,7 +14,6 @@ measured batch is printed per task.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -34,6 +33,7 @@ if str(REPO) not in sys.path:
 from agentd.api.client import ApiClient  # noqa: E402
 from bench.daemon_procs import BenchDaemon, open_daemon, strays  # noqa: E402
 from bench.machine import CpuMeter  # noqa: E402
+from bench.samples import write_json  # noqa: E402
 from protocol.api import ListParams, ListRequest, StatusRequest, SubmitParams, SubmitRequest, TaskSpec  # noqa: E402
 from tests.support.daemon import scripted  # noqa: E402
 
@@ -222,9 +222,7 @@ def main() -> int:
         "left": len(left),
     }
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote {out}")
+    write_json(out, results)
     return 0 if verdict == "ok" and not left else 1
 
 

@@ -61,7 +61,7 @@ if str(REPO) not in sys.path:  # also runnable as `python bench/triggers.py`
 from agentd.api.client import ApiClient  # noqa: E402
 from bench.daemon_procs import MIB, BenchDaemon, kill_all, open_daemon, strays  # noqa: E402
 from bench.daemon_subagent import _events, wait_zygote  # noqa: E402
-from bench.samples import Summary, summarize  # noqa: E402
+from bench.samples import Summary, summarize, write_json  # noqa: E402
 from tests.fixtures import watch_changes  # noqa: E402
 from tests.support.daemon import FIXTURES, rogue_command, scripted  # noqa: E402
 from tests.support.fake_llm import FakeLLM  # noqa: E402
@@ -717,9 +717,7 @@ def main() -> int:
         "results": asdict(out),
         "processes_left": len(left),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(document, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    write_json(args.out, document)
     return 2 if left else 0
 
 
