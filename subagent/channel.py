@@ -2,9 +2,13 @@
 
 The control thread reads frames from the supervisor and answers `ctrl/ping` itself, so
 liveness survives a model call that blocks for minutes and even a wedged event loop (its
-`loop_age_ms` then grows). Everything else is handed to the event loop through an inbox and a
-wake pipe, so the thread never blocks on the loop: `ctrl/cancel` sets a flag first, then wakes
-the loop, which cancels the operation in flight.
+`loop_age_ms` then grows). Each ping also posts a probe to the loop through the wake pipe; the
+age a pong reports is how long the previous probe has waited for the loop (0 once the loop has
+seen it). An idle child therefore wakes only when pinged: a loop that stamped a tick every
+100 ms cost each parked child ≈ 4 ms of CPU a second, i.e. two cores for a thousand of them.
+Everything else is handed to the event loop through an inbox and the same wake pipe, so the
+thread never blocks on the loop: `ctrl/cancel` sets a flag first, then wakes the loop, which
+cancels the operation in flight.
 """
 
 from __future__ import annotations
@@ -56,8 +60,8 @@ class ControlChannel:
         # Also told every event, on the emitting task (the traces: subagent/tracing.py).
         self.observer: Callable[[EventName, dict[str, JsonValue]], None] | None = None
         self.cancel_reason = ""
-        # Monotonic time of the event loop's last heartbeat; the thread reports its age.
-        self.loop_tick = time.monotonic()
+        # Monotonic time the control thread posted a probe the loop has not seen yet (None: seen).
+        self._probe_at: float | None = None
         self.faults = 0
         self._inbox: queue.SimpleQueue[control.Inject | jsonrpc.Response | jsonrpc.ErrorResponse | None] = (
             queue.SimpleQueue()
@@ -124,7 +128,12 @@ class ControlChannel:
         if isinstance(message, FrameError):
             self._fault(message)
         elif isinstance(message, control.Ping):
-            age_ms = max(0, int((time.monotonic() - self.loop_tick) * 1000))
+            now = time.monotonic()
+            probe_at = self._probe_at
+            age_ms = 0 if probe_at is None else max(0, int((now - probe_at) * 1000))
+            if probe_at is None:
+                self._probe_at = now
+                self._wake()
             result = control.PingResult(seq=message.params.seq, loop_age_ms=age_ms).model_dump()
             self.send(jsonrpc.Response(id=message.id, result=result))
         elif isinstance(message, control.Cancel):
@@ -161,6 +170,9 @@ class ControlChannel:
             with contextlib.suppress(BlockingIOError):
                 while os.read(self._wake_r, 4096):
                     pass
+            # After the drain: a probe whose wake byte was just read is cleared; one posted after
+            # the drain left its byte in the pipe and wakes the loop again.
+            self._probe_at = None
             if self.cancel_requested.is_set():
                 on_cancel()
             while True:
@@ -172,12 +184,6 @@ class ControlChannel:
                     on_inject(item.params)
                 elif isinstance(item, jsonrpc.Response | jsonrpc.ErrorResponse):
                     self._resolve(item)
-
-    async def heartbeat(self, interval_s: float = 0.1) -> None:
-        """Run in the event loop: stamp `loop_tick` so a wedged loop shows in `loop_age_ms`."""
-        while True:
-            self.loop_tick = time.monotonic()
-            await anyio.sleep(interval_s)
 
     async def request(self, method: str, params: dict[str, JsonValue], *, timeout_s: float) -> JsonValue:
         """Send a `sup/*` request and wait (bounded) for the supervisor's response."""

@@ -300,7 +300,6 @@ async def run_async(payload: SpawnPayload, channel: ControlChannel) -> RunResult
     # Injections reach only a warm session; any other run ignores them (nothing to append them to).
     inbox = Inbox()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(channel.heartbeat)
         tg.start_soon(channel.serve, driver.on_cancel, inbox.put if payload.warm else _ignore)
         try:
             with anyio.CancelScope(deadline=driver.state.config.deadline) as outer:

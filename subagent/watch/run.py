@@ -503,7 +503,6 @@ async def run_async(payload: WatchPayload, channel: ControlChannel, outbox: Outb
     watcher = Watcher(payload, outbox)
     code: int = ExitCode.OK
     async with anyio.create_task_group() as tg:
-        tg.start_soon(channel.heartbeat)
         # `ctrl/cancel` and a closed channel cancel everything: the session closes (the stdio
         # server is stopped by the transport's ladder, shielded and bounded) and we exit 0.
         tg.start_soon(channel.serve, tg.cancel_scope.cancel, lambda _message: None)
