@@ -84,7 +84,7 @@ WARM_RUN_TIMEOUT_S = 5.0
 WARM_KINDS = ("scripted", "openai", "anthropic")
 
 
-def _warm_run() -> None:
+def _warm_run() -> dict[str, str]:
     """Run one one-turn task per model kind here, before the first fork.
 
     Much of what a task uses is built on first use — pydantic validators and serializers, the
@@ -92,7 +92,8 @@ def _warm_run() -> None:
     the HTTP client's request path. Built here, it sits in pages every child shares; built in
     each child, it is allocated and written there (measured: fewer copy-on-write faults and less
     CPU per forked task). Best effort: a failure only costs the warm-up. Each run's control
-    thread is joined before the next and before any fork.
+    thread is joined before the next and before any fork. Returns each kind's result status (or
+    why it has none), for tests; what did not complete is also reported on stderr.
     """
     import json
     import tempfile
@@ -100,11 +101,10 @@ def _warm_run() -> None:
     with tempfile.TemporaryDirectory(prefix="agentd-zygote-") as tmp:
         with open(os.path.join(tmp, "warm.json"), "w") as f:
             json.dump({"model": "warm", "turns": [{"text": "warm"}]}, f)
-        for kind in WARM_KINDS:
-            _warm_one(kind, tmp)
+        return {kind: _warm_one(kind, tmp) for kind in WARM_KINDS}
 
 
-def _warm_one(kind: str, tmp: str) -> None:
+def _warm_one(kind: str, tmp: str) -> str:
     import anyio
 
     from protocol.environment import TEST_FAULT_ENV
@@ -120,10 +120,8 @@ def _warm_one(kind: str, tmp: str) -> None:
         channel.start()
         anyio.run(_warm_task, kind, tmp, channel)
         status = _result_status(up_r)
-        if status != "completed":
-            os.write(2, f"agentd-zygote: {kind} warm-up run ended {status}\n".encode()[:500])
     except Exception as exc:  # noqa: BLE001 - an optimisation: report it, start anyway
-        os.write(2, f"agentd-zygote: {kind} warm-up run failed: {exc!r}\n".encode()[:500])
+        status = f"failed: {exc!r}"
     finally:
         if fault is not None:
             os.environ[TEST_FAULT_ENV] = fault
@@ -134,6 +132,9 @@ def _warm_one(kind: str, tmp: str) -> None:
             time.sleep(0.001)
         for fd in (down_r, up_r, up_w):
             os.close(fd)
+    if status != "completed":
+        os.write(2, f"agentd-zygote: {kind} warm-up run ended {status}\n".encode()[:500])
+    return status
 
 
 def _result_status(up_r: int) -> str:
@@ -221,6 +222,7 @@ def _become_subagent(env: dict[str, str], fds: list[int], middle: int) -> None:
     os.environ.update(env)
     expected = int(env[SUPERVISOR_PID_ENV])
     deadline = time.monotonic() + REPARENT_TIMEOUT_S
+    _await_exit(middle, REPARENT_TIMEOUT_S)
     # The intermediate process exits right after forking its batch; until then our parent is it.
     # Reparented to anyone but the supervisor (a subreaper), the supervisor is gone: end at once,
     # or a daemon killed mid-batch leaves us spinning here for the whole timeout.
@@ -233,6 +235,28 @@ def _become_subagent(env: dict[str, str], fds: list[int], middle: int) -> None:
     from subagent import boot
 
     boot.exit_now(boot.main())
+
+
+def _await_exit(middle: int, timeout_s: float) -> None:
+    """Sleep until `middle` (our parent, the intermediate) has exited and we are reparented.
+
+    The first subagent of a batch waits for the intermediate to fork all the others — hundreds of
+    milliseconds under load — and polling `getppid` every 0.5 ms for that long cost each subagent
+    CPU the forks needed (issue 16). A pidfd becomes readable only once the kernel has reparented
+    the exiting process's children, so one `select` replaces the polling; the caller's loop then
+    checks the new parent. Best effort: without a pidfd (already reaped, old kernel) it returns.
+    """
+    import select
+
+    try:
+        pidfd = os.pidfd_open(middle)
+    except OSError:
+        return
+    try:
+        if os.getppid() == middle:  # still our parent, so the pidfd is the intermediate's
+            select.select([pidfd], [], [], timeout_s)
+    finally:
+        os.close(pidfd)
 
 
 def fork_subagent(env: dict[str, str], fds: list[int]) -> int:
