@@ -5,7 +5,8 @@ and never answers, so each task's subagent is alive and parked in its first mode
 state a long model call leaves it in. Once the zygote is warm, `--children` tasks are submitted;
 when the model has seen all their requests the bench reads each subagent's USS (the pages only it
 has: what it wrote after the fork), PSS and RSS from /proc/PID/smaps_rollup, and the daemon's RSS.
-The target (issue 16, at 1,000 children) is USS ≤ 8 MiB each.
+The target (issue 16, at 1,000 children) is USS ≤ 8 MiB each. It also prints each child's minor
+faults (copy-on-write copies, mostly) and CPU from its fork to the measurement, medians.
 
     python bench/child_memory.py [--children 100] [--smoke]
 """
@@ -39,6 +40,19 @@ TARGET_USS_MIB = 8.0
 WAIT_S = 300.0
 
 
+def fork_costs(pid: int) -> tuple[int, float]:
+    """A child's minor page faults (each a copy-on-write copy or a first touch) and CPU so far (ms,
+    every thread's run time from /proc/PID/task/*/schedstat), both counted from its fork."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    minflt = int(fields[7])  # field 10 of proc(5), counted after the ")" that ends the name
+    ns = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+            ns += int(f.read().split()[0])
+    return minflt, ns / 1e6
+
+
 def measure(children: int, base: Path) -> dict[str, Any]:
     with FakeLLM(default=Hang()) as fake:
         body = (
@@ -53,17 +67,20 @@ def measure(children: int, base: Path) -> dict[str, Any]:
                     api.call(SubmitRequest(params=SubmitParams(spec=TaskSpec(instruction=f"park {i}"))))
             fake.wait_requests_blocking(children, timeout_s=WAIT_S)
             time.sleep(1.0)  # let each child settle in its wait (its last frames, its heartbeat)
-            uss, pss, rss = [], [], []
+            uss, pss, rss, faults, cpu_ms = [], [], [], [], []
             for proc in bench.observe():
                 try:
                     if proc.name() != "agentd-subagent":
                         continue
                     info = proc.memory_full_info()
-                except psutil.Error:
+                    minflt, ms = fork_costs(proc.pid)
+                except (psutil.Error, OSError):
                     continue
                 uss.append(info.uss / MIB)
                 pss.append(info.pss / MIB)
                 rss.append(info.rss / MIB)
+                faults.append(minflt)
+                cpu_ms.append(ms)
             daemon_rss = bench.rss_mb()
     if len(uss) != children:
         raise RuntimeError(f"measured {len(uss)} subagents, expected {children}")
@@ -71,6 +88,8 @@ def measure(children: int, base: Path) -> dict[str, Any]:
         "children": children,
         "uss_mib": {"mean": statistics.fmean(uss), "median": statistics.median(uss), "max": max(uss)},
         "pss_sum_mib": sum(pss),
+        "minor_faults_median": statistics.median(faults),
+        "cpu_ms_median": statistics.median(cpu_ms),
         "rss_mean_mib": statistics.fmean(rss),
         "daemon_rss_mib": daemon_rss,
     }
@@ -93,6 +112,8 @@ def main() -> int:
     print(f"subagent memory, {children} live subagents forked from the zygote; {mode}; load {load}")
     print(f"USS each: median {uss['median']:.2f}, mean {uss['mean']:.2f}, max {uss['max']:.2f} MiB")
     print(f"PSS sum {row['pss_sum_mib']:.1f} MiB; RSS mean {row['rss_mean_mib']:.1f} MiB;")
+    faults, cpu = row["minor_faults_median"], row["cpu_ms_median"]
+    print(f"per child (median): {faults:.0f} minor faults, {cpu:.1f} ms CPU")
     print(f"daemon RSS {row['daemon_rss_mib']:.1f} MiB; target USS <= {TARGET_USS_MIB:g} MiB: {verdict}")
     print(f"processes left {len(left)}")
     results = {

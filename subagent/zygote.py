@@ -18,6 +18,7 @@ import socket
 import sys
 import threading
 import time
+from typing import TYPE_CHECKING, Literal
 
 from protocol.environment import SUPERVISOR_PID_ENV
 from protocol.exit_codes import ExitCode
@@ -34,6 +35,10 @@ from protocol.zygote import (
     StartFailed,
     encode,
 )
+
+if TYPE_CHECKING:
+    from protocol.spawn import EndpointSpec, SpawnPayload
+    from subagent.channel import ControlChannel
 
 SOCKET_FD = 3
 # A grandchild waits this long for its intermediate to exit (it forks the whole batch first).
@@ -70,58 +75,117 @@ def _warm_imports() -> None:
 
 
 WARM_RUN_THREADS_S = 2.0
+# A warm-up task that has not ended by then is cancelled (a proxy in the environment, a loaded
+# machine): it only costs the warm-up, never the zygote's start.
+WARM_RUN_TIMEOUT_S = 5.0
+# One warm-up task per model kind: the scripted one (tests, benches) and the two HTTP adapters,
+# answered by `subagent.warm_model` on loopback (issue 16: the HTTP path built in every child
+# cost ~8 % more copy-on-write faults per child than when the zygote had run it once).
+WARM_KINDS = ("scripted", "openai", "anthropic")
 
 
-def _warm_run() -> None:
-    """Run one one-turn task on the scripted model here, before the first fork.
+def _warm_run() -> dict[str, str]:
+    """Run one one-turn task per model kind here, before the first fork.
 
     Much of what a task uses is built on first use — pydantic validators and serializers, the
-    loop's caches, code objects' specialised bytecode, interned strings, anyio's task machinery.
-    Built here, it sits in pages every child shares; built in each child, it is allocated and
-    written there (measured: ~20 % fewer copy-on-write faults and less CPU per forked task). Best
-    effort: a failure only costs the warm-up. Its control thread is joined before any fork.
+    loop's caches, code objects' specialised bytecode, interned strings, anyio's task machinery,
+    the HTTP client's request path. Built here, it sits in pages every child shares; built in
+    each child, it is allocated and written there (measured: fewer copy-on-write faults and less
+    CPU per forked task). Best effort: a failure only costs the warm-up. Each run's control
+    thread is joined before the next and before any fork. Returns each kind's result status (or
+    why it has none), for tests; what did not complete is also reported on stderr.
     """
     import json
     import tempfile
 
+    with tempfile.TemporaryDirectory(prefix="agentd-zygote-") as tmp:
+        with open(os.path.join(tmp, "warm.json"), "w") as f:
+            json.dump({"model": "warm", "turns": [{"text": "warm"}]}, f)
+        return {kind: _warm_one(kind, tmp) for kind in WARM_KINDS}
+
+
+def _warm_one(kind: str, tmp: str) -> str:
     import anyio
 
     from protocol.environment import TEST_FAULT_ENV
-    from protocol.spawn import EndpointSpec, SpawnPayload
     from subagent.channel import ControlChannel
-    from subagent.run import run_async
 
-    with tempfile.TemporaryDirectory(prefix="agentd-zygote-") as tmp:
-        script = os.path.join(tmp, "warm.json")
-        with open(script, "w") as f:
-            json.dump({"model": "warm", "turns": [{"text": "warm"}]}, f)
-        payload = SpawnPayload(
-            task_id="t_warm",
-            run_id="r_warm",
-            instruction="warm",
-            intelligence=[EndpointSpec(kind="scripted", script_path=script)],
-        )
-        down_r, down_w = os.pipe()
-        up_r, up_w = os.pipe()  # a one-turn run's frames (~2 KB) fit in the pipe's buffer
-        # Not `run_task`: its tracing would export this run's spans and start exporter threads.
-        # A chaos test's armed fault is meant for the children, not for the zygote's warm-up.
-        fault = os.environ.pop(TEST_FAULT_ENV, None)
-        channel = ControlChannel(down_r, up_w)
+    down_r, down_w = os.pipe()
+    up_r, up_w = os.pipe()  # a one-turn run's frames (~2 KB) fit in the pipe's buffer
+    # Not `run_task`: its tracing would export this run's spans and start exporter threads.
+    # A chaos test's armed fault is meant for the children, not for the zygote's warm-up.
+    fault = os.environ.pop(TEST_FAULT_ENV, None)
+    channel = ControlChannel(down_r, up_w)
+    try:
+        channel.start()
+        anyio.run(_warm_task, kind, tmp, channel)
+        status = _result_status(up_r)
+    except Exception as exc:  # noqa: BLE001 - an optimisation: report it, start anyway
+        status = f"failed: {exc!r}"
+    finally:
+        if fault is not None:
+            os.environ[TEST_FAULT_ENV] = fault
+        channel.close()
+        os.close(down_w)  # EOF ends the control thread
+        deadline = time.monotonic() + WARM_RUN_THREADS_S
+        while threading.active_count() > 1 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        for fd in (down_r, up_r, up_w):
+            os.close(fd)
+    if status != "completed":
+        os.write(2, f"agentd-zygote: {kind} warm-up run ended {status}\n".encode()[:500])
+    return status
+
+
+def _result_status(up_r: int) -> str:
+    """The status of the `ev/result` the warm-up run wrote (all its frames sit in the pipe)."""
+    import json
+
+    os.set_blocking(up_r, False)
+    try:
+        data = os.read(up_r, 1 << 16)
+    except BlockingIOError:
+        data = b""
+    for line in data.splitlines():
         try:
-            channel.start()
-            anyio.run(run_async, payload, channel)
-        except Exception as exc:  # noqa: BLE001 - an optimisation: report it, start anyway
-            os.write(2, f"agentd-zygote: warm-up run failed: {exc!r}\n".encode()[:500])
-        finally:
-            if fault is not None:
-                os.environ[TEST_FAULT_ENV] = fault
-            channel.close()
-            os.close(down_w)  # EOF ends the control thread
-            deadline = time.monotonic() + WARM_RUN_THREADS_S
-            while threading.active_count() > 1 and time.monotonic() < deadline:
-                time.sleep(0.001)
-            for fd in (down_r, up_r, up_w):
-                os.close(fd)
+            frame = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(frame, dict) and frame.get("method") == "ev/result":
+            return str(frame.get("params", {}).get("status"))
+    return "without a result"
+
+
+async def _warm_task(kind: str, tmp: str, channel: ControlChannel) -> None:
+    """One one-turn task on a `kind` endpoint; an HTTP kind is answered by a loopback model
+    served in this same loop (the zygote stays single-threaded). `tmp` holds the warm script."""
+    import anyio
+    from anyio.abc import SocketAttribute
+
+    from protocol.spawn import EndpointSpec
+    from subagent.run import run_async
+    from subagent.warm_model import serve
+
+    with anyio.fail_after(WARM_RUN_TIMEOUT_S):
+        if kind == "scripted":
+            endpoint = EndpointSpec(kind="scripted", script_path=os.path.join(tmp, "warm.json"))
+            await run_async(_warm_payload(endpoint), channel)
+            return
+        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+        port = listener.extra(SocketAttribute.local_port)
+        suffix = "/v1" if kind == "openai" else ""
+        http_kind: Literal["openai", "anthropic"] = "openai" if kind == "openai" else "anthropic"
+        endpoint = EndpointSpec(kind=http_kind, base_url=f"http://127.0.0.1:{port}{suffix}", model="warm")
+        async with anyio.create_task_group() as group:
+            group.start_soon(serve, listener)
+            await run_async(_warm_payload(endpoint), channel)
+            group.cancel_scope.cancel()
+
+
+def _warm_payload(endpoint: EndpointSpec) -> SpawnPayload:
+    from protocol.spawn import SpawnPayload
+
+    return SpawnPayload(task_id="t_warm", run_id="r_warm", instruction="warm", intelligence=[endpoint])
 
 
 async def _warm_async() -> None:
@@ -158,6 +222,7 @@ def _become_subagent(env: dict[str, str], fds: list[int], middle: int) -> None:
     os.environ.update(env)
     expected = int(env[SUPERVISOR_PID_ENV])
     deadline = time.monotonic() + REPARENT_TIMEOUT_S
+    _await_exit(middle, REPARENT_TIMEOUT_S)
     # The intermediate process exits right after forking its batch; until then our parent is it.
     # Reparented to anyone but the supervisor (a subreaper), the supervisor is gone: end at once,
     # or a daemon killed mid-batch leaves us spinning here for the whole timeout.
@@ -170,6 +235,28 @@ def _become_subagent(env: dict[str, str], fds: list[int], middle: int) -> None:
     from subagent import boot
 
     boot.exit_now(boot.main())
+
+
+def _await_exit(middle: int, timeout_s: float) -> None:
+    """Sleep until `middle` (our parent, the intermediate) has exited and we are reparented.
+
+    The first subagent of a batch waits for the intermediate to fork all the others — hundreds of
+    milliseconds under load — and polling `getppid` every 0.5 ms for that long cost each subagent
+    CPU the forks needed (issue 16). A pidfd becomes readable only once the kernel has reparented
+    the exiting process's children, so one `select` replaces the polling; the caller's loop then
+    checks the new parent. Best effort: without a pidfd (already reaped, old kernel) it returns.
+    """
+    import select
+
+    try:
+        pidfd = os.pidfd_open(middle)
+    except OSError:
+        return
+    try:
+        if os.getppid() == middle:  # still our parent, so the pidfd is the intermediate's
+            select.select([pidfd], [], [], timeout_s)
+    finally:
+        os.close(pidfd)
 
 
 def fork_subagent(env: dict[str, str], fds: list[int]) -> int:

@@ -23,11 +23,6 @@ from email.utils import parsedate_to_datetime
 import anyio
 import httpx2
 from mcp.client._transport import TransportStreams  # the alias the public `mcp.client.Transport` is built on
-from mcp.client.auth.extensions.client_credentials import (
-    ClientCredentialsOAuthProvider,
-    PrivateKeyJWTOAuthProvider,
-    SignedJWTParameters,
-)
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
@@ -226,6 +221,15 @@ def oauth_auth(spec: McpServerSpec) -> httpx2.Auth | None:
     oauth, url = spec.oauth, spec.url
     if oauth is None or url is None:
         return None
+    # Imported here, not with the module: it pulls in PyJWT and most of `cryptography` (~2 MiB,
+    # ~50 modules) that the zygote would hold and copy into every fork for the few tasks that
+    # use OAuth client credentials (issue 16). A task that does pays ~0.1 s of imports once.
+    from mcp.client.auth.extensions.client_credentials import (
+        ClientCredentialsOAuthProvider,
+        PrivateKeyJWTOAuthProvider,
+        SignedJWTParameters,
+    )
+
     storage = MemoryTokens()
     if oauth.method == "private_key_jwt":
         assert oauth.private_key is not None  # guaranteed by OAuthSpec's validator

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import array
 import contextlib
+import json
 import os
 import select
 import signal
 import socket
+import subprocess
 import sys
 from collections.abc import Iterator
 
@@ -193,3 +195,78 @@ def test_a_subagent_reparented_to_anyone_but_its_supervisor_ends_at_once() -> No
             assert _wait_exit(reply.pid, timeout_s=REPARENT_TIMEOUT_S / 3) == 1
         finally:
             os.close(in_w)
+
+
+# Run in a fresh interpreter started like the zygote: warm exactly as it does (which reports any
+# warm-up run that did not complete on stderr), then fork a child, as the zygote forks subagents,
+# that builds both OAuth client-credentials providers and signs a private_key_jwt assertion.
+LAZY_OAUTH_SCRIPT = """
+import gc, os, sys
+import anyio
+from subagent import zygote
+zygote._warm_imports()
+gc.collect()
+gc.freeze()
+held = sorted({m.split(".")[0] for m in sys.modules} & {"jwt"})
+print("held:" + ",".join(held), flush=True)
+pid = os.fork()
+if pid == 0:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from protocol.spawn import McpServerSpec, OAuthSpec
+    from subagent.tools.http import oauth_auth
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    url = "https://mcp.example/mcp"
+    secret = oauth_auth(McpServerSpec(name="s", transport="http", url=url,
+                                      oauth=OAuthSpec(client_id="c", client_secret="x")))
+    signed = oauth_auth(McpServerSpec(name="j", transport="http", url=url,
+                                      oauth=OAuthSpec(method="private_key_jwt", client_id="c", private_key=key)))
+    assertion = anyio.run(signed._assertion_provider, "https://auth.example")
+    import jwt
+    claims = jwt.decode(assertion, options={"verify_signature": False})
+    print(type(secret).__name__, type(signed).__name__, claims["iss"], claims["aud"], flush=True)
+    os._exit(0)
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_oauth_client_credentials_are_imported_by_the_forked_task_that_needs_them_not_by_the_zygote() -> None:
+    env = {k: os.environ[k] for k in ("PATH", "HOME") if k in os.environ}
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", LAZY_OAUTH_SCRIPT],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=READY_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "held:"  # the zygote's state holds no PyJWT
+    assert lines[1] == "ClientCredentialsOAuthProvider PrivateKeyJWTOAuthProvider c https://auth.example"
+    assert "warm-up run" not in done.stderr  # every model kind's warm-up task completed
+
+
+def test_the_zygote_warms_a_task_on_every_model_kind() -> None:
+    """Each warm-up task — scripted, and the two HTTP adapters against the loopback model — ends
+    `completed`, so the HTTP path really is built before the first fork."""
+    env = {k: os.environ[k] for k in ("PATH", "HOME") if k in os.environ}
+    script = "import json; from subagent import zygote; print(json.dumps(zygote._warm_run()))"
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", script],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=READY_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {
+        "scripted": "completed",
+        "openai": "completed",
+        "anthropic": "completed",
+    }
+    assert done.stderr == ""
