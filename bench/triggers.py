@@ -11,8 +11,11 @@ to `FakeLLM`, an HTTP server in this process, so one monotonic clock sees both e
    zygote fork and the child's boot). The task's MCP connection to the server (which a trigger's
    task always has: it must be able to read the resource) runs behind the first request: the
    payload carries the catalogue the watcher listed, so that request already offers the server's
-   tools (counted: `hinted`). The fixture polls its log every 20 ms, so 0–20 ms of every sample
-   is the fixture's, not agentd's. The control, measured alternately in the same daemon under
+   tools (counted: `hinted`); the child starts that server only once the request is on the wire.
+   The fixture polls its log every 20 ms; right after each change the bench sends it `SIGUSR1`,
+   which makes it read the log at once (as inotify would a real server), so the sample still
+   starts at the change but no longer carries 0–20 ms of the fixture's poll (`--no-wake`: it
+   does, as before). The control, measured alternately in the same daemon under
    the same load: a plain `task.submit` (no MCP server) → its first model request.
 2. **Flood.** `--rate` notifications/s round-robin over `--uris` URIs for `--duration` s, by
    appending a batch of lines every 20 ms (the fixture's poll). The trigger's tasks are the
@@ -31,7 +34,7 @@ to `FakeLLM`, an HTTP server in this process, so one monotonic clock sees both e
 
 Prints a table, writes `bench/results/triggers.json`, and checks no process is left.
 
-    .venv/bin/python -m bench.triggers [--smoke] [--samples 100] [--duration 30] [--rate 1000]
+    .venv/bin/python -m bench.triggers [--smoke] [--samples 100] [--duration 30] [--rate 1000] [--no-wake]
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ import json
 import math
 import os
 import re
+import signal
 import sys
 import tempfile
 import threading
@@ -118,6 +122,8 @@ class Results:
     # The control: a plain submit (no MCP) → its first model request, alternating with the samples.
     submit_to_request: Summary | None = None
     latency_timeouts: int = 0
+    # The fixture was signalled to read its change log at once (else its 20 ms poll adds 0–20 ms).
+    wake: bool = False
     fixture_sent: int = 0
     fixture_received: int = 0
     fixture_rate: float = 0.0
@@ -181,7 +187,9 @@ def _watcher_and_server(daemon: BenchDaemon) -> tuple[psutil.Process | None, psu
 # ---- 1. change → the task's first model request ------------------------------------------------
 
 
-def measure_latency(settings: Settings, workdir: Path, out: Results, pids: list[int]) -> None:
+def measure_latency(
+    settings: Settings, workdir: Path, out: Results, pids: list[int], wake: bool = True
+) -> None:
     state = workdir / "lat-state"
     state.mkdir(parents=True)
     with FakeLLM() as model:
@@ -199,6 +207,10 @@ def measure_latency(settings: Settings, workdir: Path, out: Results, pids: list[
             # The synthetic delivery after arming: its task is the warm-up, not a sample.
             _until(lambda: len(model.requests) >= 1, "the synthetic delivery's request", daemon)
             _idle(daemon)
+            server = _watcher_and_server(daemon)[1] if wake else None
+            if wake and server is None:
+                raise RuntimeError("the watcher's fixture server was not found")
+            out.wake = server is not None
             to_request: list[float] = []
             to_journal: list[float] = []
             after_journal: list[float] = []
@@ -210,6 +222,8 @@ def measure_latency(settings: Settings, workdir: Path, out: Results, pids: list[
                 tasks_before = _triggers(daemon)["lat"]["tasks_started"]
                 wall, started = time.time(), time.monotonic()
                 watch_changes.bump(state, "watch://item/0")
+                if server is not None:
+                    server.send_signal(signal.SIGUSR1)  # it reads its log now, not at its next poll
                 try:
                     request = model.wait_requests_blocking(seen + 1, timeout_s=WAIT_S)[seen]
                 except Exception:  # noqa: BLE001 - counted, and the run goes on
@@ -524,7 +538,8 @@ def rows(settings: Settings, out: Results) -> list[tuple[str, str, str, str]]:
         ok = "ok" if lat.p99_ms <= target else "MISS"
         table.append(
             (
-                f"change → first model request p50 / p99 (n={lat.count}, debounce {settings.debounce_ms} ms)",
+                f"change → first model request p50 / p99 (n={lat.count}, debounce {settings.debounce_ms} ms"
+                f"{'' if out.wake else ', fixture poll'})",
                 f"{lat.p50_ms:.0f} / {lat.p99_ms:.0f} ms",
                 f"≤ {target:g} ms",
                 ok,
@@ -671,6 +686,9 @@ def main() -> int:
     parser.add_argument(
         "--arrivals", action="store_true", help="flood: log every change the daemon gets (debug; costs)"
     )
+    parser.add_argument(
+        "--no-wake", action="store_true", help="latency: let the fixture notice a change at its 20 ms poll"
+    )
     parser.add_argument("--phases", default="latency,fixture,flood")
     parser.add_argument("--dir", default=None, help="where the daemons' state lives (default: $TMPDIR)")
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -692,7 +710,7 @@ def main() -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="agentd-bench-trig-", dir=args.dir) as tmp:
             if "latency" in phases:
-                measure_latency(settings, Path(tmp), out, pids)
+                measure_latency(settings, Path(tmp), out, pids, wake=not args.no_wake)
             if "fixture" in phases:
                 measure_fixture(settings, Path(tmp), out)
             if "flood" in phases:

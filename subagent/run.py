@@ -19,6 +19,7 @@ import anyio
 from pydantic import JsonValue
 
 from protocol import control
+from protocol.events import EventName
 from protocol.exit_codes import ExitCode
 from protocol.result import (
     RunError,
@@ -278,12 +279,22 @@ async def run_async(payload: SpawnPayload, channel: ControlChannel) -> RunResult
         },
     )
 
+    # Hinted MCP servers connect once the first model request is on the wire (or its call ended).
+    first_sent = anyio.Event()
+
+    def emit(event: EventName, fields: dict[str, JsonValue]) -> None:
+        if event == "intel.result":
+            first_sent.set()
+        channel.emit(event, fields)
+
     async def connect_and_drive() -> None:
         async with (
             open_intelligence(
-                payload.intelligence, payload.loop, sink=channel.emit, capture_content=capture
+                payload.intelligence, payload.loop, sink=emit, capture_content=capture, on_sent=first_sent.set
             ) as intel,
-            open_tools(payload, sink=channel.emit, supervisor=ChannelLink(channel)) as tools,
+            open_tools(
+                payload, sink=channel.emit, supervisor=ChannelLink(channel), hinted_after=first_sent
+            ) as tools,
         ):
             # Connected: from here on a cancel or the deadline aborts single operations instead.
             outer.deadline = math.inf

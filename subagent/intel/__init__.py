@@ -10,7 +10,7 @@ aborts the in-flight HTTP request or stream.
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Protocol
 
@@ -37,8 +37,10 @@ async def open_intelligence(
     *,
     sink: EventSink,
     capture_content: bool = False,
+    on_sent: Callable[[], None] | None = None,
 ) -> AsyncIterator[Intelligence]:
     """Open the endpoints (one pooled HTTP client shared by the HTTP ones) for the block's lifetime.
+    `on_sent` is called whenever an HTTP request's body is on the wire (not for a scripted model).
 
     Raises:
         IntelFatal: the list is empty, or a scripted endpoint's script is missing or invalid.
@@ -54,7 +56,7 @@ async def open_intelligence(
     from subagent.intel.openai import OpenAIChat
     from subagent.intel.transport import open_client
 
-    async with open_client() as client:
+    async with open_client(on_sent) as client:
         adapters: list[Endpoint] = []
         for i, spec in enumerate(endpoints):
             if spec.kind == "openai":

@@ -14,6 +14,7 @@ import ssl
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import anyio
 import httpx2
@@ -64,9 +65,28 @@ def tls_context() -> ssl.SSLContext:
     return ssl.create_default_context()
 
 
-def open_client() -> httpx2.AsyncClient:
-    """One pooled client for all endpoints. Timeouts are ours (anyio deadlines), not httpx's."""
-    return httpx2.AsyncClient(timeout=None, follow_redirects=False, verify=tls_context())
+# httpcore's `trace` extension names this step when a request's body has been written to the socket.
+_BODY_SENT = frozenset({"http11.send_request_body.complete", "http2.send_request_body.complete"})
+
+
+def open_client(on_sent: Callable[[], None] | None = None) -> httpx2.AsyncClient:
+    """One pooled client for all endpoints. Timeouts are ours (anyio deadlines), not httpx's.
+
+    `on_sent` is called each time a request's body is on the wire (before its reply): the run
+    starts work that would compete with sending the first request only after it (docs/triggers.md).
+    """
+    hooks: dict[str, list[Callable[..., Any]]] = {}
+    if on_sent is not None:
+
+        async def trace(event: str, _info: dict[str, Any]) -> None:
+            if event in _BODY_SENT:
+                on_sent()
+
+        async def traced(request: httpx2.Request) -> None:
+            request.extensions = {**request.extensions, "trace": trace}
+
+        hooks["request"] = [traced]
+    return httpx2.AsyncClient(timeout=None, follow_redirects=False, verify=tls_context(), event_hooks=hooks)
 
 
 async def post_json(

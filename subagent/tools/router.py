@@ -59,6 +59,8 @@ from subagent.tools.selftools import (
 )
 
 MAX_WITHHELD_SHOWN = 10
+# The longest a hinted server's connect waits for the run's first model request to be sent.
+HINTED_HOLD_S = 1.0
 _TRACEPARENT = re.compile(r"^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
 
 # The `err` of a `tool.result` event: what went wrong, as a kind (an observation's text may
@@ -277,13 +279,20 @@ class ToolRouter:
             if link.spec.required and link.name in errors:
                 raise McpFatal(f"required MCP server `{link.name}` could not connect: {errors[link.name]}")
 
-    async def _connect_hinted(self, link: ServerLink) -> None:
+    async def _connect_hinted(self, link: ServerLink, after: anyio.Event | None) -> None:
         """A hinted server's first connect, behind the first model request: its own listing
         replaces the hint; a failure is what it would have been at the start.
+
+        It starts once `after` is set (the run's first model request is on the wire, or its first
+        call ended), at most `HINTED_HOLD_S` late: starting a stdio server forks this process
+        and its imports take a core, which delayed that request by tens of milliseconds.
 
         Raises:
             McpFatal: the server is required and could not connect.
         """
+        if after is not None:
+            with anyio.move_on_after(HINTED_HOLD_S):
+                await after.wait()
         error = await link.connect()
         link.first_settled(error)
         self._rebuild()
@@ -490,10 +499,15 @@ def _sole_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
 
 @asynccontextmanager
 async def open_tools(
-    payload: SpawnPayload, *, sink: EventSink, supervisor: SupervisorLink | None = None
+    payload: SpawnPayload,
+    *,
+    sink: EventSink,
+    supervisor: SupervisorLink | None = None,
+    hinted_after: anyio.Event | None = None,
 ) -> AsyncIterator[ToolRouter]:
     """Connect the granted MCP servers concurrently and yield the router over them and the self-tools
-    (servers with a catalogue hint connect in the background, after it has yielded).
+    (servers with a catalogue hint connect in the background, after it has yielded and, given
+    `hinted_after`, once that is set or `HINTED_HOLD_S` passed).
 
     On exit every connection is retired; a stdio server's shutdown ladder runs shielded.
 
@@ -507,7 +521,7 @@ async def open_tools(
                 tg.start_soon(link.run)
             for link in router._links:
                 if link.hinted:
-                    tg.start_soon(router._connect_hinted, link)
+                    tg.start_soon(router._connect_hinted, link, hinted_after)
             try:
                 await router._connect_all()
                 yield router

@@ -19,6 +19,7 @@ import pytest
 from protocol.mcp_catalogue import CatalogueResource, CatalogueTool, McpCatalogue
 from subagent.errors import McpFatal
 from subagent.tools import ToolRouter, open_tools
+from subagent.tools import router as router_module
 from subagent.tools.stdio import FORCE_KILL_TIMEOUT_S, KILL_REAP_TIMEOUT_S, PROCESS_TERMINATION_TIMEOUT_S
 from tests.tools.servers import SENTINEL_ENV, EventLog, make_payload, stdio_server, tool_call, wait_until
 
@@ -129,3 +130,48 @@ async def test_a_hinted_server_still_starting_when_the_run_ends_is_stopped_at_on
         retired_s = anyio.current_time() - ended
     assert retired_s < PROCESS_TERMINATION_TIMEOUT_S / 2, retired_s
     assert not psutil.pid_exists(pid)
+
+
+def _fixture_children(script: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            if script in " ".join(proc.cmdline()):
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+async def test_a_hinted_server_starts_only_once_the_first_request_is_on_the_wire() -> None:
+    # The run sets `hinted_after` when its first model request's body is sent: starting the
+    # server before that forked this process and took a core while the request was being sent.
+    events = EventLog()
+    sent = anyio.Event()
+    payload = make_payload(stdio_server("demo", "mcp_basic.py"), mcp_catalogues={"demo": HINT.model_dump()})
+    with anyio.fail_after(60):
+        async with open_tools(payload, sink=events, hinted_after=sent) as router:
+            assert "demo__record" in names(router)
+            # Long enough for an unheld connect to have started its server (it does so at once).
+            await anyio.sleep(0.5)
+            assert _fixture_children("mcp_basic.py") == []
+            assert events.named("mcp.connect", server="demo") == []
+            sent.set()
+            await wait_until(lambda: bool(events.named("mcp.connect", server="demo")), timeout_s=30)
+            (connected,) = events.named("mcp.connect", server="demo")
+            assert connected["outcome"] == "ok"
+            assert "demo__echo" in names(router)
+
+
+async def test_a_held_hinted_connect_starts_anyway_after_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    # No request is ever sent (a scripted model, or an endpoint that refuses the connection):
+    # the server still connects, `HINTED_HOLD_S` late at most.
+    monkeypatch.setattr(router_module, "HINTED_HOLD_S", 0.2)
+    events = EventLog()
+    payload = make_payload(stdio_server("demo", "mcp_basic.py"), mcp_catalogues={"demo": HINT.model_dump()})
+    with anyio.fail_after(60):
+        async with open_tools(payload, sink=events, hinted_after=anyio.Event()) as router:
+            outcome = await router.call(tool_call("demo__record", text="late"), timeout_s=30)
+            assert not outcome.is_error and outcome.text == "recorded late"
+    (connected,) = events.named("mcp.connect", server="demo")
+    assert connected["outcome"] == "ok"
