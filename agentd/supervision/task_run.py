@@ -20,7 +20,7 @@ import anyio.abc
 from pydantic import JsonValue
 
 from agentd import logs
-from agentd.errors import InvalidTransition, JournalError, SpawnError
+from agentd.errors import AgentdError, InvalidTransition, JournalError, SpawnError
 from agentd.journal.records import TaskRecord
 from agentd.spawning.spawner import SpawnRequest
 from agentd.supervision.approvals import Asker, result_json
@@ -61,7 +61,7 @@ def call_usage(params: control.UsageParams) -> RunUsage:
     )
 
 
-class _TaskGone(Exception):
+class _TaskGone(AgentdError):
     """The task ended (a cancel while it was queued) before its run could claim it."""
 
 
