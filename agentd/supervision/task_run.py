@@ -20,7 +20,7 @@ import anyio.abc
 from pydantic import JsonValue
 
 from agentd import logs
-from agentd.errors import InvalidTransition, JournalError, SpawnError
+from agentd.errors import AgentdError, InvalidTransition, JournalError, SpawnError
 from agentd.journal.records import TaskRecord
 from agentd.spawning.spawner import SpawnRequest
 from agentd.supervision.approvals import Asker, result_json
@@ -59,6 +59,24 @@ def call_usage(params: control.UsageParams) -> RunUsage:
     return RunUsage(
         tokens_in=params.tokens_in, tokens_out=params.tokens_out, steps=params.steps, model_calls=1
     )
+
+
+class _TaskGone(AgentdError):
+    """The task ended (a cancel while it was queued) before its run could claim it."""
+
+
+@dataclass
+class _WriteAhead:
+    """A node's `starting` write, committing in the background while its child is forked."""
+
+    done: anyio.Event = field(default_factory=anyio.Event)
+    error: BaseException | None = None
+
+    async def wait(self) -> None:
+        """Return once it is committed; raise what it failed with."""
+        await self.done.wait()
+        if self.error is not None:
+            raise self.error
 
 
 @dataclass
@@ -234,19 +252,15 @@ class TaskRun:
         Returns None, having done nothing, when the task is no longer queued: it was cancelled
         (and its terminal status recorded) before this run could claim it.
         """
-        root = self.tree.nodes["0"]
-        try:
-            if not self.claimed:
-                self.record = await self.ports.journal.mark_starting(
-                    self.record.task_id, grant_steps=root.grant.steps, grant_tokens=root.grant.tokens
-                )
-        except InvalidTransition as exc:
-            if exc.task_id == self.record.task_id and exc.state == "terminal":
-                return None  # the task itself ended (a cancel while queued), not one of its nodes
-            raise
         async with anyio.create_task_group() as tg:
             self._tg = tg
-            result = await self._run_node(self.nodes["0"])
+            try:
+                result = await self._run_node(self.nodes["0"])
+            except _TaskGone:
+                # The task itself ended (a cancel while queued) before this run could claim it; a
+                # child forked meanwhile was killed before it was given the task.
+                tg.cancel_scope.cancel()
+                return None
             # Whatever the root left running is cancelled before the task's outcome is recorded.
             self.teardown("0", "cancel", "the root subagent ended")
             with anyio.move_on_after(bound_s(plan(self.ports.options.ladder)) + TEARDOWN_SLACK_S):
@@ -286,35 +300,34 @@ class TaskRun:
         journal, options, record = self.ports.journal, self.ports.options, self.record
         tree_node = self.tree.nodes[node.handle]
         log = self.log.bind(handle=node.handle)
-        if node.handle != "0":  # the root's node was written with the task's `starting`
-            await journal.upsert_node(
-                record.task_id,
-                node.handle,
-                parent=tree_node.parent,
-                depth=tree_node.depth,
-                state="starting",
-                grant_steps=tree_node.grant.steps,
-                grant_tokens=tree_node.grant.tokens,
+        # Write-ahead, overlapped: the node's `starting` commit runs while the zygote forks, and
+        # the child hears nothing (no `ctrl/spawn`) until both it and `running` are committed.
+        starting = self._write_starting(node)
+        try:
+            # Root and nested children alike: a spawn during the zygote's warm-up waits for it (bounded).
+            await self.ports.spawner.settle()
+            leaf = None
+            if self.ports.cgroups is not None:
+                leaf = self.ports.cgroups.create_leaf(
+                    f"{record.task_id}-{node.handle}",
+                    memory_max=options.memory_max,
+                    pids_max=options.pids_max,
+                )
+            proc = await self.ports.spawner.spawn_child(
+                SpawnRequest(
+                    task_id=record.task_id,
+                    run_id=record.run_id,
+                    handle=node.handle,
+                    rlimits=options.rlimits,
+                    cgroup=str(leaf.path) if leaf else None,
+                    argv=options.child_argv,
+                )
             )
-        # Root and nested children alike: a spawn during the zygote's warm-up waits for it (bounded).
-        await self.ports.spawner.settle()
-        leaf = None
-        if self.ports.cgroups is not None:
-            leaf = self.ports.cgroups.create_leaf(
-                f"{record.task_id}-{node.handle}",
-                memory_max=options.memory_max,
-                pids_max=options.pids_max,
-            )
-        proc = await self.ports.spawner.spawn_child(
-            SpawnRequest(
-                task_id=record.task_id,
-                run_id=record.run_id,
-                handle=node.handle,
-                rlimits=options.rlimits,
-                cgroup=str(leaf.path) if leaf else None,
-                argv=options.child_argv,
-            )
-        )
+        except BaseException:
+            # No child: what follows (the node's end) is written after its `starting`.
+            with anyio.CancelScope(shield=True):
+                await starting.wait()
+            raise
         child = SupervisedChild(
             proc,
             ChildIdentity(record.task_id, record.run_id, node.handle),
@@ -327,16 +340,17 @@ class TaskRun:
             stderr_line_cap=options.stderr_line_cap,
         )
         node.child = child
-        log.info(
-            "subagent.spawn",
-            pid=proc.pid,
-            via=proc.via,
-            parent=tree_node.parent,
-            depth=tree_node.depth,
-            grant_steps=tree_node.grant.steps,
-            grant_tokens=tree_node.grant.tokens,
-        )
         try:
+            await starting.wait()
+            log.info(
+                "subagent.spawn",
+                pid=proc.pid,
+                via=proc.via,
+                parent=tree_node.parent,
+                depth=tree_node.depth,
+                grant_steps=tree_node.grant.steps,
+                grant_tokens=tree_node.grant.tokens,
+            )
             if node.handle == "0":
                 self.record = await journal.mark_running(record.task_id, proc.pid, proc.start_time)
             else:
@@ -349,9 +363,13 @@ class TaskRun:
                     pid=proc.pid,
                     pid_start_time=proc.start_time,
                 )
-        except JournalError:
-            # It must not run unrecorded: kill and reap it before reporting the failure.
-            child.stop("faulty", start="sigkill")
+        except (JournalError, _TaskGone) as exc:
+            # It must not run unrecorded (nor at all, for a task already ended): kill and reap it,
+            # before it was ever given its task, then report the failure.
+            if isinstance(exc, _TaskGone):
+                child.stop("cancel", start="sigkill", reason="the task ended before it started")
+            else:
+                child.stop("faulty", start="sigkill")
             with anyio.CancelScope(shield=True):
                 await child.run(node.payload)
             raise
@@ -363,7 +381,7 @@ class TaskRun:
                 reason=self.cancel_reason or "agentd is shutting down",
             )
         if node.handle == "0":
-            self.log.info("task.started", pid=proc.pid, attempt=record.attempts + 1)
+            self.log.info("task.started", pid=proc.pid, attempt=self.record.attempts + 1)
         result = await child.run(node.payload)
         exit_desc = child.exit_info.describe if child.exit_info else "unknown"
         log.info("subagent.exit", pid=proc.pid, status=result.status.value, exit=exit_desc)
@@ -373,6 +391,42 @@ class TaskRun:
             {"handle": node.handle, "pid": proc.pid, "exit": exit_desc, "status": result.status.value},
         )
         return result
+
+    def _write_starting(self, node: NodeRun) -> _WriteAhead:
+        """Journal `node` as `starting` (the root: the task `queued → starting`), in the background."""
+        ahead = _WriteAhead()
+        if node.handle == "0" and self.claimed:  # its owner journaled it `starting` already
+            ahead.done.set()
+            return ahead
+        assert self._tg is not None
+        self._tg.start_soon(self._starting, node, ahead)
+        return ahead
+
+    async def _starting(self, node: NodeRun, ahead: _WriteAhead) -> None:
+        journal, tree_node = self.ports.journal, self.tree.nodes[node.handle]
+        grant = tree_node.grant
+        try:
+            if node.handle == "0":
+                self.record = await journal.mark_starting(
+                    self.record.task_id, grant_steps=grant.steps, grant_tokens=grant.tokens
+                )
+            else:
+                await journal.upsert_node(
+                    self.record.task_id,
+                    node.handle,
+                    parent=tree_node.parent,
+                    depth=tree_node.depth,
+                    state="starting",
+                    grant_steps=grant.steps,
+                    grant_tokens=grant.tokens,
+                )
+        except InvalidTransition as exc:
+            gone = node.handle == "0" and exc.task_id == self.record.task_id and exc.state == "terminal"
+            ahead.error = _TaskGone() if gone else exc
+        except Exception as exc:  # noqa: BLE001 - re-raised by the spawn that waits for it
+            ahead.error = exc
+        finally:
+            ahead.done.set()
 
     # ---- stopping --------------------------------------------------------------------------
 

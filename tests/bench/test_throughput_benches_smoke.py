@@ -7,6 +7,7 @@ the bench completes, writes its JSON with the figures the README quotes, and lea
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -70,4 +71,26 @@ def test_child_memory_bench_reads_every_live_subagent(tmp_path: Path) -> None:
     assert results["children"] == 5
     uss = results["uss_mib"]
     assert isinstance(uss, dict) and 0 < uss["median"] < 64
+    assert results["left"] == 0
+
+
+def test_first_request_hops_bench_times_every_hop_of_every_task(tmp_path: Path) -> None:
+    results = run_bench("first_request_hops.py", tmp_path / "first_request_hops.json")
+    hops = results["hops_ms"]
+    assert isinstance(hops, dict)
+    assert list(hops) == [
+        "ack",
+        "task.submitted",
+        "subagent.spawn",
+        "task.started",
+        "subagent.ready",
+        "loop.start",
+        "first model request",
+    ]
+    assert all(row["n"] == 3 for row in hops.values())
+    # The daemon's lines in the order a spawn passes them: each hop's median no earlier than the
+    # one before it (log lines carry whole milliseconds, hence the 1 ms of slack). The model's
+    # request races the daemon's reading of `loop.start`, so it is left out.
+    medians = [row["p50"] for row in list(hops.values())[1:-1]]
+    assert all(later >= earlier - 1 for earlier, later in itertools.pairwise(medians))
     assert results["left"] == 0

@@ -1,5 +1,5 @@
-"""A `TaskRun` built from its ports alone, without a `Supervisor`: write-ahead order around a spawn,
-a task that already ended, a failed spawn, a run started during a drain, one deadline per node."""
+"""A `TaskRun` built from its ports alone, without a `Supervisor`: write-ahead order around a spawn
+(the `starting` write overlapping the fork), a task that already ended, a failed spawn, a run started during a drain, one deadline per node."""
 
 from __future__ import annotations
 
@@ -57,12 +57,36 @@ def task_run(
     return TaskRun(ports, record, payload)
 
 
-async def test_a_run_whose_task_already_ended_spawns_nothing_and_writes_nothing() -> None:
+@pytest.mark.processes
+async def test_a_run_whose_task_already_ended_kills_its_child_before_giving_it_the_task() -> None:
+    # The `starting` write runs while the child is forked, so the child exists when the write
+    # says the task is gone: it is killed and reaped unsent, and nothing else is written.
     ledger: Ledger = []
+    # `complete` would report at once if it were ever sent its task.
     run = task_run(ledger, "complete", state="terminal")
-    assert await run.run() is None
-    assert ledger == []
-    assert run.root_child is None
+    with anyio.fail_after(RUN_TIMEOUT_S):
+        assert await run.run() is None
+    assert [line for line in ledger if not line.startswith("event")] == ["spawn 0"]
+    assert run.root_child is not None and run.root_child.exited
+    assert run.root_child.result is None
+
+
+@pytest.mark.processes
+async def test_the_starting_write_and_the_spawn_overlap_and_the_child_waits_for_both() -> None:
+    # A journal whose `starting` commit cannot finish until the spawn was asked for: with the
+    # write awaited before the spawn (the order before), this run would never get anywhere.
+    ledger: Ledger = []
+    run = task_run(ledger, "complete")
+    spawned = anyio.Event()
+    journal, spawner = run.ports.journal, run.ports.spawner
+    assert isinstance(journal, RecordingJournal) and isinstance(spawner, RecordingSpawner)
+    journal.before_starting = spawned.wait
+    spawner.on_spawn = spawned.set
+    with anyio.fail_after(RUN_TIMEOUT_S):
+        result = await run.run()
+    assert result is not None and result.status is S.COMPLETED, result
+    assert ledger[:3] == ["spawn 0", "starting 0", "running 0"]
+    assert ledger.index("event subagent.ready") > ledger.index("running 0")
 
 
 async def test_a_failed_spawn_comes_after_the_starting_write_and_ends_the_task_crashed() -> None:
@@ -72,7 +96,8 @@ async def test_a_failed_spawn_comes_after_the_starting_write_and_ends_the_task_c
     assert result is not None
     assert result.status is S.CRASHED
     assert result.error is not None and result.error.kind == "spawn"
-    assert ledger == ["starting 0", "spawn 0", "end 0 crashed"]
+    assert sorted(ledger[:2]) == ["spawn 0", "starting 0"]
+    assert ledger[2:] == ["end 0 crashed"]
 
 
 @pytest.mark.processes
@@ -84,7 +109,9 @@ async def test_the_root_is_journaled_starting_before_its_spawn_and_running_befor
     assert result is not None
     assert result.status is S.COMPLETED, result.error
     assert result.usage == RunUsage(tokens_in=1, tokens_out=1, steps=1, model_calls=1)
-    assert ledger[:3] == ["starting 0", "spawn 0", "running 0"]
+    # `starting` commits while the child is forked (in either order); `running` after both.
+    assert sorted(ledger[:2]) == ["spawn 0", "starting 0"]
+    assert ledger[2] == "running 0"
     assert ledger.index("event subagent.ready") > ledger.index("running 0")
     assert ledger[-2:] == ["event subagent.exit", "end 0 completed"]
 
@@ -110,9 +137,8 @@ async def test_a_run_started_during_a_drain_stops_its_root_before_giving_it_the_
     assert result is not None
     assert result.status is S.CANCELLED
     assert result.error is not None and result.error.kind == "cancelled"
-    assert ledger == [
-        "starting 0",
-        "spawn 0",
+    assert sorted(ledger[:2]) == ["spawn 0", "starting 0"]
+    assert ledger[2:] == [
         "running 0",
         "event subagent.signal",
         "event subagent.exit",

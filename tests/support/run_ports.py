@@ -9,7 +9,7 @@ queued; the spawner either starts a real process or fails with `SpawnError`.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 
 from pydantic import JsonValue
@@ -42,10 +42,14 @@ class RecordingJournal:
     def __init__(self, ledger: Ledger, record: TaskRecord, *, state: TaskState = "queued") -> None:
         self.ledger = ledger
         self.record = replace(record, state=state)
+        # Awaited before the `starting` write completes (a test holds the commit with it).
+        self.before_starting: Callable[[], Awaitable[object]] | None = None
 
     async def mark_starting(
         self, task_id: str, *, grant_steps: int | None = None, grant_tokens: int | None = None
     ) -> TaskRecord:
+        if self.before_starting is not None:
+            await self.before_starting()
         if self.record.state != "queued":
             raise InvalidTransition(task_id, self.record.state, "starting")
         self.ledger.append("starting 0")
@@ -91,12 +95,16 @@ class RecordingSpawner:
         self.ledger = ledger
         self.fail = fail
         self._exec = ExecSpawner()
+        # Called as each spawn is asked for (a test releases a held journal write with it).
+        self.on_spawn: Callable[[], object] | None = None
 
     async def settle(self) -> None:
         return None
 
     async def spawn_child(self, request: SpawnRequest) -> SpawnedProcess:
         self.ledger.append(f"spawn {request.handle}")
+        if self.on_spawn is not None:
+            self.on_spawn()
         if self.fail:
             raise SpawnError("no process for you")
         return self._exec.spawn(request)
