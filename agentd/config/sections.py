@@ -232,6 +232,13 @@ class SupervisionSection(Section):
         description="How long a spawn waits for a zygote that is still starting before it execs instead; "
         "0 never waits. Read at daemon start.",
     )
+    spawn_window: int = Field(
+        default=16,
+        ge=0,
+        le=10_000,
+        description="Subagents booting at once (from their spawn to their first model call, at most 2 s "
+        "after `ev/ready`); further spawns wait their turn in order. 0: no bound. Read at daemon start.",
+    )
     child_command: list[str] | None = Field(
         default=None,
         min_length=1,
