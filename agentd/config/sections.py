@@ -239,6 +239,12 @@ class SupervisionSection(Section):
         description="Subagents booting at once (from their spawn to their first model call, at most 2 s "
         "after `ev/ready`); further spawns wait their turn in order. 0: no bound. Read at daemon start.",
     )
+    batch_scheduling: bool = Field(
+        default=True,
+        description="Run subagents under SCHED_BATCH: the same CPU share, but a child woken by the daemon "
+        "(a ping, its spawn frame) does not preempt it, so the daemon keeps answering while hundreds boot. "
+        "Read at daemon start.",
+    )
     child_command: list[str] | None = Field(
         default=None,
         min_length=1,
