@@ -56,7 +56,7 @@ class SupervisorOptions:
     drain_timeout_s: float = 25.0
     orphan_sweep_interval_s: float = 10.0
     # Subagents booting at once (spawn → first model call); the rest wait in order. 0: no bound.
-    spawn_window: int = 0
+    spawn_window: int = 16
     # Each task runs under the options current when it starts, to its end (a reload does not
     # change a running task).
     run: RunOptions = field(default_factory=RunOptions)
