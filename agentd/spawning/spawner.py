@@ -153,10 +153,9 @@ def child_environment(request: SpawnRequest, base: Mapping[str, str]) -> dict[st
 def run_as_batch(pid: int) -> None:
     """Put `pid` under SCHED_BATCH (best effort): same CPU share as before, but its wake-ups never
     preempt the running process. Every write the daemon makes to a child (a spawn frame, a ping, a
-    fork request to the zygote) wakes it; under SCHED_OTHER the woken child — whose session is an
-    autogroup of its own, just back from sleep — took the CPU from the daemon mid-write, and with
-    hundreds booting the daemon answered clients in seconds (issue 16). Inherited across fork and
-    exec, so the zygote's subagents and their MCP servers get it too."""
+    fork request to the zygote) wakes it, and a woken SCHED_OTHER child may take the CPU from the
+    daemon at once; with hundreds booting the daemon answered clients in seconds (issue 16).
+    Inherited across fork and exec, so the zygote's subagents and their MCP servers get it too."""
     with contextlib.suppress(OSError):
         os.sched_setscheduler(pid, os.SCHED_BATCH, os.sched_param(0))
 
