@@ -323,9 +323,9 @@ async def serve(
     )
     # A front door of remote workers spawns no task: no zygote to keep warm.
     spawner: ExecSpawner | ZygoteSpawner = (
-        ZygoteSpawner(warm_wait_s=config.supervision.zygote_wait_s)
+        ZygoteSpawner(warm_wait_s=config.supervision.zygote_wait_s, batch=config.supervision.batch_scheduling)
         if config.supervision.spawner == "zygote" and config.file.executor.kind == "local"
-        else ExecSpawner()
+        else ExecSpawner(batch=config.supervision.batch_scheduling)
     )
     metrics = build_metrics(holder.get)
     async with open_journal(config.state_dir, journal_options(config)) as journal, _closing(spawner):

@@ -75,6 +75,7 @@ def supervisor_options(config: Config) -> SupervisorOptions:
         max_concurrent_tasks=config.daemon.max_concurrent_tasks,
         drain_timeout_s=config.daemon.drain_timeout_s,
         orphan_sweep_interval_s=sup.orphan_sweep_interval_s,
+        spawn_window=sup.spawn_window,
         run=run,
     )
 

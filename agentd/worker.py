@@ -72,9 +72,9 @@ async def work(config: Config, *, tracing: Tracing = NULL_TRACING) -> int:
         task_queue=settings.task_queue,
     )
     spawner: ExecSpawner | ZygoteSpawner = (
-        ZygoteSpawner(warm_wait_s=config.supervision.zygote_wait_s)
+        ZygoteSpawner(warm_wait_s=config.supervision.zygote_wait_s, batch=config.supervision.batch_scheduling)
         if config.supervision.spawner == "zygote"
-        else ExecSpawner()
+        else ExecSpawner(batch=config.supervision.batch_scheduling)
     )
     options = supervisor_options(config)
     stop_bound_s = bound_s(plan(options.run.ladder)) + TEARDOWN_SLACK_S

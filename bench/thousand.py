@@ -71,6 +71,9 @@ class Settings:
     tasks: int
     model_delay_s: float
     smoke: bool
+    # `supervision.spawn_window` and `batch_scheduling` for the run; None leaves the default.
+    spawn_window: int | None = None
+    batch: bool | None = None
 
 
 @dataclass
@@ -145,7 +148,9 @@ def check_limits(tasks: int) -> None:
         raise SystemExit(f"the process limit (ulimit -u) is {soft_nproc}; {tasks} tasks need ~{tasks + 200}")
 
 
-def config_body(base_url: str, tasks: int) -> tuple[str, str]:
+def config_body(
+    base_url: str, tasks: int, spawn_window: int | None = None, batch: bool | None = None
+) -> tuple[str, str]:
     daemon_lines = (
         f"max_concurrent_tasks = {tasks}\n"
         'max_queued_per_uid = "infinity"\n'
@@ -153,6 +158,11 @@ def config_body(base_url: str, tasks: int) -> tuple[str, str]:
         "max_connections_per_uid = 64\n"
     )
     body = f'[intelligence.fake]\nkind = "openai"\nbase_url = "{base_url}"\nmodel = "fake"\n'
+    body += "[supervision]\n"
+    if spawn_window is not None:
+        body += f"spawn_window = {spawn_window}\n"
+    if batch is not None:
+        body += f"batch_scheduling = {str(batch).lower()}\n"
     return daemon_lines, body
 
 
@@ -365,7 +375,7 @@ def wait_all_terminal(socket: Path, ids: list[str], timeout_s: float) -> dict[st
 def run(settings: Settings, workdir: Path, profile: Path | None = None) -> dict[str, object]:
     check_limits(settings.tasks)
     with model_process(settings.model_delay_s) as base_url:
-        daemon_lines, body = config_body(base_url, settings.tasks)
+        daemon_lines, body = config_body(base_url, settings.tasks, settings.spawn_window, settings.batch)
         config = write_config(workdir, body, daemon=daemon_lines, fast=False)
         meter = CpuMeter()
         started = time.monotonic()
@@ -412,6 +422,8 @@ def run(settings: Settings, workdir: Path, profile: Path | None = None) -> dict[
     return {
         "tasks": settings.tasks,
         "model_delay_s": settings.model_delay_s,
+        "spawn_window": settings.spawn_window,
+        "batch_scheduling": settings.batch,
         "answered_after_start_s": round(answered - started, 2),
         "submits_s": round(submitted - first_submit, 2),
         "submit_latency": asdict(summarize(submit_s)),
@@ -536,6 +548,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, default=None, help="where the daemon's state goes")
     parser.add_argument("--out", type=Path, default=RESULTS / "thousand.json")
     parser.add_argument("--profile", type=Path, default=None, help="sample the daemon's loop into this file")
+    parser.add_argument(
+        "--spawn-window", type=int, default=None, help="supervision.spawn_window (0: unbounded)"
+    )
+    parser.add_argument(
+        "--batch", choices=("on", "off"), default=None, help="supervision.batch_scheduling (SCHED_BATCH)"
+    )
     parser.add_argument("--keep-log", type=Path, default=None, help="copy the daemon's log here")
     parser.add_argument("--serve-model", type=float, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--probe", type=Path, default=None, help=argparse.SUPPRESS)
@@ -549,7 +567,13 @@ def main(argv: list[str] | None = None) -> int:
     settings = (
         Settings(tasks=6, model_delay_s=2.0, smoke=True)
         if args.smoke
-        else Settings(tasks=args.tasks, model_delay_s=args.model_delay_s, smoke=False)
+        else Settings(
+            tasks=args.tasks,
+            model_delay_s=args.model_delay_s,
+            smoke=False,
+            spawn_window=args.spawn_window,
+            batch=None if args.batch is None else args.batch == "on",
+        )
     )
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="agentd-thousand-") as tmp:
         try:
@@ -562,7 +586,10 @@ def main(argv: list[str] | None = None) -> int:
     machine = result["machine"]
     assert isinstance(machine, dict)
     print(
-        f"\n{settings.tasks} tasks, model answers after {settings.model_delay_s:g} s; load avg at start "
+        f"\n{settings.tasks} tasks, model answers after {settings.model_delay_s:g} s;"
+        f" spawn window {'default' if settings.spawn_window is None else settings.spawn_window},"
+        f" batch {'default' if settings.batch is None else settings.batch};"
+        f" load avg at start "
         f"{machine['load_avg_at_start']}, CPU busy {machine['busy_pct']} % (ours {machine['ours_pct']} %)"
     )
     errors = result["submit_errors"] or "no errors"

@@ -232,6 +232,19 @@ class SupervisionSection(Section):
         description="How long a spawn waits for a zygote that is still starting before it execs instead; "
         "0 never waits. Read at daemon start.",
     )
+    spawn_window: int = Field(
+        default=16,
+        ge=0,
+        le=10_000,
+        description="Subagents booting at once (from their spawn to their first model call, at most 2 s "
+        "after `ev/ready`); further spawns wait their turn in order. 0: no bound. Read at daemon start.",
+    )
+    batch_scheduling: bool = Field(
+        default=True,
+        description="Run subagents under SCHED_BATCH: the same CPU share, but a child woken by the daemon "
+        "(a ping, its spawn frame) does not preempt it, so the daemon keeps answering while hundreds boot. "
+        "Read at daemon start.",
+    )
     child_command: list[str] | None = Field(
         default=None,
         min_length=1,

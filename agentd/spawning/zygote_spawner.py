@@ -34,6 +34,7 @@ from agentd.spawning.spawner import (
     ZygoteState,
     adopt,
     child_environment,
+    run_as_batch,
 )
 from processes.linux import open_pidfd
 from processes.pipes import open_stdio_pipes
@@ -74,8 +75,12 @@ class ZygoteSpawner:
         fallback: ExecSpawner | None = None,
         base_env: Mapping[str, str] | None = None,
         warm_wait_s: float = WARM_WAIT_S,
+        *,
+        batch: bool = False,
     ) -> None:
-        self.fallback = fallback or ExecSpawner()
+        self.fallback = fallback or ExecSpawner(batch=batch)
+        # The zygote under SCHED_BATCH, which every subagent it forks inherits (`run_as_batch`).
+        self._batch = batch
         self._base_env = dict(base_env if base_env is not None else os.environ)
         self._warm_wait_s = warm_wait_s
         self._sock: socket.socket | None = None
@@ -141,6 +146,8 @@ class ZygoteSpawner:
             return
         finally:
             theirs.close()
+        if self._batch:
+            run_as_batch(self._pid)
         ours.setblocking(False)
         self._sock = ours
 

@@ -19,6 +19,7 @@ from agentd.spawning.cgroup import CgroupRoot
 from agentd.spawning.spawner import RLimits, SpawnedProcess, SpawnRequest
 from agentd.supervision.approvals import ApprovalDesk
 from agentd.supervision.liveness import LivenessPolicy
+from agentd.supervision.spawn_window import SpawnWindow
 from processes.ladder import LadderPolicy
 from protocol.result import RunUsage, TerminalStatus
 
@@ -106,3 +107,5 @@ class RunPorts:
     metrics: Metrics = NULL_METRICS
     # Where gated tool calls wait for a person; None (`agentd run`: nobody to ask) denies them.
     approvals: ApprovalDesk | None = None
+    # How many subagents may boot at once (shared by every run of the daemon); None: no bound.
+    window: SpawnWindow | None = None

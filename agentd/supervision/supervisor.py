@@ -32,6 +32,7 @@ from agentd.supervision.approvals import ApprovalDesk
 from agentd.supervision.executor import Executor, LocalExecutor, Run
 from agentd.supervision.fairness import fair_order
 from agentd.supervision.ports import DrainState, RunOptions, RunPorts
+from agentd.supervision.spawn_window import SpawnWindow
 from agentd.tracing import NULL_TRACING, TaskSpan, Tracing
 from protocol.environment import RUN_MARKER_ENV
 from protocol.result import RunError, RunResult, TerminalStatus, exit_code
@@ -54,6 +55,8 @@ class SupervisorOptions:
     max_concurrent_tasks: int = 8
     drain_timeout_s: float = 25.0
     orphan_sweep_interval_s: float = 10.0
+    # Subagents booting at once (spawn → first model call); the rest wait in order. 0: no bound.
+    spawn_window: int = 16
     # Each task runs under the options current when it starts, to its end (a reload does not
     # change a running task).
     run: RunOptions = field(default_factory=RunOptions)
@@ -98,6 +101,7 @@ class Supervisor:
         self.tracing = tracing
         self.log = logs.get()
         self.running: dict[str, _Slot] = {}
+        self.window = SpawnWindow(self.options.spawn_window)
         self._drain = DrainState()
         self._wake = anyio.Event()
         self._sweep_wanted = anyio.Event()
@@ -141,6 +145,7 @@ class Supervisor:
             cgroups=self.cgroup_root,
             metrics=self.metrics,
             approvals=self.approvals,
+            window=self.window,
         )
 
     def adopt(self, task_id: str, cancel: Callable[[str], None], pids: Callable[[], set[int]]) -> None:

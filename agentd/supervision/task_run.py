@@ -22,11 +22,13 @@ from pydantic import JsonValue
 from agentd import logs
 from agentd.errors import AgentdError, InvalidTransition, JournalError, SpawnError
 from agentd.journal.records import TaskRecord
-from agentd.spawning.spawner import SpawnRequest
+from agentd.spawning.cgroup import CgroupLeaf
+from agentd.spawning.spawner import SpawnedProcess, SpawnRequest
 from agentd.supervision.approvals import Asker, result_json
 from agentd.supervision.liveness import KillCause, Verdict
 from agentd.supervision.payloads import child_payload, scope_of
 from agentd.supervision.ports import RunPorts
+from agentd.supervision.spawn_window import HOLD_AFTER_READY_S, Place
 from agentd.supervision.supervised_child import ChildIdentity, SupervisedChild, SupRequest
 from agentd.supervision.tree import Budget, ChildRequest, Defaults, Refusal, Tree
 from processes.ladder import RungAction, bound_s, plan
@@ -91,6 +93,10 @@ class NodeRun:
     # Set when the supervisor stopped this node for going over its grant.
     limit_status: TerminalStatus | None = None
     done: anyio.Event = field(default_factory=anyio.Event)
+    # Its place in the spawn window (agentd/supervision/spawn_window.py), held while it boots, and
+    # the scope of its wait for one (a cancel while it waits ends the wait: it never spawns).
+    place: Place = field(default_factory=lambda: Place(None))
+    waiting: anyio.CancelScope | None = None
 
 
 class NodeListener:
@@ -109,12 +115,16 @@ class NodeListener:
     def on_ready(self, child: SupervisedChild) -> None:
         if self.node.handle == "0":
             self.run.root_ready.set()
+        if not self.node.place.released:
+            self.run.release_place_later(self.node)
         ready_ms = int((anyio.current_time() - child.spawned_at) * 1000)
         self.run.ports.metrics.subagent_ready(anyio.current_time() - child.spawned_at)
         self.log.info("subagent.ready", pid=child.pid, dur_ms=ready_ms)
         self._journal("subagent.ready", {"pid": child.pid, "dur_ms": ready_ms})
 
     def on_event(self, child: SupervisedChild, params: control.EventParams) -> None:
+        if params.event == "intel.call":
+            self.node.place.release()  # booted: it is calling its model
         fields = {k: (v[:FIELD_CAP] if isinstance(v, str) else v) for k, v in params.fields.items()}
         fields.pop("handle", None)
         self.run.ports.metrics.child_event(params.event, fields)
@@ -133,6 +143,7 @@ class NodeListener:
             self.run.over_grant(over)
 
     def on_result(self, child: SupervisedChild, result: RunResult) -> None:
+        self.node.place.release()
         self.log.info("subagent.exit", pid=child.pid, status=result.status.value, phase="result")
 
     def on_turn(self, child: SupervisedChild, params: control.TurnParams) -> None:
@@ -273,11 +284,23 @@ class TaskRun:
         """The whole tree's usage: each node's own, summed (the rolled-up task usage)."""
         return sum((self._node_usage(node) for node in self.nodes.values()), RunUsage())
 
+    def release_place_later(self, node: NodeRun) -> None:
+        """A ready child that shows no sign of work within `HOLD_AFTER_READY_S` gives its place up."""
+
+        async def release() -> None:
+            await anyio.sleep(HOLD_AFTER_READY_S)
+            node.place.release()
+
+        assert self._tg is not None
+        self._tg.start_soon(release)
+
     async def _run_node(self, node: NodeRun) -> RunResult:
         try:
             result = await self._spawn_and_supervise(node)
         except SpawnError as exc:
             result = RunResult(status=TerminalStatus.CRASHED, error=RunError(kind="spawn", message=str(exc)))
+        finally:
+            node.place.release()
         if node.limit_status is not None and result.status is TerminalStatus.CANCELLED:
             result = result.model_copy(update={"status": node.limit_status})
         node.result = result
@@ -306,28 +329,18 @@ class TaskRun:
         try:
             # Root and nested children alike: a spawn during the zygote's warm-up waits for it (bounded).
             await self.ports.spawner.settle()
-            leaf = None
-            if self.ports.cgroups is not None:
-                leaf = self.ports.cgroups.create_leaf(
-                    f"{record.task_id}-{node.handle}",
-                    memory_max=options.memory_max,
-                    pids_max=options.pids_max,
-                )
-            proc = await self.ports.spawner.spawn_child(
-                SpawnRequest(
-                    task_id=record.task_id,
-                    run_id=record.run_id,
-                    handle=node.handle,
-                    rlimits=options.rlimits,
-                    cgroup=str(leaf.path) if leaf else None,
-                    argv=options.child_argv,
-                )
-            )
+            spawned = await self._spawn(node) if await self._enter_window(node) else None
         except BaseException:
             # No child: what follows (the node's end) is written after its `starting`.
             with anyio.CancelScope(shield=True):
                 await starting.wait()
             raise
+        if spawned is None:  # stopped while it waited for its place in the spawn window
+            with anyio.CancelScope(shield=True):
+                await starting.wait()
+            why = RunError(kind="cancelled", message=self.cancel_reason or "stopped before it started")
+            return RunResult(status=TerminalStatus.CANCELLED, error=why)
+        proc, leaf = spawned
         child = SupervisedChild(
             proc,
             ChildIdentity(record.task_id, record.run_id, node.handle),
@@ -350,6 +363,8 @@ class TaskRun:
                 depth=tree_node.depth,
                 grant_steps=tree_node.grant.steps,
                 grant_tokens=tree_node.grant.tokens,
+                # Subagents booting now, this one included (bounded by `supervision.spawn_window`).
+                booting=self.ports.window.inside if self.ports.window is not None else None,
             )
             if node.handle == "0":
                 self.record = await journal.mark_running(record.task_id, proc.pid, proc.start_time)
@@ -392,6 +407,28 @@ class TaskRun:
         )
         return result
 
+    async def _spawn(self, node: NodeRun) -> tuple[SpawnedProcess, CgroupLeaf | None]:
+        """Fork the node's child (in its own cgroup leaf when cgroups are on)."""
+        options, record = self.ports.options, self.record
+        leaf = None
+        if self.ports.cgroups is not None:
+            leaf = self.ports.cgroups.create_leaf(
+                f"{record.task_id}-{node.handle}",
+                memory_max=options.memory_max,
+                pids_max=options.pids_max,
+            )
+        proc = await self.ports.spawner.spawn_child(
+            SpawnRequest(
+                task_id=record.task_id,
+                run_id=record.run_id,
+                handle=node.handle,
+                rlimits=options.rlimits,
+                cgroup=str(leaf.path) if leaf else None,
+                argv=options.child_argv,
+            )
+        )
+        return proc, leaf
+
     def _write_starting(self, node: NodeRun) -> _WriteAhead:
         """Journal `node` as `starting` (the root: the task `queued → starting`), in the background."""
         ahead = _WriteAhead()
@@ -428,6 +465,17 @@ class TaskRun:
         finally:
             ahead.done.set()
 
+    async def _enter_window(self, node: NodeRun) -> bool:
+        """Take the node's place in the spawn window, in turn; False if it was stopped meanwhile."""
+        window = self.ports.window
+        if window is None or window.size is None:
+            return True
+        with anyio.CancelScope() as node.waiting:
+            if not self.tree.nodes[node.handle].stopping:
+                node.place = await window.enter()
+        node.waiting = None
+        return not node.place.released  # still the unset place: stopped before it got one
+
     # ---- stopping --------------------------------------------------------------------------
 
     def teardown(self, handle: str, cause: KillCause, reason: str, *, force: bool = False) -> None:
@@ -439,6 +487,8 @@ class TaskRun:
             node = self.nodes.get(h)
             if node is not None and node.child is not None and self.tree.nodes[h].live:
                 node.child.stop(cause, start="sigkill" if force else "cancel", reason=reason)
+            elif node is not None and node.waiting is not None:
+                node.waiting.cancel()  # it waits for a place in the spawn window: it never starts
 
     def cancel(self, reason: str, *, cause: KillCause = "cancel", force: bool = False) -> None:
         self.cancel_reason = self.cancel_reason or reason

@@ -26,10 +26,16 @@ def test_the_embedded_defaults_are_the_components_defaults(tmp_path: Path) -> No
     assert options.run.liveness == LivenessPolicy()
     assert options.run.ladder == LadderPolicy()
     defaults = SupervisorOptions()
-    assert (options.max_concurrent_tasks, options.drain_timeout_s, options.orphan_sweep_interval_s) == (
+    assert (
+        options.max_concurrent_tasks,
+        options.drain_timeout_s,
+        options.orphan_sweep_interval_s,
+        options.spawn_window,
+    ) == (
         defaults.max_concurrent_tasks,
         defaults.drain_timeout_s,
         defaults.orphan_sweep_interval_s,
+        defaults.spawn_window,
     )
     run = RunOptions()
     assert (options.run.child_steps, options.run.child_tokens, options.run.stderr_line_cap) == (
