@@ -3,14 +3,16 @@
 `python -I -m subagent.zygote` imports the whole subagent stack once, freezes the garbage
 collector's view of it, reports ready, then serves fork requests from the supervisor on fd 3 (a
 SOCK_SEQPACKET socket; the messages are `protocol.zygote`'s): a `Fork` with the child's environment,
-its three pipe ends riding along (SCM_RIGHTS). Each child is double-forked so that it is reparented
-to the supervisor — a child subreaper — which then owns it exactly like an exec'd child (pidfd,
-waitid, PDEATHSIG). A fork costs milliseconds instead of the second the imports take.
+its three pipe ends riding along (SCM_RIGHTS). Each child is cloned with CLONE_PARENT, so that it
+is the supervisor's child from birth (where the kernel refuses that: double-forked, so that it is
+reparented to the supervisor, a child subreaper); the supervisor then owns it exactly like an
+exec'd child (pidfd, waitid, PDEATHSIG). A fork costs milliseconds instead of the second the imports take.
 """
 
 from __future__ import annotations
 
 import array
+import errno
 import gc
 import os
 import signal
@@ -210,9 +212,10 @@ def _receive(sock: socket.socket) -> tuple[Fork | FrameError | None, list[int]]:
     return decode(data, TO_ZYGOTE_ADAPTER, max_line=MAX_REQUEST), list(fds)
 
 
-def _become_subagent(env: dict[str, str], fds: list[int], middle: int) -> None:
-    """In the grandchild: take the pipes as fds 0–2, wait to be the supervisor's child, boot.
-    `middle` is the intermediate process, our parent until it exits."""
+def _become_subagent(env: dict[str, str], fds: list[int], middle: int | None) -> None:
+    """In the subagent: take the pipes as fds 0–2, wait to be the supervisor's child, boot.
+    `middle` is the intermediate process, our parent until it exits (None: cloned as the
+    supervisor's child already)."""
     os.setsid()
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
@@ -222,7 +225,8 @@ def _become_subagent(env: dict[str, str], fds: list[int], middle: int) -> None:
     os.environ.update(env)
     expected = int(env[SUPERVISOR_PID_ENV])
     deadline = time.monotonic() + REPARENT_TIMEOUT_S
-    _await_exit(middle, REPARENT_TIMEOUT_S)
+    if middle is not None:
+        _await_exit(middle, REPARENT_TIMEOUT_S)
     # The intermediate process exits right after forking its batch; until then our parent is it.
     # Reparented to anyone but the supervisor (a subreaper), the supervisor is gone: end at once,
     # or a daemon killed mid-batch leaves us spinning here for the whole timeout.
@@ -260,7 +264,7 @@ def _await_exit(middle: int, timeout_s: float) -> None:
 
 
 def fork_subagent(env: dict[str, str], fds: list[int]) -> int:
-    """Double-fork a subagent; return its pid (it is reparented to the supervisor)."""
+    """Fork one subagent as the supervisor's child; return its pid."""
     (pid,) = fork_subagents([(env, fds)])
     if isinstance(pid, str):
         raise OSError(pid)
@@ -268,6 +272,68 @@ def fork_subagent(env: dict[str, str], fds: list[int]) -> int:
 
 
 def fork_subagents(batch: list[tuple[dict[str, str], list[int]]]) -> list[int | str]:
+    """Fork each subagent of `batch` as a child of the supervisor; return each one's pid, or why it
+    could not be forked. One `clone(CLONE_PARENT)` per subagent where the kernel allows it, else
+    one intermediate that forks them all and exits (they are then reparented to the supervisor)."""
+    global _clone_refused
+    if _SYS_CLONE is not None and not _clone_refused:
+        pids: list[int | str] = []
+        for env, fds in batch:
+            try:
+                pid = _clone_parent()
+            except OSError as exc:
+                if not pids and exc.errno in (errno.EINVAL, errno.ENOSYS, errno.EPERM):
+                    _clone_refused = True  # a sandbox that forbids it: the double fork from now on
+                    break
+                pids.append(exc.strerror or "fork failed")
+                continue
+            if pid == 0:
+                try:
+                    _become_subagent(env, fds, None)
+                finally:
+                    os._exit(ExitCode.FAILURE)
+            pids.append(pid)
+        else:
+            return pids
+    return _double_fork(batch)
+
+
+# clone(2) on the architectures we know its number for; its other arguments are 0 everywhere.
+_SYS_CLONE = {"x86_64": 56, "aarch64": 220}.get(os.uname().machine)
+_CLONE_PARENT = 0x00008000
+_clone_refused = False
+
+
+def _clone_parent() -> int:
+    """`os.fork()`, except that the child's parent is ours (the supervisor): one page-table copy
+    per subagent instead of a second one in an intermediate process plus its exit and the child's
+    wait to be reparented (issue 16: a fork of this ~76 MiB process costs ≈ 0.25 ms per MiB here).
+
+    Python's own fork hooks run exactly as `os.fork` runs them (`PyOS_BeforeFork` /
+    `PyOS_AfterFork_*`: the import lock, threading's and random's at-fork handlers). glibc's fork
+    bookkeeping is skipped; it matters only with threads (the zygote has none when it forks:
+    `main` checks) — and glibc ≥ 2.34 raises signals in the child by the kernel's thread id.
+    Called through `ctypes.PyDLL`, so the GIL is held throughout. Raises OSError."""
+    import ctypes
+
+    assert _SYS_CLONE is not None
+    libc = ctypes.PyDLL(None, use_errno=True)
+    api = ctypes.pythonapi
+    api.PyOS_BeforeFork()
+    flags = ctypes.c_long(_CLONE_PARENT | signal.SIGCHLD)
+    zero = ctypes.c_long(0)
+    pid = libc.syscall(ctypes.c_long(_SYS_CLONE), flags, zero, zero, zero, zero)
+    if pid == 0:
+        api.PyOS_AfterFork_Child()
+        return 0
+    code = ctypes.get_errno()
+    api.PyOS_AfterFork_Parent()
+    if pid < 0:
+        raise OSError(code, os.strerror(code))
+    return int(pid)
+
+
+def _double_fork(batch: list[tuple[dict[str, str], list[int]]]) -> list[int | str]:
     """Fork one intermediate that forks each subagent of `batch`, then exits: every subagent is
     reparented to the supervisor. Returns each one's pid, or why it could not be forked."""
     read_end, write_end = os.pipe()

@@ -3,8 +3,9 @@
 The zygote (`python -I -m subagent.zygote`) is a helper child of the daemon: PDEATHSIG to it, never
 swept as an orphan, killed and reaped at close. A spawn sends the child's environment and its three
 pipe ends over a SOCK_SEQPACKET socket (the messages are `protocol.zygote`'s) and waits (bounded, a
-few milliseconds in practice) for the pid; the zygote double-forks so the subagent is reparented to
-this daemon, which then owns it like an exec'd child.
+few milliseconds in practice) for the pid; the zygote clones the subagent as this daemon's child
+(CLONE_PARENT; where that is refused, it double-forks so the subagent is reparented to this
+daemon), which then owns it like an exec'd child.
 
 A spawn that comes while the zygote is still starting (a burst right after the daemon starts) waits
 for it, bounded by `warm_wait_s` (`supervision.zygote_wait_s`), rather than stampeding the exec path

@@ -270,3 +270,54 @@ def test_the_zygote_warms_a_task_on_every_model_kind() -> None:
         "anthropic": "completed",
     }
     assert done.stderr == ""
+
+
+# Run in a fresh interpreter standing in for the zygote: fork three subagents whose stdin is closed
+# at once (each ends with exit code 2, "no spawn frame"), either way the zygote can fork them.
+FORK_SCRIPT = """
+import ctypes, json, os, sys
+from protocol.environment import SUPERVISOR_PID_ENV
+from subagent import zygote
+double = sys.argv[1] == "double"
+zygote._clone_refused = double
+if double:  # the script plays the supervisor: a subreaper, as the daemon is
+    assert ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+supervisor = os.getpid() if double else os.getppid()
+null = os.open(os.devnull, os.O_WRONLY)
+batch, writers = [], []
+for _ in range(3):
+    r, w = os.pipe()
+    batch.append(({SUPERVISOR_PID_ENV: str(supervisor)}, [r, null, null]))
+    writers.append(w)
+pids = zygote.fork_subagents(batch)
+for fd in writers:
+    os.close(fd)
+codes = [os.waitstatus_to_exitcode(os.waitpid(p, 0)[1]) for p in pids] if double else []
+print(json.dumps({"pids": pids, "codes": codes, "refused": zygote._clone_refused}), flush=True)
+"""
+
+
+@pytest.mark.parametrize("how", ["clone", "double"])
+def test_subagents_are_the_supervisors_children_whether_cloned_or_double_forked(how: str) -> None:
+    """Cloned with CLONE_PARENT, a subagent is the supervisor's child from birth (here the supervisor
+    is this test, the parent of the process that forks); where the kernel refuses that, the double
+    fork makes it the supervisor's child by reparenting (here the script is the subreaper)."""
+    env = {k: os.environ[k] for k in ("PATH", "HOME") if k in os.environ}
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", FORK_SCRIPT, how],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=READY_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    pids = report["pids"]
+    assert len(pids) == 3 and all(isinstance(pid, int) for pid in pids), report
+    assert report["refused"] is (how == "double")
+    if how == "clone":
+        # Our own children: waitpid works here, and nobody else could reap them.
+        assert [_wait_exit(pid) for pid in pids] == [2, 2, 2]
+    else:
+        assert report["codes"] == [2, 2, 2]
