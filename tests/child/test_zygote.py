@@ -79,6 +79,21 @@ def running_zygote() -> Iterator[socket.socket]:
             os.waitpid(pid, 0)
 
 
+def _run_script(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run `script` in a fresh interpreter started as the zygote is (`-I`); it must exit 0."""
+    env = {k: os.environ[k] for k in ("PATH", "HOME") if k in os.environ}
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", script, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=READY_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
 def _send(sock: socket.socket, datagram: bytes, fds: list[int]) -> None:
     rights = array.array("i", fds).tobytes()
     sock.sendmsg([datagram], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, rights)])
@@ -234,16 +249,7 @@ sys.exit(os.waitstatus_to_exitcode(status))
 
 
 def test_oauth_client_credentials_are_imported_by_the_forked_task_that_needs_them_not_by_the_zygote() -> None:
-    env = {k: os.environ[k] for k in ("PATH", "HOME") if k in os.environ}
-    done = subprocess.run(
-        [sys.executable, "-I", "-c", LAZY_OAUTH_SCRIPT],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=READY_TIMEOUT_S,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = _run_script(LAZY_OAUTH_SCRIPT)
     lines = done.stdout.splitlines()
     assert lines[0] == "held:"  # the zygote's state holds no PyJWT
     assert lines[1] == "ClientCredentialsOAuthProvider PrivateKeyJWTOAuthProvider c https://auth.example"
@@ -253,17 +259,8 @@ def test_oauth_client_credentials_are_imported_by_the_forked_task_that_needs_the
 def test_the_zygote_warms_a_task_on_every_model_kind() -> None:
     """Each warm-up task — scripted, and the two HTTP adapters against the loopback model — ends
     `completed`, so the HTTP path really is built before the first fork."""
-    env = {k: os.environ[k] for k in ("PATH", "HOME") if k in os.environ}
     script = "import json; from subagent import zygote; print(json.dumps(zygote._warm_run()))"
-    done = subprocess.run(
-        [sys.executable, "-I", "-c", script],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=READY_TIMEOUT_S,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = _run_script(script)
     assert json.loads(done.stdout) == {
         "scripted": "completed",
         "openai": "completed",
@@ -302,16 +299,7 @@ def test_subagents_are_the_supervisors_children_whether_cloned_or_double_forked(
     """Cloned with CLONE_PARENT, a subagent is the supervisor's child from birth (here the supervisor
     is this test, the parent of the process that forks); where the kernel refuses that, the double
     fork makes it the supervisor's child by reparenting (here the script is the subreaper)."""
-    env = {k: os.environ[k] for k in ("PATH", "HOME") if k in os.environ}
-    done = subprocess.run(
-        [sys.executable, "-I", "-c", FORK_SCRIPT, how],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=READY_TIMEOUT_S,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = _run_script(FORK_SCRIPT, how)
     report = json.loads(done.stdout)
     pids = report["pids"]
     assert len(pids) == 3 and all(isinstance(pid, int) for pid in pids), report
