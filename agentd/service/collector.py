@@ -1,0 +1,61 @@
+"""The daemon's garbage-collector policy in effect (`daemon.gc_freeze`; the decisions in
+`collector_policy.py`): once a second, freeze the survivors of a young collection when tasks have
+started, or collect everything when the daemon is idle or the frozen heap outgrew its bound."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable
+
+import anyio
+
+from agentd.service.collector_policy import CollectorPolicy, Heap, Step, next_step
+
+TICK_S = 1.0
+
+
+class Collector:
+    """Applies `next_step` to this process's collector; `live_tasks` and `started` are counts the
+    supervisor keeps (tasks live now; tasks ever started)."""
+
+    def __init__(
+        self,
+        live_tasks: Callable[[], int],
+        started: Callable[[], int],
+        policy: CollectorPolicy | None = None,
+    ) -> None:
+        self.live_tasks = live_tasks
+        self.started = started
+        self.policy = policy or CollectorPolicy()
+        self.frozen_after_full = gc.get_freeze_count()
+        self._started_at_step = started()
+        self.full_collections = 0
+        self.freezes = 0
+
+    def step(self) -> Step:
+        heap = Heap(
+            frozen=gc.get_freeze_count(),
+            frozen_after_full=self.frozen_after_full,
+            live_tasks=self.live_tasks(),
+            started_since_step=self.started() - self._started_at_step,
+        )
+        step = next_step(heap, self.policy)
+        if step == "freeze":
+            # Young garbage goes first, so what is frozen has survived a collection: long-lived.
+            gc.collect(1)
+            gc.freeze()
+            self.freezes += 1
+        elif step == "full":
+            gc.unfreeze()
+            gc.collect()
+            gc.freeze()  # what survived is the daemon's own state again, as at start
+            self.frozen_after_full = gc.get_freeze_count()
+            self.full_collections += 1
+        if step != "none":
+            self._started_at_step = self.started()
+        return step
+
+    async def run(self) -> None:
+        while True:
+            await anyio.sleep(TICK_S)
+            self.step()

@@ -1,0 +1,112 @@
+"""`daemon.gc_freeze`: the collector policy's decisions (pure), and its effect on this process's
+collector — frozen cyclic garbage is still collected, once idle or past the bound."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Iterator
+
+import pytest
+
+from agentd.service.collector import Collector
+from agentd.service.collector_policy import CollectorPolicy, Heap, Step, next_step
+
+POLICY = CollectorPolicy(idle_slack=100, busy_floor=1_000)
+
+
+@pytest.mark.parametrize(
+    ("heap", "step"),
+    [
+        pytest.param(Heap(5_000, 5_000, 3, 2), "freeze", id="tasks-started-freeze-their-survivors"),
+        pytest.param(Heap(5_000, 5_000, 3, 0), "none", id="nothing-started-nothing-to-freeze"),
+        pytest.param(Heap(5_099, 5_000, 0, 4), "none", id="idle-with-little-frozen-since-needs-nothing"),
+        pytest.param(Heap(5_100, 5_000, 0, 0), "full", id="idle-with-frozen-growth-collects-everything"),
+        pytest.param(Heap(11_000, 5_000, 900, 0), "none", id="busy-within-twice-plus-floor"),
+        pytest.param(Heap(11_001, 5_000, 900, 7), "full", id="busy-past-twice-plus-floor-collects"),
+    ],
+)
+def test_next_step(heap: Heap, step: Step) -> None:
+    assert next_step(heap, POLICY) == step
+
+
+class Cycle:
+    """An object that refers to itself: only a collection frees it once unreachable."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+@pytest.fixture
+def collector_state() -> Iterator[None]:
+    gc.collect()
+    yield
+    gc.unfreeze()  # this test process's collector as it was
+    gc.collect()
+
+
+class Counts:
+    def __init__(self) -> None:
+        self.live, self.started = 1, 0
+
+    def collector(self, policy: CollectorPolicy) -> Collector:
+        return Collector(lambda: self.live, lambda: self.started, policy)
+
+
+def frozen(obj: object) -> bool:
+    return gc.is_tracked(obj) and not any(o is obj for o in gc.get_objects())
+
+
+@pytest.mark.usefixtures("collector_state")
+def test_frozen_cyclic_garbage_survives_collections_while_busy_and_is_collected_once_idle() -> None:
+    counts = Counts()
+    collector = counts.collector(CollectorPolicy(idle_slack=1, busy_floor=10**9))
+    garbage = Cycle()
+    ref = weakref.ref(garbage)
+    counts.started = 1
+    assert collector.step() == "freeze"
+    assert frozen(garbage)
+    del garbage
+    gc.collect()
+    assert ref() is not None  # the cost of freezing: a frozen cycle waits for a full collection
+    assert collector.step() == "none"  # busy, nothing started, within the bound
+    counts.live = 0
+    assert collector.step() == "full"
+    assert ref() is None
+    assert collector.full_collections == 1
+
+
+@pytest.mark.usefixtures("collector_state")
+def test_frozen_cyclic_garbage_is_collected_while_busy_once_the_frozen_heap_passes_its_bound() -> None:
+    counts = Counts()
+    collector = counts.collector(CollectorPolicy(idle_slack=10**9, busy_floor=1))
+    garbage = [Cycle() for _ in range(100)]
+    refs = [weakref.ref(g) for g in garbage]
+    counts.started = 1
+    # Everything this process holds is frozen at once: past twice what was frozen before, plus one.
+    assert collector.step() == "freeze"
+    del garbage
+    assert collector.step() == "full"  # still busy: the bound, not idleness
+    assert all(r() is None for r in refs)
+    assert collector.step() == "none"  # what the full collection left frozen is the new base
+
+
+@pytest.mark.usefixtures("collector_state")
+def test_a_frozen_acyclic_object_is_freed_by_its_reference_count_without_any_collection() -> None:
+    counts = Counts()
+    collector = counts.collector(CollectorPolicy(idle_slack=10**9, busy_floor=10**9))
+    held = {"state": [1, 2, 3]}  # what a live task holds, cycle-free
+    ref_target = Cycle.__new__(Cycle)  # a plain object, no cycle
+    ref = weakref.ref(ref_target)
+    held["obj"] = ref_target  # type: ignore[assignment]
+    del ref_target
+    counts.started = 1
+    assert collector.step() == "freeze"
+    before = gc.get_freeze_count()
+    gc.disable()
+    try:
+        del held
+        assert ref() is None  # gone at once, frozen or not
+    finally:
+        gc.enable()
+    assert gc.get_freeze_count() < before
