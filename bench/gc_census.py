@@ -25,7 +25,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from types import CodeType
+from types import CoroutineType, GeneratorType
 
 POLL_S = 0.02
 DAEMON_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR2}
@@ -34,9 +34,10 @@ DAEMON_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR2}
 def _kind(obj: object) -> str:
     kind = type(obj)
     name = f"{kind.__module__}.{kind.__qualname__}" if kind.__module__ != "builtins" else kind.__qualname__
-    code: CodeType | None = getattr(obj, "cr_code", None) or getattr(obj, "gi_code", None)
-    if code is not None:
-        return f"{name}:{code.co_qualname}"
+    if isinstance(obj, CoroutineType):
+        return f"{name}:{obj.cr_code.co_qualname}"
+    if isinstance(obj, GeneratorType):
+        return f"{name}:{obj.gi_code.co_qualname}"
     if kind.__name__ == "function":
         return f"function:{getattr(obj, '__qualname__', '?')}"
     return name
@@ -152,6 +153,8 @@ def serve_requests(directory: Path, pauses: Pauses) -> None:
                 pauses.enabled = False  # the census's own collection is not the daemon's pause
                 try:
                     result = {"label": label, **census(garbage=label.startswith("garbage"))}
+                except Exception as exc:  # noqa: BLE001 - answered, so the asker fails at once
+                    result = {"label": label, "error": repr(exc)}
                 finally:
                     pauses.enabled = True
                     gc.enable()
@@ -174,6 +177,8 @@ def take(directory: Path, label: str, timeout_s: float = 30.0) -> dict[str, obje
             raise TimeoutError(f"no census {label!r} within {timeout_s} s")
         time.sleep(POLL_S)
     data: dict[str, object] = json.loads(answer.read_text())
+    if "error" in data:
+        raise RuntimeError(f"census {label!r} failed in the daemon: {data['error']}")
     return data
 
 

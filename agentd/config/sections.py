@@ -105,7 +105,7 @@ class DaemonSection(Section):
     gc_freeze: bool = Field(
         default=True,
         description="Freeze the live tasks' long-lived objects out of the garbage collector's full "
-        "collections, and collect everything when no task is live (or the frozen heap doubled).",
+        "collections; collect everything once no task has been live for 5 s (or the frozen heap doubled).",
     )
     max_queued_per_uid: CountOrInfinity = Field(
         default=100,

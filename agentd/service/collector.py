@@ -29,14 +29,21 @@ class Collector:
         self.policy = policy or CollectorPolicy()
         self.frozen_after_full = gc.get_freeze_count()
         self._started_at_step = started()
+        self._idle_since: float | None = None
         self.full_collections = 0
         self.freezes = 0
 
-    def step(self) -> Step:
+    def step(self, now: float) -> Step:
+        live = self.live_tasks()
+        if live:
+            self._idle_since = None
+        elif self._idle_since is None:
+            self._idle_since = now
         heap = Heap(
             frozen=gc.get_freeze_count(),
             frozen_after_full=self.frozen_after_full,
-            live_tasks=self.live_tasks(),
+            live_tasks=live,
+            idle_for_s=now - self._idle_since if self._idle_since is not None else 0.0,
             started_since_step=self.started() - self._started_at_step,
         )
         step = next_step(heap, self.policy)
@@ -58,4 +65,4 @@ class Collector:
     async def run(self) -> None:
         while True:
             await anyio.sleep(TICK_S)
-            self.step()
+            self.step(anyio.current_time())

@@ -12,18 +12,23 @@ import pytest
 from agentd.service.collector import Collector
 from agentd.service.collector_policy import CollectorPolicy, Heap, Step, next_step
 
-POLICY = CollectorPolicy(idle_slack=100, busy_floor=1_000)
+POLICY = CollectorPolicy(idle_slack=100, idle_after_s=5.0, busy_floor=1_000)
 
 
 @pytest.mark.parametrize(
     ("heap", "step"),
     [
-        pytest.param(Heap(5_000, 5_000, 3, 2), "freeze", id="tasks-started-freeze-their-survivors"),
-        pytest.param(Heap(5_000, 5_000, 3, 0), "none", id="nothing-started-nothing-to-freeze"),
-        pytest.param(Heap(5_099, 5_000, 0, 4), "none", id="idle-with-little-frozen-since-needs-nothing"),
-        pytest.param(Heap(5_100, 5_000, 0, 0), "full", id="idle-with-frozen-growth-collects-everything"),
-        pytest.param(Heap(11_000, 5_000, 900, 0), "none", id="busy-within-twice-plus-floor"),
-        pytest.param(Heap(11_001, 5_000, 900, 7), "full", id="busy-past-twice-plus-floor-collects"),
+        pytest.param(Heap(5_000, 5_000, 3, 0.0, 2), "freeze", id="tasks-started-freeze-their-survivors"),
+        pytest.param(Heap(5_000, 5_000, 3, 0.0, 0), "none", id="nothing-started-nothing-to-freeze"),
+        pytest.param(
+            Heap(5_099, 5_000, 0, 60.0, 4), "none", id="idle-with-little-frozen-since-needs-nothing"
+        ),
+        pytest.param(
+            Heap(5_100, 5_000, 0, 5.0, 0), "full", id="idle-a-while-with-frozen-growth-collects-all"
+        ),
+        pytest.param(Heap(9_000, 5_000, 0, 4.9, 0), "none", id="just-idle-waits-for-idle-after-s"),
+        pytest.param(Heap(11_000, 5_000, 900, 0.0, 0), "none", id="busy-within-twice-plus-floor"),
+        pytest.param(Heap(11_001, 5_000, 900, 0.0, 7), "full", id="busy-past-twice-plus-floor-collects"),
     ],
 )
 def test_next_step(heap: Heap, step: Step) -> None:
@@ -60,18 +65,20 @@ def frozen(obj: object) -> bool:
 @pytest.mark.usefixtures("collector_state")
 def test_frozen_cyclic_garbage_survives_collections_while_busy_and_is_collected_once_idle() -> None:
     counts = Counts()
-    collector = counts.collector(CollectorPolicy(idle_slack=1, busy_floor=10**9))
+    collector = counts.collector(CollectorPolicy(idle_slack=1, idle_after_s=5.0, busy_floor=10**9))
     garbage = Cycle()
     ref = weakref.ref(garbage)
     counts.started = 1
-    assert collector.step() == "freeze"
+    assert collector.step(now=0.0) == "freeze"
     assert frozen(garbage)
     del garbage
     gc.collect()
     assert ref() is not None  # the cost of freezing: a frozen cycle waits for a full collection
-    assert collector.step() == "none"  # busy, nothing started, within the bound
+    assert collector.step(now=1.0) == "none"  # busy, nothing started, within the bound
     counts.live = 0
-    assert collector.step() == "full"
+    assert collector.step(now=2.0) == "none"  # idle, but only just
+    assert ref() is not None
+    assert collector.step(now=7.0) == "full"  # idle for 5 s
     assert ref() is None
     assert collector.full_collections == 1
 
@@ -84,11 +91,11 @@ def test_frozen_cyclic_garbage_is_collected_while_busy_once_the_frozen_heap_pass
     refs = [weakref.ref(g) for g in garbage]
     counts.started = 1
     # Everything this process holds is frozen at once: past twice what was frozen before, plus one.
-    assert collector.step() == "freeze"
+    assert collector.step(now=0.0) == "freeze"
     del garbage
-    assert collector.step() == "full"  # still busy: the bound, not idleness
+    assert collector.step(now=1.0) == "full"  # still busy: the bound, not idleness
     assert all(r() is None for r in refs)
-    assert collector.step() == "none"  # what the full collection left frozen is the new base
+    assert collector.step(now=2.0) == "none"  # what the full collection left frozen is the new base
 
 
 @pytest.mark.usefixtures("collector_state")
@@ -101,7 +108,7 @@ def test_a_frozen_acyclic_object_is_freed_by_its_reference_count_without_any_col
     held["obj"] = ref_target  # type: ignore[assignment]
     del ref_target
     counts.started = 1
-    assert collector.step() == "freeze"
+    assert collector.step(now=0.0) == "freeze"
     before = gc.get_freeze_count()
     gc.disable()
     try:
