@@ -434,7 +434,7 @@ async def serve(
                 tg.start_soon(status.run)
                 tg.start_soon(exporter.run, supervisor, triggers.summary)
                 if config.daemon.gc_freeze:
-                    collector = Collector(lambda: supervisor.live, lambda: supervisor.started)
+                    collector = Collector(lambda: supervisor.live)
                     tg.start_soon(collector.run)
                 log.info(
                     "proc.ready",

@@ -1,6 +1,7 @@
 """The daemon's garbage-collector policy in effect (`daemon.gc_freeze`; the decisions in
-`collector_policy.py`): once a second, freeze the survivors of a young collection when tasks have
-started, or collect everything when the daemon is idle or the frozen heap outgrew its bound."""
+`collector_policy.py`): once a second, freeze the survivors of a young collection when objects
+were promoted while tasks are live, or collect everything when the daemon has been idle a while or
+the frozen heap outgrew its bound."""
 
 from __future__ import annotations
 
@@ -17,21 +18,20 @@ TICK_S = 1.0
 COUNT_EVERY_S = 30.0
 
 
-class Collector:
-    """Applies `next_step` to this process's collector; `live_tasks` and `started` are counts the
-    supervisor keeps (tasks live now; tasks ever started)."""
+def _promotions() -> int:
+    """Collections of generation 1 or 2 so far: each moved survivors into the old generation."""
+    stats = gc.get_stats()
+    return int(stats[1]["collections"]) + int(stats[2]["collections"])
 
-    def __init__(
-        self,
-        live_tasks: Callable[[], int],
-        started: Callable[[], int],
-        policy: CollectorPolicy | None = None,
-    ) -> None:
+
+class Collector:
+    """Applies `next_step` to this process's collector; `live_tasks` counts the tasks live now."""
+
+    def __init__(self, live_tasks: Callable[[], int], policy: CollectorPolicy | None = None) -> None:
         self.live_tasks = live_tasks
-        self.started = started
         self.policy = policy or CollectorPolicy()
         self.frozen_after_full = gc.get_freeze_count()
-        self._started_at_step = started()
+        self._promotions_at_step = _promotions()
         self._idle_since: float | None = None
         self._frozen = self.frozen_after_full
         self._counted_at: float | None = None
@@ -51,7 +51,7 @@ class Collector:
             frozen_after_full=self.frozen_after_full,
             live_tasks=live,
             idle_for_s=now - self._idle_since if self._idle_since is not None else 0.0,
-            started_since_step=self.started() - self._started_at_step,
+            promotions_since_step=_promotions() - self._promotions_at_step,
         )
         step = next_step(heap, self.policy)
         if step == "freeze":
@@ -66,7 +66,7 @@ class Collector:
             self.frozen_after_full = self._frozen = gc.get_freeze_count()
             self.full_collections += 1
         if step != "none":
-            self._started_at_step = self.started()
+            self._promotions_at_step = _promotions()  # this step's own collection included
         return step
 
     async def run(self) -> None:

@@ -2,9 +2,10 @@
 
 A full collection walks every tracked object; with a thousand live tasks that took ≈ 0.4 s of
 wall time, and Python runs one each time the long-lived objects grew by a quarter — over and over
-while a burst spawns. Objects frozen (`gc.freeze`) are out of every collection's sight. So, once
-tasks have started since the last step, the daemon freezes what has survived a young collection
-(their long-lived state); frozen objects still die by reference count, and a finished task's are
+while a burst spawns. Objects frozen (`gc.freeze`) are out of every collection's sight. So, while
+tasks are live and objects were promoted to the old generation since the last step (a collection
+of generation 1 or 2 ran), the daemon freezes what has survived a young collection (their
+long-lived state); frozen objects still die by reference count, and a finished task's are
 freed that way because its state is cycle-free (tests/daemon/test_tracked_objects.py). Cyclic
 garbage among frozen objects is caught by a full collection of everything (`unfreeze` first),
 run when the daemon has been idle a while (no task live) or when the frozen heap outgrew its bound.
@@ -38,7 +39,7 @@ class Heap:
     frozen_after_full: int  # ... right after the last full collection
     live_tasks: int
     idle_for_s: float  # how long no task has been live (0 while one is)
-    started_since_step: int  # tasks started since the last freeze or full collection
+    promotions_since_step: int  # collections of generation 1 or 2 since the last step
 
 
 def next_step(heap: Heap, policy: CollectorPolicy) -> Step:
@@ -48,6 +49,6 @@ def next_step(heap: Heap, policy: CollectorPolicy) -> Step:
         return "full" if grown >= policy.idle_slack and heap.idle_for_s >= policy.idle_after_s else "none"
     if heap.frozen > 2 * heap.frozen_after_full + policy.busy_floor:
         return "full"
-    if heap.started_since_step > 0:
+    if heap.promotions_since_step > 0:
         return "freeze"
     return "none"

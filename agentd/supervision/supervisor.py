@@ -225,11 +225,6 @@ class Supervisor:
         """Tasks taken from the queue and not yet ended, warm sessions' included."""
         return len(self.running) + len(self._adopted)
 
-    @property
-    def started(self) -> int:
-        """Tasks taken from the queue since the daemon started (it only grows)."""
-        return self._starts
-
     # ---- the scheduler --------------------------------------------------------------------------
 
     async def serve(self) -> None:
