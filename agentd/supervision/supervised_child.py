@@ -150,6 +150,7 @@ class SupervisedChild:
         self._ping_seq = 0
         self._ping_sent: dict[int, float] = {}
         self._next_ping = self.spawned_at + self.liveness.ping_interval_s
+        self.next_check_at = self.spawned_at
         # fast_acquire: an uncontended acquire does not yield to the event loop first. Without it
         # every frame (each ping) waited a full pass of the ready queue before its write, which
         # with 100 children was most of the ping round trip's excess over a bare loop.
@@ -429,6 +430,7 @@ class SupervisedChild:
         """One check: the teardown grace after a result, a ping when due, then the detectors."""
         if self.exited or self._tg is None:
             return
+        self.next_check_at = now + self.tick_s
         if self.result is not None:
             if self.result_at is not None and now - self.result_at >= self.teardown_grace_s:
                 self.stop("teardown", start="sigterm", reason="did not exit after its result")
