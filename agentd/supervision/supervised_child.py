@@ -224,7 +224,7 @@ class SupervisedChild:
             if self.cgroup is not None:
                 with anyio.CancelScope(shield=True):
                     await self.cgroup.retire()
-        self.listener = DETACHED
+            self.listener = DETACHED  # supervision is over, on every path
         assert self.exit_info is not None
         return classify_exit(
             self.result,
