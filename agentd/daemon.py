@@ -49,6 +49,7 @@ from agentd.options import (
 )
 from agentd.root_payload import build_payload
 from agentd.scheduling.driver import Scheduler
+from agentd.service.collector import Collector
 from agentd.service.metrics import build_metrics, exporting
 from agentd.service.reporting import ServiceStatus, run_watchdog, wedge_event_loop, wedge_seconds
 from agentd.service.sdnotify import Notifier
@@ -432,6 +433,9 @@ async def serve(
                 tg.start_soon(run_watchdog, notifier)
                 tg.start_soon(status.run)
                 tg.start_soon(exporter.run, supervisor, triggers.summary)
+                if config.daemon.gc_freeze:
+                    collector = Collector(lambda: supervisor.live)
+                    tg.start_soon(collector.run)
                 log.info(
                     "proc.ready",
                     pid=os.getpid(),

@@ -15,6 +15,7 @@ import atexit
 import gc
 import json
 import runpy
+import signal
 import sys
 import threading
 import time
@@ -23,6 +24,7 @@ from pathlib import Path
 from types import FrameType
 
 INTERVAL_S = 0.002
+LONG_PAUSE_S = 0.005
 WRITE_EVERY_S = 5.0
 
 
@@ -43,19 +45,33 @@ class Sampler:
         # The garbage collector's pauses, which no Python frame shows: per generation, count,
         # total and longest (seconds).
         self.gc_pauses: dict[int, list[float]] = {0: [0, 0.0, 0.0], 1: [0, 0.0, 0.0], 2: [0, 0.0, 0.0]}
+        # Every pause of at least `LONG_PAUSE_S`: (monotonic start, generation, wall s, CPU s of the
+        # collecting thread), so a bench can tell which of its windows each fell in.
+        self.long_pauses: list[tuple[float, int, float, float]] = []
         self._gc_started = 0.0
+        self._gc_cpu = 0.0
 
     def on_gc(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
             self._gc_started = time.perf_counter()
+            self._gc_cpu = time.thread_time()
             return
         took = time.perf_counter() - self._gc_started
         entry = self.gc_pauses[info["generation"]]
         entry[0] += 1
         entry[1] += took
         entry[2] = max(entry[2], took)
+        if took >= LONG_PAUSE_S:
+            cpu = time.thread_time() - self._gc_cpu
+            started = time.monotonic() - took
+            self.long_pauses.append((round(started, 4), info["generation"], round(took, 4), round(cpu, 4)))
 
     def run(self) -> None:
+        # Started before the daemon blocks the signals it takes with `sigwaitinfo`: blocked here too,
+        # or the kernel could pick this thread for a SIGTERM, whose default action kills the daemon.
+        signal.pthread_sigmask(
+            signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR2}
+        )
         last_write = time.monotonic()
         while True:
             time.sleep(INTERVAL_S)
@@ -89,6 +105,7 @@ class Sampler:
                     str(g): {"count": c, "total_s": round(t, 3), "max_s": round(m, 3)}
                     for g, (c, t, m) in self.gc_pauses.items()
                 },
+                "long_gc_pauses": self.long_pauses,
                 "self": self.own.most_common(60),
                 "inclusive": self.inclusive.most_common(120),
             }

@@ -74,6 +74,7 @@ class Settings:
     # `supervision.spawn_window` and `batch_scheduling` for the run; None leaves the default.
     spawn_window: int | None = None
     batch: bool | None = None
+    gc_freeze: bool | None = None  # `daemon.gc_freeze`; None leaves the default
 
 
 @dataclass
@@ -149,7 +150,11 @@ def check_limits(tasks: int) -> None:
 
 
 def config_body(
-    base_url: str, tasks: int, spawn_window: int | None = None, batch: bool | None = None
+    base_url: str,
+    tasks: int,
+    spawn_window: int | None = None,
+    batch: bool | None = None,
+    gc_freeze: bool | None = None,
 ) -> tuple[str, str]:
     daemon_lines = (
         f"max_concurrent_tasks = {tasks}\n"
@@ -157,6 +162,8 @@ def config_body(
         'max_pending_bytes_per_uid = "infinity"\n'
         "max_connections_per_uid = 64\n"
     )
+    if gc_freeze is not None:
+        daemon_lines += f"gc_freeze = {str(gc_freeze).lower()}\n"
     body = f'[intelligence.fake]\nkind = "openai"\nbase_url = "{base_url}"\nmodel = "fake"\n'
     body += "[supervision]\n"
     if spawn_window is not None:
@@ -375,7 +382,9 @@ def wait_all_terminal(socket: Path, ids: list[str], timeout_s: float) -> dict[st
 def run(settings: Settings, workdir: Path, profile: Path | None = None) -> dict[str, object]:
     check_limits(settings.tasks)
     with model_process(settings.model_delay_s) as base_url:
-        daemon_lines, body = config_body(base_url, settings.tasks, settings.spawn_window, settings.batch)
+        daemon_lines, body = config_body(
+            base_url, settings.tasks, settings.spawn_window, settings.batch, settings.gc_freeze
+        )
         config = write_config(workdir, body, daemon=daemon_lines, fast=False)
         meter = CpuMeter()
         started = time.monotonic()
@@ -419,11 +428,19 @@ def run(settings: Settings, workdir: Path, profile: Path | None = None) -> dict[
             via = str(line.get("via"))
             vias[via] = vias.get(via, 0) + 1
     completed = sum(1 for s in outcome.values() if s == "completed")
+    gc_pauses = (
+        {"spawning": _pauses_within(profile, *spawn_window), "running": _pauses_within(profile, *run_window)}
+        if profile is not None
+        else None
+    )
     return {
+        # With --profile: the daemon's collector pauses of ≥ 5 ms in each window (wall and CPU).
+        "gc_pauses": gc_pauses,
         "tasks": settings.tasks,
         "model_delay_s": settings.model_delay_s,
         "spawn_window": settings.spawn_window,
         "batch_scheduling": settings.batch,
+        "gc_freeze": settings.gc_freeze,
         "answered_after_start_s": round(answered - started, 2),
         "submits_s": round(submitted - first_submit, 2),
         "submit_latency": asdict(summarize(submit_s)),
@@ -452,6 +469,24 @@ def run(settings: Settings, workdir: Path, profile: Path | None = None) -> dict[
         "strays": len(left),
         "machine": asdict(machine),
     }
+
+
+def _pauses_within(profile: Path, start: float, end: float) -> dict[str, object]:
+    """The loop sampler's long collector pauses that began in [start, end): count, longest, per generation."""
+    try:
+        pauses = json.loads(profile.read_text()).get("long_gc_pauses", [])
+    except (OSError, ValueError):
+        return {}
+    inside = [p for p in pauses if start <= p[0] < end]
+    by_generation = {
+        str(g): {
+            "count": sum(1 for p in inside if p[1] == g),
+            "max_ms": round(1000 * max((p[2] for p in inside if p[1] == g), default=0.0), 1),
+            "max_cpu_ms": round(1000 * max((p[3] for p in inside if p[1] == g), default=0.0), 1),
+        }
+        for g in (0, 1, 2)
+    }
+    return {"count": len(inside), "total_ms": round(1000 * sum(p[2] for p in inside), 1), **by_generation}
 
 
 def cpu_split(daemon_pid: int, zygote_pid: int | None) -> dict[str, float]:
@@ -554,6 +589,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--batch", choices=("on", "off"), default=None, help="supervision.batch_scheduling (SCHED_BATCH)"
     )
+    parser.add_argument("--gc-freeze", choices=("on", "off"), default=None, help="daemon.gc_freeze")
     parser.add_argument("--keep-log", type=Path, default=None, help="copy the daemon's log here")
     parser.add_argument("--serve-model", type=float, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--probe", type=Path, default=None, help=argparse.SUPPRESS)
@@ -573,6 +609,7 @@ def main(argv: list[str] | None = None) -> int:
             smoke=False,
             spawn_window=args.spawn_window,
             batch=None if args.batch is None else args.batch == "on",
+            gc_freeze=None if args.gc_freeze is None else args.gc_freeze == "on",
         )
     )
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="agentd-thousand-") as tmp:
@@ -592,6 +629,8 @@ def main(argv: list[str] | None = None) -> int:
         f" load avg at start "
         f"{machine['load_avg_at_start']}, CPU busy {machine['busy_pct']} % (ours {machine['ours_pct']} %)"
     )
+    if result.get("gc_pauses"):
+        print(f"collector pauses ≥ 5 ms by window: {json.dumps(result['gc_pauses'])}")
     errors = result["submit_errors"] or "no errors"
     print(f"CPU s: {result['cpu_s']}; per task in its subagent: {result['child_cpu_per_task_ms']} ms")
     print(

@@ -102,6 +102,11 @@ class DaemonSection(Section):
     max_events_per_task: int = Field(
         default=5000, ge=100, le=1_000_000, description="Journaled events kept per task; the oldest go first."
     )
+    gc_freeze: bool = Field(
+        default=True,
+        description="Freeze the live tasks' long-lived objects out of the garbage collector's full "
+        "collections; collect everything once no task has been live for 5 s (or the frozen heap doubled).",
+    )
     max_queued_per_uid: CountOrInfinity = Field(
         default=100,
         description="Queued tasks one user may have; a submit past it is refused (retryable). "

@@ -20,6 +20,7 @@ from agentd.spawning.spawner import RLimits, SpawnedProcess, SpawnRequest
 from agentd.supervision.approvals import ApprovalDesk
 from agentd.supervision.liveness import LivenessPolicy
 from agentd.supervision.spawn_window import SpawnWindow
+from agentd.supervision.watch_clock import WatchClock
 from processes.ladder import LadderPolicy
 from protocol.result import RunUsage, TerminalStatus
 
@@ -109,3 +110,5 @@ class RunPorts:
     approvals: ApprovalDesk | None = None
     # How many subagents may boot at once (shared by every run of the daemon); None: no bound.
     window: SpawnWindow | None = None
+    # The one timer that checks every child's liveness; None: each child checks itself.
+    clock: WatchClock | None = None

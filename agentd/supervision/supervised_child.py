@@ -31,6 +31,7 @@ from agentd.supervision.liveness import (
     classify_exit,
 )
 from agentd.supervision.payloads import with_deadline
+from agentd.supervision.watch_clock import MAX_TICK_S, WatchClock
 from processes.climb import LadderTarget, climb
 from processes.ladder import LadderPolicy, RungAction, plan
 from processes.linux import reap_nowait, signal_pidfd
@@ -70,6 +71,42 @@ class ChildListener(Protocol):
     async def on_request(self, child: SupervisedChild, request: SupRequest) -> JsonValue: ...
 
 
+class _Detached:
+    """The listener of a child whose supervision has ended: it hears nothing more. Dropping the
+    real one breaks the child ↔ listener ↔ owner cycle, so a finished task's objects are freed as
+    their last reference goes, not by a full collection (issue 16)."""
+
+    def on_ready(self, child: SupervisedChild) -> None:
+        pass
+
+    def on_event(self, child: SupervisedChild, params: control.EventParams) -> None:
+        pass
+
+    def on_usage(self, child: SupervisedChild, params: control.UsageParams) -> None:
+        pass
+
+    def on_result(self, child: SupervisedChild, result: RunResult) -> None:
+        pass
+
+    def on_turn(self, child: SupervisedChild, params: control.TurnParams) -> None:
+        pass
+
+    def on_stderr(self, child: SupervisedChild, line: str) -> None:
+        pass
+
+    def on_verdict(self, child: SupervisedChild, verdict: Verdict) -> None:
+        pass
+
+    def on_rung(self, child: SupervisedChild, rung: RungAction, cause: KillCause) -> None:
+        pass
+
+    async def on_request(self, child: SupervisedChild, request: SupRequest) -> JsonValue:
+        return {"refused": "the subagent's supervision has ended"}
+
+
+DETACHED = _Detached()
+
+
 class SupervisedChild:
     def __init__(
         self,
@@ -83,6 +120,7 @@ class SupervisedChild:
         cgroup: CgroupLeaf | None = None,
         teardown_grace_s: float = 10.0,
         stderr_line_cap: int = STDERR_LINE_CAP,
+        clock: WatchClock | None = None,
     ) -> None:
         self.proc = proc
         self.identity = identity
@@ -93,6 +131,8 @@ class SupervisedChild:
         self.cgroup = cgroup
         self.teardown_grace_s = teardown_grace_s
         self.stderr_line_cap = stderr_line_cap
+        # Checks this child's liveness with every other's; None (or a clock not serving): its own task.
+        self.clock = clock
         self.spawned_at = anyio.current_time()
         self.ready = False
         self.result: RunResult | None = None
@@ -109,6 +149,8 @@ class SupervisedChild:
         self.top_rung: RungAction | None = None
         self._ping_seq = 0
         self._ping_sent: dict[int, float] = {}
+        self._next_ping = self.spawned_at + self.liveness.ping_interval_s
+        self.next_check_at = self.spawned_at
         # fast_acquire: an uncontended acquire does not yield to the event loop first. Without it
         # every frame (each ping) waited a full pass of the ready queue before its write, which
         # with 100 children was most of the ping round trip's excess over a bare loop.
@@ -150,16 +192,23 @@ class SupervisedChild:
                 self._tg = tg
                 tg.start_soon(self._read_frames)
                 tg.start_soon(self._relay_stderr)
-                tg.start_soon(self._watch)
-                if self._pending_stop is not None:
-                    # Stopped before it was given its task: it is idle, so skip the cancel rung.
-                    cause, start, reason = self._pending_stop
-                    self.stop(cause, start="sigkill" if start == "sigkill" else "sigterm", reason=reason)
-                elif not await self.send(control.Spawn(params=self._as_sent(payload)), reveal=True):
-                    self.stop("faulty", start="sigterm")
-                await self._wait_exit()
-                with anyio.move_on_after(DRAIN_AFTER_EXIT_S):
-                    await self._stdout_done.wait()
+                self._next_ping = anyio.current_time() + self.liveness.ping_interval_s
+                if self.clock is None or not self.clock.add(self):
+                    tg.start_soon(self._watch)
+                try:
+                    if self._pending_stop is not None:
+                        # Stopped before it was given its task: it is idle, so skip the cancel rung.
+                        cause, start, reason = self._pending_stop
+                        self.stop(cause, start="sigkill" if start == "sigkill" else "sigterm", reason=reason)
+                    elif not await self.send(control.Spawn(params=self._as_sent(payload)), reveal=True):
+                        self.stop("faulty", start="sigterm")
+                    await self._wait_exit()
+                    with anyio.move_on_after(DRAIN_AFTER_EXIT_S):
+                        await self._stdout_done.wait()
+                finally:
+                    # Before the task group closes: the clock must not start anything in it after.
+                    if self.clock is not None:
+                        self.clock.discard(self)
                 tg.cancel_scope.cancel()
         finally:
             if not self.exited:
@@ -175,6 +224,7 @@ class SupervisedChild:
             if self.cgroup is not None:
                 with anyio.CancelScope(shield=True):
                     await self.cgroup.retire()
+            self.listener = DETACHED  # supervision is over, on every path
         assert self.exit_info is not None
         return classify_exit(
             self.result,
@@ -361,28 +411,43 @@ class SupervisedChild:
 
     # ---- liveness ----------------------------------------------------------------------------
 
+    @property
+    def tick_s(self) -> float:
+        """How often its liveness is checked."""
+        return min(self.liveness.ping_interval_s, MAX_TICK_S)
+
+    def watch_alone(self) -> None:
+        """The shared clock stopped: check this child from a task of its own from now on."""
+        if self._tg is not None and not self.exited:
+            self._tg.start_soon(self._watch)
+
     async def _watch(self) -> None:
-        interval = self.liveness.ping_interval_s
-        tick = min(interval, 1.0)
-        next_ping = anyio.current_time() + interval
         while not self.exited:
-            now = anyio.current_time()
-            if self.result is not None:
-                if self.result_at is not None and now - self.result_at >= self.teardown_grace_s:
-                    self.stop("teardown", start="sigterm", reason="did not exit after its result")
-            elif self.ready and now >= next_ping and self.eof_at is None:
-                self._ping_seq += 1
-                self._ping_sent[self._ping_seq] = now
-                self.outstanding_pings = len(self._ping_sent)
-                ping = control.Ping(id=self._ping_seq, params=control.PingParams(seq=self._ping_seq))
-                if not await self.send(ping):
-                    self.stop("stuck", start="sigterm", reason="control channel not writable")
-                next_ping = now + interval
-            verdict = classify(self.observation(), self.liveness, anyio.current_time())
-            if verdict != "ok" and not self._ladder_running:
-                self.listener.on_verdict(self, verdict)
-                cause: KillCause = (
-                    "deadline" if verdict == "deadline" else ("faulty" if verdict == "faulty" else "stuck")
-                )
-                self.stop(cause, start="cancel" if verdict == "deadline" else "sigterm", reason=verdict)
-            await anyio.sleep(tick)
+            self.check_liveness(anyio.current_time())
+            await anyio.sleep(self.tick_s)
+
+    def check_liveness(self, now: float) -> None:
+        """One check: the teardown grace after a result, a ping when due, then the detectors."""
+        if self.exited or self._tg is None:
+            return
+        self.next_check_at = now + self.tick_s
+        if self.result is not None:
+            if self.result_at is not None and now - self.result_at >= self.teardown_grace_s:
+                self.stop("teardown", start="sigterm", reason="did not exit after its result")
+        elif self.ready and now >= self._next_ping and self.eof_at is None:
+            self._ping_seq += 1
+            self._ping_sent[self._ping_seq] = now
+            self.outstanding_pings = len(self._ping_sent)
+            self._tg.start_soon(self._send_ping, self._ping_seq)
+            self._next_ping = now + self.liveness.ping_interval_s
+        verdict = classify(self.observation(), self.liveness, now)
+        if verdict != "ok" and not self._ladder_running:
+            self.listener.on_verdict(self, verdict)
+            cause: KillCause = (
+                "deadline" if verdict == "deadline" else ("faulty" if verdict == "faulty" else "stuck")
+            )
+            self.stop(cause, start="cancel" if verdict == "deadline" else "sigterm", reason=verdict)
+
+    async def _send_ping(self, seq: int) -> None:
+        if not await self.send(control.Ping(id=seq, params=control.PingParams(seq=seq))):
+            self.stop("stuck", start="sigterm", reason="control channel not writable")

@@ -33,6 +33,7 @@ from agentd.supervision.executor import Executor, LocalExecutor, Run
 from agentd.supervision.fairness import fair_order
 from agentd.supervision.ports import DrainState, RunOptions, RunPorts
 from agentd.supervision.spawn_window import SpawnWindow
+from agentd.supervision.watch_clock import WatchClock
 from agentd.tracing import NULL_TRACING, TaskSpan, Tracing
 from protocol.environment import RUN_MARKER_ENV
 from protocol.result import RunError, RunResult, TerminalStatus, exit_code
@@ -102,6 +103,7 @@ class Supervisor:
         self.log = logs.get()
         self.running: dict[str, _Slot] = {}
         self.window = SpawnWindow(self.options.spawn_window)
+        self.clock = WatchClock()
         self._drain = DrainState()
         self._wake = anyio.Event()
         self._sweep_wanted = anyio.Event()
@@ -146,6 +148,7 @@ class Supervisor:
             metrics=self.metrics,
             approvals=self.approvals,
             window=self.window,
+            clock=self.clock,
         )
 
     def adopt(self, task_id: str, cancel: Callable[[str], None], pids: Callable[[], set[int]]) -> None:
@@ -217,12 +220,18 @@ class Supervisor:
     def counts(self) -> dict[str, int]:
         return {"running": len(self.running)}
 
+    @property
+    def live(self) -> int:
+        """Tasks taken from the queue and not yet ended, warm sessions' included."""
+        return len(self.running) + len(self._adopted)
+
     # ---- the scheduler --------------------------------------------------------------------------
 
     async def serve(self) -> None:
         """Run tasks until drained: start queued ones as slots free up; sweep orphans."""
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._sweep_forever)
+            tg.start_soon(self.clock.serve)
             while not self.draining:
                 free = self.options.max_concurrent_tasks - len(self.running)
                 if free > 0:

@@ -11,6 +11,7 @@ outside — journal writes, the spawner, its options, the drain state — comes 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -288,7 +289,10 @@ class TaskRun:
         """A ready child that shows no sign of work within `HOLD_AFTER_READY_S` gives its place up."""
 
         async def release() -> None:
-            await anyio.sleep(HOLD_AFTER_READY_S)
+            # Ends with the node too: a task cancelled at the run's end leaves its traceback, a
+            # cycle through the whole run, for a full collection to free (issue 16).
+            with anyio.move_on_after(HOLD_AFTER_READY_S):
+                await node.done.wait()
             node.place.release()
 
         assert self._tg is not None
@@ -351,6 +355,7 @@ class TaskRun:
             cgroup=leaf,
             teardown_grace_s=options.teardown_grace_s,
             stderr_line_cap=options.stderr_line_cap,
+            clock=self.ports.clock,
         )
         node.child = child
         try:
@@ -367,7 +372,7 @@ class TaskRun:
                 booting=self.ports.window.inside if self.ports.window is not None else None,
             )
             if node.handle == "0":
-                self.record = await journal.mark_running(record.task_id, proc.pid, proc.start_time)
+                self._keep(await journal.mark_running(record.task_id, proc.pid, proc.start_time))
             else:
                 await journal.upsert_node(
                     record.task_id,
@@ -388,6 +393,8 @@ class TaskRun:
             with anyio.CancelScope(shield=True):
                 await child.run(node.payload)
             raise
+        # Held for the child's whole life otherwise (with its events), for the collector to walk.
+        del starting, record, spawned
         drain = self.ports.drain
         if tree_node.stopping or drain.draining:
             child.stop(
@@ -401,7 +408,7 @@ class TaskRun:
         exit_desc = child.exit_info.describe if child.exit_info else "unknown"
         log.info("subagent.exit", pid=proc.pid, status=result.status.value, exit=exit_desc)
         journal.append_event(
-            record.task_id,
+            self.record.task_id,
             "subagent.exit",
             {"handle": node.handle, "pid": proc.pid, "exit": exit_desc, "status": result.status.value},
         )
@@ -429,6 +436,14 @@ class TaskRun:
         )
         return proc, leaf
 
+    def _keep(self, record: TaskRecord) -> None:
+        """The task's record as the journal now has it, sharing the spec (never changed by a run)
+        with the record already held: one copy of its models per live task, not two (issue 16)."""
+        same = record.spec == self.record.spec and record.usage == self.record.usage
+        self.record = (
+            dataclasses.replace(record, spec=self.record.spec, usage=self.record.usage) if same else record
+        )
+
     def _write_starting(self, node: NodeRun) -> _WriteAhead:
         """Journal `node` as `starting` (the root: the task `queued → starting`), in the background."""
         ahead = _WriteAhead()
@@ -444,8 +459,10 @@ class TaskRun:
         grant = tree_node.grant
         try:
             if node.handle == "0":
-                self.record = await journal.mark_starting(
-                    self.record.task_id, grant_steps=grant.steps, grant_tokens=grant.tokens
+                self._keep(
+                    await journal.mark_starting(
+                        self.record.task_id, grant_steps=grant.steps, grant_tokens=grant.tokens
+                    )
                 )
             else:
                 await journal.upsert_node(

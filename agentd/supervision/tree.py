@@ -151,14 +151,13 @@ class Tree:
 
     def subtree(self, handle: str) -> list[str]:
         """Every node under and including `handle`, deepest first."""
-        out: list[str] = []
-
-        def visit(h: str) -> None:
-            for child in self.nodes[h].children:
-                visit(child)
+        # A walk with a stack, not a recursive closure: that closure refers to itself, a cycle only
+        # the garbage collector frees (issue 16).
+        out, stack = [], [handle]
+        while stack:
+            h = stack.pop()
             out.append(h)
-
-        visit(handle)
+            stack.extend(self.nodes[h].children)
         return sorted(out, key=lambda h: -self.nodes[h].depth)
 
     def live_children(self, handle: str) -> list[str]:

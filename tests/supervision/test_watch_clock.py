@@ -1,0 +1,54 @@
+"""The one liveness clock: each child checked once per tick in its own phase; a child added while
+the clock is stopped is refused (it watches itself); children left when it stops watch themselves."""
+
+from __future__ import annotations
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from agentd.supervision.watch_clock import WatchClock
+
+pytestmark = pytest.mark.anyio
+
+
+class FakeChild:
+    def __init__(self, tick_s: float) -> None:
+        self.tick_s = tick_s
+        self.next_check_at = 0.0
+        self.checks: list[float] = []
+        self.alone = False
+        self.checked_thrice = anyio.Event()
+
+    def check_liveness(self, now: float) -> None:
+        self.checks.append(now)
+        self.next_check_at = now + self.tick_s
+        if len(self.checks) == 3:
+            self.checked_thrice.set()
+
+    def watch_alone(self) -> None:
+        self.alone = True
+
+
+async def test_each_child_is_checked_once_per_tick_and_left_children_watch_themselves() -> None:
+    clock = WatchClock()
+    early, late = FakeChild(0.05), FakeChild(0.05)
+    assert not clock.add(early)  # not serving yet: the child must watch itself
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(clock.serve)
+        with anyio.fail_after(5):
+            while not clock.serving:
+                await anyio.lowlevel.checkpoint()
+        assert clock.add(early)
+        late.next_check_at = anyio.current_time() + 0.025  # half a tick later: its own phase
+        assert clock.add(late)
+        with anyio.fail_after(5):
+            await early.checked_thrice.wait()
+            await late.checked_thrice.wait()
+        clock.discard(early)
+        tg.cancel_scope.cancel()
+    for child in (early, late):
+        gaps = [b - a for a, b in zip(child.checks, child.checks[1:], strict=False)]
+        assert all(gap >= child.tick_s - 1e-9 for gap in gaps), gaps  # never more than once a tick
+    assert late.alone and not early.alone  # discarded before the stop: not told
+    assert not clock.serving and len(clock) == 0
