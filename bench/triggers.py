@@ -144,6 +144,12 @@ class Results:
     watcher_cpu_s: float = 0.0
     server_cpu_s: float = 0.0
     load: list[float] = field(default_factory=list)
+    # Latency, per hop: ms after the change at which each of the daemon's log lines for the
+    # sample's task was written (wall clock, ms resolution), p50/p99; and the same for the control.
+    hops: dict[str, Summary] = field(default_factory=dict)
+    control_hops: dict[str, Summary] = field(default_factory=dict)
+    # Each sample's hops (ms after the change, None where its line is missing), to find the tail.
+    hop_samples: list[dict[str, float | None]] = field(default_factory=list)
     # --arrivals: the daemon's `resource.updated` lines (debug): changes reaching it, and the gaps
     # between two arrivals of one URI longer than the debounce (each one is an extra delivery).
     arrivals: int = 0
@@ -217,6 +223,9 @@ def measure_latency(
             ready: list[float] = []
             connect: list[float] = []
             plain: list[float] = []
+            stamps: list[tuple[str, float, float]] = []  # (task, change, first request), wall clock
+            plain_stamps: list[tuple[str, float, float]] = []
+            offset = time.time() - time.monotonic()
             for _ in range(settings.samples):
                 seen = len(model.requests)
                 tasks_before = _triggers(daemon)["lat"]["tasks_started"]
@@ -238,6 +247,7 @@ def measure_latency(
                     daemon,
                 )
                 task = _newest_task(daemon)
+                stamps.append((task["task_id"], wall, request.at + offset))
                 to_journal.append(max(0.0, task["created_at"] - wall))
                 after_journal.append(max(0.0, (request.at - started) - (task["created_at"] - wall)))
                 _idle(daemon)
@@ -251,7 +261,7 @@ def measure_latency(
                         elif event["event"] == "mcp.connect":
                             connect.append(duration / 1000)
                 time.sleep(0.2)  # the child's exit and the orphan sweep are done before the next
-                plain.append(_plain_submit(daemon, model))
+                plain.append(_plain_submit(daemon, model, plain_stamps))
                 time.sleep(0.2)
             out.latency = summarize(to_request)
             out.to_journaled = summarize(to_journal)
@@ -259,6 +269,9 @@ def measure_latency(
             out.spawn_to_ready = summarize(ready)
             out.mcp_connect = summarize(connect) if connect else None
             out.submit_to_request = summarize(plain)
+            lines = daemon.daemon.log()
+            out.hops = _hops(lines, stamps, out.hop_samples)
+            out.control_hops = _hops(lines, plain_stamps)
 
 
 def _tool_names(body: Any) -> list[str]:
@@ -266,14 +279,56 @@ def _tool_names(body: Any) -> list[str]:
     return [t["function"]["name"] for t in tools or [] if isinstance(t, dict) and "function" in t]
 
 
-def _plain_submit(daemon: BenchDaemon, model: FakeLLM) -> float:
+def _plain_submit(daemon: BenchDaemon, model: FakeLLM, stamps: list[tuple[str, float, float]]) -> float:
     """The control: a task without MCP servers, submit → its first model request (s)."""
     seen = len(model.requests)
-    started = time.monotonic()
+    wall, started = time.time(), time.monotonic()
     task_id = daemon.daemon.submit("Plain. Say done.", model="m", mcp=[])
     request = model.wait_requests_blocking(seen + 1, timeout_s=WAIT_S)[seen]
     daemon.daemon.wait(task_id, timeout_s=WAIT_S)
+    stamps.append((task_id, wall, wall + request.at - started))
     return request.at - started
+
+
+# The daemon's log lines for a task, in the order its start passes them (each logged as the daemon
+# sees it: `trigger.fired` once journaled, `subagent.spawn` once forked and `starting` committed,
+# `task.started` once `running` is committed, `subagent.ready` once the child read its task, and
+# `loop.start` once its loop began).
+HOP_EVENTS = (
+    "trigger.fired",
+    "task.submitted",
+    "subagent.spawn",
+    "task.started",
+    "subagent.ready",
+    "loop.start",
+)
+
+
+def _hops(
+    lines: list[dict[str, object]],
+    stamps: list[tuple[str, float, float]],
+    each: list[dict[str, float | None]] | None = None,
+) -> dict[str, Summary]:
+    """Per hop, the p50/p99 of (its log line's time − the change), and the first request's."""
+    first: dict[tuple[str, str], float] = {}
+    for line in lines:
+        task_id, event, ts = line.get("task_id"), line.get("event"), line.get("ts")
+        if event in HOP_EVENTS and isinstance(task_id, str) and isinstance(ts, str):
+            logged = datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+            first.setdefault((task_id, str(event)), logged)
+    hops: dict[str, list[float]] = {}
+    for task_id, changed, requested in stamps:
+        sample: dict[str, float | None] = {}
+        for event in HOP_EVENTS:
+            at = first.get((task_id, event))
+            sample[event] = None if at is None else round((at - changed) * 1000, 1)
+            if at is not None:
+                hops.setdefault(event, []).append(at - changed)
+        hops.setdefault("first model request", []).append(requested - changed)
+        sample["first model request"] = round((requested - changed) * 1000, 1)
+        if each is not None:
+            each.append(sample)
+    return {name: summarize(values) for name, values in hops.items()}
 
 
 def _idle(daemon: BenchDaemon) -> None:
@@ -562,6 +617,16 @@ def rows(settings: Settings, out: Results) -> list[tuple[str, str, str, str]]:
         ):
             if summary is not None:
                 table.append((name, f"{summary.p50_ms:.0f} / {summary.p99_ms:.0f} ms", "-", "info"))
+        for label, hops in (("trigger task", out.hops), ("control", out.control_hops)):
+            for event, summary in hops.items():
+                table.append(
+                    (
+                        f"    hop ({label}): {event}, ms after the change p50 / p99",
+                        f"{summary.p50_ms:.0f} / {summary.p99_ms:.0f} ms",
+                        "-",
+                        "info",
+                    )
+                )
     if out.fixture_sent:
         table.append(
             (
