@@ -160,9 +160,11 @@ class Journal(ScheduleJournal, ApprovalJournal, TriggerJournal):
         trigger: str | None = None,
         uri: str | None = None,
         task_id: str | None = None,
+        run_id: str | None = None,
     ) -> tuple[TaskRecord, bool]:
         """Journal a new queued task; returns `(record, created)`. `task_id`: the id to give it
         (one `new_task_id()` made, so a caller can name it before it is visible); else a new one.
+        `run_id` likewise (a trigger's prestarted child already carries both).
 
         The same `idempotency_key` from the same uid returns the existing task with
         `created=False`; keys are scoped per uid. Raises `JournalUnavailable` if not committed,
@@ -171,7 +173,7 @@ class Journal(ScheduleJournal, ApprovalJournal, TriggerJournal):
         op = functools.partial(
             q.insert_task,
             task_id=task_id or new_task_id(),
-            run_id=new_run_id(),
+            run_id=run_id or new_run_id(),
             spec=spec,
             spec_json=spec.model_dump_json(),
             owner_uid=owner_uid,

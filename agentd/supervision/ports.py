@@ -15,13 +15,14 @@ from pydantic import JsonValue
 
 from agentd.journal.records import NodeRecord, NodeState, TaskRecord
 from agentd.metrics.port import NULL_METRICS, Metrics
-from agentd.spawning.cgroup import CgroupRoot
+from agentd.spawning.cgroup import CgroupLeaf, CgroupRoot
 from agentd.spawning.spawner import RLimits, SpawnedProcess, SpawnRequest
 from agentd.supervision.approvals import ApprovalDesk
 from agentd.supervision.liveness import LivenessPolicy
 from agentd.supervision.spawn_window import SpawnWindow
 from processes.ladder import LadderPolicy
 from protocol.result import RunUsage, TerminalStatus
+from protocol.spawn import SpawnPayload
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +85,29 @@ class ChildSpawner(Protocol):
         ...
 
 
+class ParkedChildren(Protocol):
+    """Where a trigger's prestarted child waits for its task's run (agentd/supervision/parking.py)."""
+
+    async def take(self, task_id: str) -> ParkedChild | None:
+        """The parked child for `task_id`, now the caller's; None when there is none."""
+        ...
+
+    def kill(self, entry: ParkedChild, reason: str) -> None:
+        """Kill and reap a taken child the run will not use."""
+        ...
+
+
+class ParkedChild(Protocol):
+    """A prestarted child: its process, its cgroup leaf, and the payload it holds."""
+
+    @property
+    def proc(self) -> SpawnedProcess | None: ...
+    @property
+    def leaf(self) -> CgroupLeaf | None: ...
+    @property
+    def payload(self) -> SpawnPayload: ...
+
+
 @dataclass
 class DrainState:
     """The daemon's shutdown state: set by the scheduler, read by every task run."""
@@ -109,3 +133,5 @@ class RunPorts:
     approvals: ApprovalDesk | None = None
     # How many subagents may boot at once (shared by every run of the daemon); None: no bound.
     window: SpawnWindow | None = None
+    # Trigger tasks' prestarted children, taken by their root instead of a fork; None: none.
+    parking: ParkedChildren | None = None
