@@ -238,6 +238,28 @@ class Journal(ScheduleJournal, ApprovalJournal, TriggerJournal):
         )
         return await self._write(op)
 
+    async def mark_started(
+        self,
+        task_id: str,
+        pid: int,
+        pid_start_time: float,
+        *,
+        grant_steps: int | None = None,
+        grant_tokens: int | None = None,
+    ) -> TaskRecord:
+        """queued → starting → running in one commit, for a child that exists already (a trigger's
+        prestarted one, which holds until it is told to go): both records, in their order, before
+        it runs. Raises `InvalidTransition` (nothing written) if the task is no longer queued."""
+        now = time.time()
+
+        def op(conn: sqlite3.Connection) -> TaskRecord:
+            q.mark_starting(conn, task_id, grant_steps=grant_steps, grant_tokens=grant_tokens, now=now)
+            return q.mark_running(
+                conn, task_id, pid=pid, pid_start_time=pid_start_time, now=now, worker=_HOST
+            )
+
+        return await self._write(op)
+
     async def mark_remote_running(self, task_id: str, *, executor: str, worker: str) -> TaskRecord:
         """starting|running → running on `worker` (a remote executor's; no local process)."""
         op = functools.partial(

@@ -51,6 +51,18 @@ class RunJournal(Protocol):
 
     async def mark_running(self, task_id: str, pid: int, pid_start_time: float) -> TaskRecord: ...
 
+    async def mark_started(
+        self,
+        task_id: str,
+        pid: int,
+        pid_start_time: float,
+        *,
+        grant_steps: int | None = None,
+        grant_tokens: int | None = None,
+    ) -> TaskRecord:
+        """`mark_starting` and `mark_running` in one commit (a child that exists already)."""
+        ...
+
     async def upsert_node(
         self,
         task_id: str,

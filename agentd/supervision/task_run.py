@@ -75,6 +75,13 @@ class _WriteAhead:
     done: anyio.Event = field(default_factory=anyio.Event)
     error: BaseException | None = None
 
+    @classmethod
+    def committed(cls) -> _WriteAhead:
+        """Nothing to wait for (written already, or written later with the `running` record)."""
+        ahead = cls()
+        ahead.done.set()
+        return ahead
+
     async def wait(self) -> None:
         """Return once it is committed; raise what it failed with."""
         await self.done.wait()
@@ -326,10 +333,11 @@ class TaskRun:
         log = self.log.bind(handle=node.handle)
         # Write-ahead, overlapped: the node's `starting` commit runs while the zygote forks, and
         # the child hears nothing (no `ctrl/spawn`) until both it and `running` are committed.
-        starting = self._write_starting(node)
+        parked = await self._take_parked(node)
+        # A prestarted child exists already: its `starting` and `running` commit together below.
+        starting = self._write_starting(node) if parked is None else _WriteAhead.committed()
         held: SpawnPayload | None = None
         try:
-            parked = await self._take_parked(node)
             if parked is not None:
                 # Prestarted while its trigger's debounce window was open: forked, booted and
                 # prepared already (it holds its payload and waits for `ctrl/go`), so it needs no
@@ -377,7 +385,9 @@ class TaskRun:
                 # Subagents booting now, this one included (bounded by `supervision.spawn_window`).
                 booting=self.ports.window.inside if self.ports.window is not None else None,
             )
-            if node.handle == "0":
+            if held is not None:
+                self.record = await self._mark_started(proc)
+            elif node.handle == "0":
                 self.record = await journal.mark_running(record.task_id, proc.pid, proc.start_time)
             else:
                 await journal.upsert_node(
@@ -417,6 +427,22 @@ class TaskRun:
             {"handle": node.handle, "pid": proc.pid, "exit": exit_desc, "status": result.status.value},
         )
         return result
+
+    async def _mark_started(self, proc: SpawnedProcess) -> TaskRecord:
+        """The root's `queued → starting → running` in one commit (its child is prestarted)."""
+        grant = self.tree.nodes["0"].grant
+        try:
+            return await self.ports.journal.mark_started(
+                self.record.task_id,
+                proc.pid,
+                proc.start_time,
+                grant_steps=grant.steps,
+                grant_tokens=grant.tokens,
+            )
+        except InvalidTransition as exc:
+            if exc.task_id == self.record.task_id and exc.state == "terminal":
+                raise _TaskGone() from None
+            raise
 
     async def _take_parked(self, node: NodeRun) -> ParkedChild | None:
         """The root's prestarted child, if its trigger parked one for this task and it holds this
