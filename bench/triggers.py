@@ -352,6 +352,8 @@ def _hops(
     first: dict[tuple[str, str], float] = {}
     for line in lines:
         task_id, event, ts = line.get("task_id"), line.get("event"), line.get("ts")
+        if line.get("prestart"):
+            continue  # a prestarted child's own lines (its park), before the task was journaled
         if event in HOP_EVENTS and isinstance(task_id, str) and isinstance(ts, str):
             logged = datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
             first.setdefault((task_id, str(event)), logged)

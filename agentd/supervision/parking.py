@@ -185,6 +185,16 @@ class Parking:
             frame = encode(control.Spawn(params=entry.payload), context=REVEAL_SECRETS)
             if not entry.discarded and not await _write(entry.proc.stdin_fd, frame):
                 entry.failed = True
+            else:
+                log.info(
+                    "subagent.spawn",
+                    comp="supervisor",
+                    task_id=entry.task_id,
+                    run_id=entry.run_id,
+                    pid=entry.proc.pid,
+                    via=entry.proc.via,
+                    prestart=True,
+                )
         except (SpawnError, OSError) as exc:
             entry.failed = True
             log.warning(
@@ -231,7 +241,10 @@ class Parking:
         if entry.discarded:
             return
         entry.discarded = True
-        log.debug("subagent.exit", task_id=entry.task_id, prestart=True, reason=reason)
+        pid = entry.proc.pid if entry.proc is not None else None
+        log.info(
+            "subagent.exit", comp="supervisor", task_id=entry.task_id, pid=pid, prestart=True, reason=reason
+        )
         if not entry.settled.is_set():
             return  # its start is under way: it kills what it started once it is done
         self._dying.add(entry)  # now, not when the kill task runs: the sweep must not reap it first
