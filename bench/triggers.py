@@ -15,8 +15,11 @@ to `FakeLLM`, an HTTP server in this process, so one monotonic clock sees both e
    The fixture polls its log every 20 ms; right after each change the bench sends it `SIGUSR1`,
    which makes it read the log at once (as inotify would a real server), so the sample still
    starts at the change but no longer carries 0–20 ms of the fixture's poll (`--no-wake`: it
-   does, as before). The control, measured alternately in the same daemon under
-   the same load: a plain `task.submit` (no MCP server) → its first model request.
+   does, as before). The A/B base, alternating with each sample in the same daemon: a second
+   trigger of the same server on another URI with `prestart = false` (its task's subagent is
+   forked after the window closes, as before prestart). The control, measured alternately in the
+   same daemon under the same load: a plain `task.submit` (no MCP server) → its first model
+   request. Per hop: the daemon's log lines for each sample's task, as ms after the change.
 2. **Flood.** `--rate` notifications/s round-robin over `--uris` URIs for `--duration` s, by
    appending a batch of lines every 20 ms (the fixture's poll). The trigger's tasks are the
    light stand-in child (`rogue_child.py idle`, never ending) with `max_inflight = 1`, so the

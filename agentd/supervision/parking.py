@@ -169,8 +169,10 @@ class Parking:
         options = self._options()
         try:
             if self._cgroups is not None:
+                # Not the run's own leaf name: a run that falls back to a fork (the parked child
+                # died, or its payload no longer matches) must not share a leaf with its kill.
                 entry.leaf = self._cgroups.create_leaf(
-                    f"{entry.task_id}-0", memory_max=options.memory_max, pids_max=options.pids_max
+                    f"{entry.task_id}-0-prestarted", memory_max=options.memory_max, pids_max=options.pids_max
                 )
             request = SpawnRequest(
                 task_id=entry.task_id,
