@@ -78,8 +78,10 @@ MAX_SLEEP_S = 1.0
 LAST_ERROR_CAP = 500
 # Deliveries being journaled at once; more wait (group commit batches those in flight).
 START_CONCURRENCY = 64
-# A prestarted child waits this long beyond its window's `max_wait` for its task's run.
+# A prestarted child waits this long beyond its window's `max_wait` for its task's run, and never
+# longer than the cap (a window of a longer `max_wait` that lasts: its task is forked as usual).
 PRESTART_HOLD_SLACK_S = 30.0
+PRESTART_HOLD_MAX_S = 600.0
 
 ServerState = Literal["starting", "armed", "unsupported", "backoff", "failed"]
 
@@ -668,7 +670,7 @@ class TriggerManager:
             trigger=config.name,
             uri=delivery.uri,
         )
-        if self._prestart(record, config.max_wait_s + PRESTART_HOLD_SLACK_S):
+        if self._prestart(record, min(config.max_wait_s + PRESTART_HOLD_SLACK_S, PRESTART_HOLD_MAX_S)):
             trigger.tickets[delivery.uri] = ticket
 
     def _tear_up(self, ticket: _Ticket, reason: str) -> None:
