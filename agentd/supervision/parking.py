@@ -109,6 +109,8 @@ class Parking:
         # Starts and kills under way; `_idle` is set whenever there are none (`close` waits on it).
         self._busy = 0
         self._idle: anyio.Event | None = None
+        # Set when a child is parked: an idle daemon's expiry loop sleeps until then.
+        self._parked_one: anyio.Event | None = None
 
     def __len__(self) -> int:
         return len(self._parked)
@@ -123,6 +125,9 @@ class Parking:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
                 while True:
+                    if not self._parked:
+                        self._parked_one = anyio.Event()
+                        await self._parked_one.wait()
                     await anyio.sleep(EXPIRE_EVERY_S)
                     now = anyio.current_time()
                     for entry in [e for e in self._parked.values() if e.expires <= now]:
@@ -146,6 +151,8 @@ class Parking:
         held = payload.model_copy(update={"hold_s": hold_s})
         entry = Parked(task_id, run_id, held, expires=anyio.current_time() + hold_s)
         self._parked[task_id] = entry
+        if self._parked_one is not None:
+            self._parked_one.set()
         self._enter()  # left by `_start`
         self._tg.start_soon(self._start, entry)
         return True
