@@ -56,7 +56,7 @@ from agentd.service.sdnotify import Notifier
 from agentd.spawning import cgroup
 from agentd.spawning.spawner import ExecSpawner
 from agentd.spawning.zygote_spawner import ZygoteSpawner
-from agentd.supervision.executor import Executor
+from agentd.supervision.executor import Executor, LocalExecutor
 from agentd.supervision.payloads import with_catalogues
 from agentd.supervision.supervisor import PayloadError, Supervisor, SupervisorOptions
 from agentd.tracing import NULL_TRACING, Tracing, from_environment
@@ -268,6 +268,20 @@ def _task_payload(holder: ConfigHolder, catalogues: Catalogues) -> Callable[[Tas
     return build
 
 
+def _prestarter(supervisor: Supervisor) -> Callable[[TaskRecord, float], bool]:
+    """Park a held child for a trigger's task-to-be (agentd/supervision/parking.py), its payload
+    built as the scheduler will build it; False when it cannot be."""
+
+    def prestart(record: TaskRecord, hold_s: float) -> bool:
+        try:
+            payload = supervisor.build_payload(record)
+        except PayloadError:
+            return False
+        return supervisor.parking.park(record.task_id, record.run_id, payload, hold_s)
+
+    return prestart
+
+
 def _warm_session_payload(
     holder: ConfigHolder, catalogues: Catalogues
 ) -> Callable[[TriggerConfig, TaskRecord], SpawnPayload]:
@@ -372,6 +386,13 @@ async def serve(
             options=trigger_manager_options(config),
             metrics=metrics,
             warm=warm,
+            # A parked child runs locally, and its spans could not join the task's trace.
+            prestart=(
+                _prestarter(supervisor)
+                if isinstance(supervisor.executor, LocalExecutor) and tracing is NULL_TRACING
+                else None
+            ),
+            unpark=supervisor.parking.discard,
         )
         supervisor.on_trigger_ended = triggers.task_ended
         supervisor.also_owned = triggers.owned_pids

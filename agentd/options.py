@@ -161,6 +161,7 @@ def trigger_configs(config: Config) -> list[TriggerConfig]:
                 max_wait_s=section.max_wait_ms / 1000,
                 max_inflight=section.max_inflight,
                 overflow=section.overflow,
+                prestart=section.prestart,
             )
         )
     return out

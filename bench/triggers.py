@@ -15,8 +15,11 @@ to `FakeLLM`, an HTTP server in this process, so one monotonic clock sees both e
    The fixture polls its log every 20 ms; right after each change the bench sends it `SIGUSR1`,
    which makes it read the log at once (as inotify would a real server), so the sample still
    starts at the change but no longer carries 0–20 ms of the fixture's poll (`--no-wake`: it
-   does, as before). The control, measured alternately in the same daemon under
-   the same load: a plain `task.submit` (no MCP server) → its first model request.
+   does, as before). The A/B base, alternating with each sample in the same daemon: a second
+   trigger of the same server on another URI with `prestart = false` (its task's subagent is
+   forked after the window closes, as before prestart). The control, measured alternately in the
+   same daemon under the same load: a plain `task.submit` (no MCP server) → its first model
+   request. Per hop: the daemon's log lines for each sample's task, as ms after the change.
 2. **Flood.** `--rate` notifications/s round-robin over `--uris` URIs for `--duration` s, by
    appending a batch of lines every 20 ms (the fixture's poll). The trigger's tasks are the
    light stand-in child (`rogue_child.py idle`, never ending) with `max_inflight = 1`, so the
@@ -144,6 +147,17 @@ class Results:
     watcher_cpu_s: float = 0.0
     server_cpu_s: float = 0.0
     load: list[float] = field(default_factory=list)
+    # The A/B base in the same run: a second trigger on another URI with `prestart = false`.
+    base_latency: Summary | None = None
+    base_to_journaled: Summary | None = None
+    base_journaled_to_request: Summary | None = None
+    base_hops: dict[str, Summary] = field(default_factory=dict)
+    # Latency, per hop: ms after the change at which each of the daemon's log lines for the
+    # sample's task was written (wall clock, ms resolution), p50/p99; and the same for the control.
+    hops: dict[str, Summary] = field(default_factory=dict)
+    control_hops: dict[str, Summary] = field(default_factory=dict)
+    # Each sample's hops (ms after the change, None where its line is missing), to find the tail.
+    hop_samples: list[dict[str, float | None]] = field(default_factory=list)
     # --arrivals: the daemon's `resource.updated` lines (debug): changes reaching it, and the gaps
     # between two arrivals of one URI longer than the debounce (each one is an extra delivery).
     arrivals: int = 0
@@ -187,78 +201,119 @@ def _watcher_and_server(daemon: BenchDaemon) -> tuple[psutil.Process | None, psu
 # ---- 1. change → the task's first model request ------------------------------------------------
 
 
+@dataclass
+class _Series:
+    """One trigger's latency samples (prestarted, or the A/B base with `prestart = false`)."""
+
+    trigger: str
+    uri: str
+    to_request: list[float] = field(default_factory=list)
+    to_journal: list[float] = field(default_factory=list)
+    after_journal: list[float] = field(default_factory=list)
+    ready: list[float] = field(default_factory=list)
+    connect: list[float] = field(default_factory=list)
+    stamps: list[tuple[str, float, float]] = field(default_factory=list)  # task, change, request (wall)
+
+
 def measure_latency(
     settings: Settings, workdir: Path, out: Results, pids: list[int], wake: bool = True
 ) -> None:
+    """Samples alternate between two triggers of the same daemon and server on two URIs: `lat`
+    (the default, `prestart = true`) and `lat-base` (`prestart = false`, the A/B base), then the
+    control (a plain submit)."""
     state = workdir / "lat-state"
     state.mkdir(parents=True)
     with FakeLLM() as model:
         body = (
             f'[intelligence.m]\nkind = "openai"\nbase_url = "{model.base_url}"\nmodel = "m"\n'
             '[defaults]\nmodel = "m"\n'
-            + _server_toml("lat", 1, state)
+            + _server_toml("lat", 2, state)
             + f'[[trigger]]\nname = "lat"\nserver = "lat"\nuri = "watch://item/0"\n'
             f'instruction = "Changed: {{uri}}. Say done."\ndebounce_ms = {settings.debounce_ms}\n'
+            + f'[[trigger]]\nname = "lat-base"\nserver = "lat"\nuri = "watch://item/1"\n'
+            f'instruction = "Changed: {{uri}}. Say done."\ndebounce_ms = {settings.debounce_ms}\n'
+            "prestart = false\n"
         )
         with open_daemon(workdir / "lat", body, daemon_lines='log_level = "info"\n', fast=False) as daemon:
             pids.append(daemon.pid)
             wait_zygote(daemon)
             _until(lambda: _triggers(daemon)["lat"]["state"] == "armed", "the trigger armed", daemon)
-            # The synthetic delivery after arming: its task is the warm-up, not a sample.
-            _until(lambda: len(model.requests) >= 1, "the synthetic delivery's request", daemon)
+            # The synthetic deliveries after arming: their tasks are the warm-up, not samples.
+            _until(lambda: len(model.requests) >= 2, "the synthetic deliveries' requests", daemon)
             _idle(daemon)
             server = _watcher_and_server(daemon)[1] if wake else None
             if wake and server is None:
                 raise RuntimeError("the watcher's fixture server was not found")
             out.wake = server is not None
-            to_request: list[float] = []
-            to_journal: list[float] = []
-            after_journal: list[float] = []
-            ready: list[float] = []
-            connect: list[float] = []
+            series = (_Series("lat", "watch://item/0"), _Series("lat-base", "watch://item/1"))
             plain: list[float] = []
+            plain_stamps: list[tuple[str, float, float]] = []
             for _ in range(settings.samples):
-                seen = len(model.requests)
-                tasks_before = _triggers(daemon)["lat"]["tasks_started"]
-                wall, started = time.time(), time.monotonic()
-                watch_changes.bump(state, "watch://item/0")
-                if server is not None:
-                    server.send_signal(signal.SIGUSR1)  # it reads its log now, not at its next poll
-                try:
-                    request = model.wait_requests_blocking(seen + 1, timeout_s=WAIT_S)[seen]
-                except Exception:  # noqa: BLE001 - counted, and the run goes on
-                    out.latency_timeouts += 1
-                    _idle(daemon)
-                    continue
-                to_request.append(request.at - started)
-                out.hinted += "lat__bump" in _tool_names(request.json)
-                _until(
-                    lambda before=tasks_before: _triggers(daemon)["lat"]["tasks_started"] > before,
-                    "the task",
-                    daemon,
-                )
-                task = _newest_task(daemon)
-                to_journal.append(max(0.0, task["created_at"] - wall))
-                after_journal.append(max(0.0, (request.at - started) - (task["created_at"] - wall)))
-                _idle(daemon)
-                with ApiClient(daemon.socket, timeout_s=30) as api:
-                    for event in _events(api, task["task_id"]):
-                        duration = event.get("dur_ms")
-                        if not isinstance(duration, int | float):
-                            continue
-                        if event["event"] == "subagent.ready":
-                            ready.append(duration / 1000)
-                        elif event["event"] == "mcp.connect":
-                            connect.append(duration / 1000)
-                time.sleep(0.2)  # the child's exit and the orphan sweep are done before the next
-                plain.append(_plain_submit(daemon, model))
+                for one in series:
+                    _sample(daemon, model, state, server, one, out)
+                    time.sleep(0.2)  # the child's exit and the orphan sweep are done before the next
+                plain.append(_plain_submit(daemon, model, plain_stamps))
                 time.sleep(0.2)
-            out.latency = summarize(to_request)
-            out.to_journaled = summarize(to_journal)
-            out.journaled_to_request = summarize(after_journal)
-            out.spawn_to_ready = summarize(ready)
-            out.mcp_connect = summarize(connect) if connect else None
+            lines = daemon.daemon.log()
+            ours, base = series
+            out.latency = summarize(ours.to_request)
+            out.to_journaled = summarize(ours.to_journal)
+            out.journaled_to_request = summarize(ours.after_journal)
+            out.spawn_to_ready = summarize(ours.ready)
+            out.mcp_connect = summarize(ours.connect) if ours.connect else None
+            out.hops = _hops(lines, ours.stamps, out.hop_samples)
+            out.base_latency = summarize(base.to_request)
+            out.base_to_journaled = summarize(base.to_journal)
+            out.base_journaled_to_request = summarize(base.after_journal)
+            out.base_hops = _hops(lines, base.stamps)
             out.submit_to_request = summarize(plain)
+            out.control_hops = _hops(lines, plain_stamps)
+
+
+def _sample(
+    daemon: BenchDaemon,
+    model: FakeLLM,
+    state: Path,
+    server: psutil.Process | None,
+    series: _Series,
+    out: Results,
+) -> None:
+    """One change to `series.uri` → its task's first model request (and the task's end)."""
+    offset = time.time() - time.monotonic()
+    seen = len(model.requests)
+    tasks_before = _triggers(daemon)[series.trigger]["tasks_started"]
+    wall, started = time.time(), time.monotonic()
+    watch_changes.bump(state, series.uri)
+    if server is not None:
+        server.send_signal(signal.SIGUSR1)  # it reads its log now, not at its next poll
+    try:
+        request = model.wait_requests_blocking(seen + 1, timeout_s=WAIT_S)[seen]
+    except Exception:  # noqa: BLE001 - counted, and the run goes on
+        out.latency_timeouts += 1
+        _idle(daemon)
+        return
+    series.to_request.append(request.at - started)
+    if series.trigger == "lat":
+        out.hinted += "lat__bump" in _tool_names(request.json)
+    _until(
+        lambda: _triggers(daemon)[series.trigger]["tasks_started"] > tasks_before,
+        "the task",
+        daemon,
+    )
+    task = _newest_task(daemon)
+    series.stamps.append((task["task_id"], wall, request.at + offset))
+    series.to_journal.append(max(0.0, task["created_at"] - wall))
+    series.after_journal.append(max(0.0, (request.at - started) - (task["created_at"] - wall)))
+    _idle(daemon)
+    with ApiClient(daemon.socket, timeout_s=30) as api:
+        for event in _events(api, task["task_id"]):
+            duration = event.get("dur_ms")
+            if not isinstance(duration, int | float):
+                continue
+            if event["event"] == "subagent.ready":
+                series.ready.append(duration / 1000)
+            elif event["event"] == "mcp.connect":
+                series.connect.append(duration / 1000)
 
 
 def _tool_names(body: Any) -> list[str]:
@@ -266,18 +321,67 @@ def _tool_names(body: Any) -> list[str]:
     return [t["function"]["name"] for t in tools or [] if isinstance(t, dict) and "function" in t]
 
 
-def _plain_submit(daemon: BenchDaemon, model: FakeLLM) -> float:
+def _plain_submit(daemon: BenchDaemon, model: FakeLLM, stamps: list[tuple[str, float, float]]) -> float:
     """The control: a task without MCP servers, submit → its first model request (s)."""
     seen = len(model.requests)
-    started = time.monotonic()
+    wall, started = time.time(), time.monotonic()
     task_id = daemon.daemon.submit("Plain. Say done.", model="m", mcp=[])
     request = model.wait_requests_blocking(seen + 1, timeout_s=WAIT_S)[seen]
     daemon.daemon.wait(task_id, timeout_s=WAIT_S)
+    stamps.append((task_id, wall, wall + request.at - started))
     return request.at - started
 
 
+# The daemon's log lines for a task, in the order its start passes them (each logged as the daemon
+# sees it: `trigger.fired` once journaled, `subagent.spawn` once forked and `starting` committed,
+# `task.started` once `running` is committed, `subagent.ready` once the child read its task, and
+# `loop.start` once its loop began).
+HOP_EVENTS = (
+    "trigger.fired",
+    "task.submitted",
+    "subagent.spawn",
+    "task.started",
+    "subagent.ready",
+    "loop.start",
+)
+
+
+def _hops(
+    lines: list[dict[str, object]],
+    stamps: list[tuple[str, float, float]],
+    each: list[dict[str, float | None]] | None = None,
+) -> dict[str, Summary]:
+    """Per hop, the p50/p99 of (its log line's time − the change), and the first request's."""
+    first: dict[tuple[str, str], float] = {}
+    for line in lines:
+        task_id, event, ts = line.get("task_id"), line.get("event"), line.get("ts")
+        if line.get("prestart"):
+            continue  # a prestarted child's own lines (its park), before the task was journaled
+        if event in HOP_EVENTS and isinstance(task_id, str) and isinstance(ts, str):
+            logged = datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+            first.setdefault((task_id, str(event)), logged)
+    hops: dict[str, list[float]] = {}
+    for task_id, changed, requested in stamps:
+        sample: dict[str, float | None] = {}
+        for event in HOP_EVENTS:
+            at = first.get((task_id, event))
+            sample[event] = None if at is None else round((at - changed) * 1000, 1)
+            if at is not None:
+                hops.setdefault(event, []).append(at - changed)
+        hops.setdefault("first model request", []).append(requested - changed)
+        sample["first model request"] = round((requested - changed) * 1000, 1)
+        if each is not None:
+            each.append(sample)
+    return {name: summarize(values) for name, values in hops.items()}
+
+
 def _idle(daemon: BenchDaemon) -> None:
-    _until(lambda: _triggers(daemon)["lat"]["inflight"] == 0, "the task to end", daemon, WAIT_S)
+    _until(
+        lambda: all(v["inflight"] == 0 for v in _triggers(daemon).values()),
+        "the tasks to end",
+        daemon,
+        WAIT_S,
+    )
 
 
 def _newest_task(daemon: BenchDaemon) -> dict[str, Any]:
@@ -553,15 +657,41 @@ def rows(settings: Settings, out: Results) -> list[tuple[str, str, str, str]]:
                 "ok" if out.hinted == lat.count else "MISS",
             )
         )
+        if out.base_latency is not None:
+            base = out.base_latency
+            table.append(
+                (
+                    "  A/B base in the same run: the same with prestart = false p50 / p99",
+                    f"{base.p50_ms:.0f} / {base.p99_ms:.0f} ms",
+                    f"≤ {target:g} ms",
+                    "ok" if base.p99_ms <= target else "MISS",
+                )
+            )
         for name, summary in (
             ("  of which change → task journaled p50 / p99", out.to_journaled),
             ("  of which journaled → first request p50 / p99", out.journaled_to_request),
             ("    in it: spawn → ev/ready (zygote) p50 / p99", out.spawn_to_ready),
             ("  the task's MCP connect, behind the first request p50 / p99", out.mcp_connect),
+            ("  base: change → task journaled p50 / p99", out.base_to_journaled),
+            ("  base: journaled → first request p50 / p99", out.base_journaled_to_request),
             ("  control: plain submit (no MCP) → first request p50 / p99", out.submit_to_request),
         ):
             if summary is not None:
                 table.append((name, f"{summary.p50_ms:.0f} / {summary.p99_ms:.0f} ms", "-", "info"))
+        for label, hops in (
+            ("trigger task", out.hops),
+            ("base", out.base_hops),
+            ("control", out.control_hops),
+        ):
+            for event, summary in hops.items():
+                table.append(
+                    (
+                        f"    hop ({label}): {event}, ms after the change p50 / p99",
+                        f"{summary.p50_ms:.0f} / {summary.p99_ms:.0f} ms",
+                        "-",
+                        "info",
+                    )
+                )
     if out.fixture_sent:
         table.append(
             (

@@ -68,6 +68,20 @@ class Inject(Message):
     params: InjectParams
 
 
+class GoParams(_Params):
+    """A held (prestarted) child may run: the task is journaled `running` now. `instruction`
+    replaces the held payload's when the delivery changed meanwhile (a newer etag);
+    `deadline_s` is the time left of the run's deadline, counted from this frame."""
+
+    instruction: str | None = Field(default=None, min_length=1, max_length=1_000_000)
+    deadline_s: float = Field(gt=0)
+
+
+class Go(Message):
+    method: Literal["ctrl/go"] = "ctrl/go"
+    params: GoParams
+
+
 # ---- up: child -> supervisor ---------------------------------------------------------------
 
 
@@ -215,6 +229,7 @@ DownMessage = Annotated[
     | Annotated[Ping, Tag("ctrl/ping")]
     | Annotated[Cancel, Tag("ctrl/cancel")]
     | Annotated[Inject, Tag("ctrl/inject")]
+    | Annotated[Go, Tag("ctrl/go")]
     | Annotated[Response, Tag("result")]
     | Annotated[ErrorResponse, Tag("error")],
     Discriminator(message_kind),

@@ -239,6 +239,10 @@ class SpawnPayload(_Wire):
     # Granted servers' catalogues as a resource watcher last listed them (a trigger's task): the
     # first model request offers these while the task connects those servers in the background.
     mcp_catalogues: dict[Name, McpCatalogue] = Field(default_factory=dict, max_length=MAX_PAYLOAD_CATALOGUES)
+    # A prestarted child (a trigger's task, forked while its URI's debounce window is open): open
+    # the model client and the hinted tools, then wait for `ctrl/go` — at most this many seconds,
+    # else end without running — before anything the task does (no model call, no MCP connect).
+    hold_s: float | None = Field(default=None, gt=0, le=3600)
 
     @model_validator(mode="after")
     def _unique_servers(self) -> SpawnPayload:

@@ -63,9 +63,9 @@ class ControlChannel:
         # Monotonic time the control thread posted a probe the loop has not seen yet (None: seen).
         self._probe_at: float | None = None
         self.faults = 0
-        self._inbox: queue.SimpleQueue[control.Inject | jsonrpc.Response | jsonrpc.ErrorResponse | None] = (
-            queue.SimpleQueue()
-        )
+        self._inbox: queue.SimpleQueue[
+            control.Inject | control.Go | jsonrpc.Response | jsonrpc.ErrorResponse | None
+        ] = queue.SimpleQueue()
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._ids = itertools.count(1)
         self._waiting: dict[int, tuple[anyio.Event, list[Any]]] = {}
@@ -162,9 +162,12 @@ class ControlChannel:
     # ---- the event loop's side -------------------------------------------------------------
 
     async def serve(
-        self, on_cancel: Callable[[], None], on_inject: Callable[[control.InjectParams], None]
+        self,
+        on_cancel: Callable[[], None],
+        on_inject: Callable[[control.InjectParams], None],
+        on_go: Callable[[control.GoParams], None] | None = None,
     ) -> None:
-        """Run in the event loop: dispatch cancels, injections and responses from the thread."""
+        """Run in the event loop: dispatch cancels, injections, `ctrl/go` and responses from the thread."""
         while True:
             await anyio.wait_readable(self._wake_r)
             with contextlib.suppress(BlockingIOError):
@@ -182,6 +185,9 @@ class ControlChannel:
                     break
                 if isinstance(item, control.Inject):
                     on_inject(item.params)
+                elif isinstance(item, control.Go):
+                    if on_go is not None:  # only a held run waits for one; any other ignores it
+                        on_go(item.params)
                 elif isinstance(item, jsonrpc.Response | jsonrpc.ErrorResponse):
                     self._resolve(item)
 

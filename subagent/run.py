@@ -8,6 +8,7 @@ within milliseconds however slowly a tool server exits.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -259,13 +260,14 @@ class ChannelLink:
         return await self._channel.request(method, params, timeout_s=math.inf)
 
 
-async def run_async(payload: SpawnPayload, channel: ControlChannel) -> RunResult:
-    """Connect, drive the loop, report the result, then tear down."""
+def _start_state(payload: SpawnPayload) -> LoopState:
     state = initial_state(payload, now=anyio.current_time())
     if state.config.auto_tool_mode and needs_json_actions(payload.intelligence[0]):
         state = with_json_actions(state)
-    driver = Driver(payload, channel, state)
-    capture = payload.telemetry.capture_content
+    return state
+
+
+def _emit_start(channel: ControlChannel, payload: SpawnPayload) -> None:
     channel.emit(
         "loop.start",
         {
@@ -275,9 +277,51 @@ async def run_async(payload: SpawnPayload, channel: ControlChannel) -> RunResult
             "max_tokens": payload.limits.max_tokens,
             "deadline_s": payload.limits.deadline_s,
             "servers": len(payload.mcp_servers),
-            **describe(payload.instruction, capture=capture, prefix="instruction"),
+            **describe(payload.instruction, capture=payload.telemetry.capture_content, prefix="instruction"),
         },
     )
+
+
+def released(payload: SpawnPayload, go: control.GoParams) -> SpawnPayload:
+    """A held payload as `ctrl/go` releases it: the final instruction, the deadline left, no hold."""
+    limits = payload.limits.model_copy(update={"deadline_s": go.deadline_s})
+    instruction = go.instruction or payload.instruction
+    return payload.model_copy(update={"instruction": instruction, "limits": limits, "hold_s": None})
+
+
+async def run_async(payload: SpawnPayload, channel: ControlChannel) -> RunResult:
+    """Connect, drive the loop, report the result, then tear down.
+
+    A held payload (`hold_s`: a prestarted trigger task) opens its model client — and its tools,
+    when every granted server is hinted, since connecting any other would start it — and then waits
+    for `ctrl/go` before the loop starts; without one in `hold_s` it ends `cancelled`, having done
+    nothing (docs/triggers.md)."""
+    state = _start_state(payload)
+    driver = Driver(payload, channel, state)
+    capture = payload.telemetry.capture_content
+    go = anyio.Event()
+    go_params: list[control.GoParams] = []
+    if payload.hold_s is None:
+        go.set()
+        _emit_start(channel, payload)
+
+    def on_go(params: control.GoParams) -> None:
+        if not go.is_set():
+            go_params.append(params)
+            go.set()
+
+    async def wait_go(hold_s: float) -> bool:
+        """A held run: False when no `ctrl/go` came in time; else the driver runs the released task."""
+        with anyio.move_on_after(hold_s):
+            await go.wait()
+        if not go_params:
+            return False
+        driver.payload = released(driver.payload, go_params[0])
+        driver.state = _start_state(driver.payload)
+        driver.started = anyio.current_time()
+        outer.deadline = driver.state.config.deadline
+        _emit_start(channel, driver.payload)
+        return True
 
     # Hinted MCP servers connect once the first model request is on the wire (or its call ended).
     first_sent = anyio.Event()
@@ -288,14 +332,33 @@ async def run_async(payload: SpawnPayload, channel: ControlChannel) -> RunResult
         channel.emit(event, fields)
 
     async def connect_and_drive() -> None:
-        async with (
-            open_intelligence(
-                payload.intelligence, payload.loop, sink=emit, capture_content=capture, on_sent=first_sent.set
-            ) as intel,
-            open_tools(
-                payload, sink=channel.emit, supervisor=ChannelLink(channel), hinted_after=first_sent
-            ) as tools,
-        ):
+        hold_s = payload.hold_s
+        all_hinted = all(spec.name in payload.mcp_catalogues for spec in payload.mcp_servers)
+        async with contextlib.AsyncExitStack() as stack:
+            intel = await stack.enter_async_context(
+                open_intelligence(
+                    payload.intelligence,
+                    payload.loop,
+                    sink=emit,
+                    capture_content=capture,
+                    on_sent=first_sent.set,
+                )
+            )
+            if hold_s is not None and not all_hinted and not await wait_go(hold_s):
+                driver.report(_never_released())
+                return
+            tools = await stack.enter_async_context(
+                open_tools(
+                    driver.payload,
+                    sink=channel.emit,
+                    supervisor=ChannelLink(channel),
+                    hinted_after=first_sent,
+                    released=go,
+                )
+            )
+            if hold_s is not None and all_hinted and not await wait_go(hold_s):
+                driver.report(_never_released())
+                return
             # Connected: from here on a cancel or the deadline aborts single operations instead.
             outer.deadline = math.inf
             driver.connecting = False
@@ -311,7 +374,7 @@ async def run_async(payload: SpawnPayload, channel: ControlChannel) -> RunResult
     # Injections reach only a warm session; any other run ignores them (nothing to append them to).
     inbox = Inbox()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(channel.serve, driver.on_cancel, inbox.put if payload.warm else _ignore)
+        tg.start_soon(channel.serve, driver.on_cancel, inbox.put if payload.warm else _ignore, on_go)
         try:
             with anyio.CancelScope(deadline=driver.state.config.deadline) as outer:
                 driver.current.scope = outer
@@ -334,6 +397,11 @@ async def run_async(payload: SpawnPayload, channel: ControlChannel) -> RunResult
 
 def _ignore(_params: control.InjectParams) -> None:
     return None
+
+
+def _never_released() -> RunResult:
+    message = "prestarted, and never told to run (its trigger's delivery did not start it)"
+    return RunResult(status=TerminalStatus.CANCELLED, error=RunError(kind="cancelled", message=message))
 
 
 def abort(driver: Driver, kind: str, exc: Exception) -> RunResult:

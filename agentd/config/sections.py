@@ -439,6 +439,10 @@ class TriggerSection(Section):
     overflow: Literal["coalesce", "drop_oldest", "drop_newest"] = Field(
         default="coalesce", description="What happens to deliveries beyond max_inflight."
     )
+    prestart: bool = Field(
+        default=True,
+        description="route spawn: fork and prepare a URI's task while its debounce window is open.",
+    )
     # route = "continue" (docs/warm-sessions.md): each delivery's turn, and the session's life.
     turn_max_steps: int = Field(
         default=20, ge=1, le=100_000, description="route continue: model steps one delivery's turn may take."

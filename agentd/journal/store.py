@@ -160,9 +160,11 @@ class Journal(ScheduleJournal, ApprovalJournal, TriggerJournal):
         trigger: str | None = None,
         uri: str | None = None,
         task_id: str | None = None,
+        run_id: str | None = None,
     ) -> tuple[TaskRecord, bool]:
         """Journal a new queued task; returns `(record, created)`. `task_id`: the id to give it
         (one `new_task_id()` made, so a caller can name it before it is visible); else a new one.
+        `run_id` likewise (a trigger's prestarted child already carries both).
 
         The same `idempotency_key` from the same uid returns the existing task with
         `created=False`; keys are scoped per uid. Raises `JournalUnavailable` if not committed,
@@ -171,7 +173,7 @@ class Journal(ScheduleJournal, ApprovalJournal, TriggerJournal):
         op = functools.partial(
             q.insert_task,
             task_id=task_id or new_task_id(),
-            run_id=new_run_id(),
+            run_id=run_id or new_run_id(),
             spec=spec,
             spec_json=spec.model_dump_json(),
             owner_uid=owner_uid,
@@ -234,6 +236,28 @@ class Journal(ScheduleJournal, ApprovalJournal, TriggerJournal):
             now=time.time(),
             worker=_HOST,
         )
+        return await self._write(op)
+
+    async def mark_started(
+        self,
+        task_id: str,
+        pid: int,
+        pid_start_time: float,
+        *,
+        grant_steps: int | None = None,
+        grant_tokens: int | None = None,
+    ) -> TaskRecord:
+        """queued → starting → running in one commit, for a child that exists already (a trigger's
+        prestarted one, which holds until it is told to go): both records, in their order, before
+        it runs. Raises `InvalidTransition` (nothing written) if the task is no longer queued."""
+        now = time.time()
+
+        def op(conn: sqlite3.Connection) -> TaskRecord:
+            q.mark_starting(conn, task_id, grant_steps=grant_steps, grant_tokens=grant_tokens, now=now)
+            return q.mark_running(
+                conn, task_id, pid=pid, pid_start_time=pid_start_time, now=now, worker=_HOST
+            )
+
         return await self._write(op)
 
     async def mark_remote_running(self, task_id: str, *, executor: str, worker: str) -> TaskRecord:

@@ -15,7 +15,7 @@ from pydantic import JsonValue
 
 from agentd.journal.records import NodeRecord, NodeState, TaskRecord
 from agentd.metrics.port import NULL_METRICS, Metrics
-from agentd.spawning.cgroup import CgroupRoot
+from agentd.spawning.cgroup import CgroupLeaf, CgroupRoot
 from agentd.spawning.spawner import RLimits, SpawnedProcess, SpawnRequest
 from agentd.supervision.approvals import ApprovalDesk
 from agentd.supervision.liveness import LivenessPolicy
@@ -23,6 +23,7 @@ from agentd.supervision.spawn_window import SpawnWindow
 from agentd.supervision.watch_clock import WatchClock
 from processes.ladder import LadderPolicy
 from protocol.result import RunUsage, TerminalStatus
+from protocol.spawn import SpawnPayload
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +51,18 @@ class RunJournal(Protocol):
     ) -> TaskRecord: ...
 
     async def mark_running(self, task_id: str, pid: int, pid_start_time: float) -> TaskRecord: ...
+
+    async def mark_started(
+        self,
+        task_id: str,
+        pid: int,
+        pid_start_time: float,
+        *,
+        grant_steps: int | None = None,
+        grant_tokens: int | None = None,
+    ) -> TaskRecord:
+        """`mark_starting` and `mark_running` in one commit (a child that exists already)."""
+        ...
 
     async def upsert_node(
         self,
@@ -85,6 +98,29 @@ class ChildSpawner(Protocol):
         ...
 
 
+class ParkedChildren(Protocol):
+    """Where a trigger's prestarted child waits for its task's run (agentd/supervision/parking.py)."""
+
+    async def take(self, task_id: str) -> ParkedChild | None:
+        """The parked child for `task_id`, now the caller's; None when there is none."""
+        ...
+
+    def kill(self, entry: ParkedChild, reason: str) -> None:
+        """Kill and reap a taken child the run will not use."""
+        ...
+
+
+class ParkedChild(Protocol):
+    """A prestarted child: its process, its cgroup leaf, and the payload it holds."""
+
+    @property
+    def proc(self) -> SpawnedProcess | None: ...
+    @property
+    def leaf(self) -> CgroupLeaf | None: ...
+    @property
+    def payload(self) -> SpawnPayload: ...
+
+
 @dataclass
 class DrainState:
     """The daemon's shutdown state: set by the scheduler, read by every task run."""
@@ -112,3 +148,5 @@ class RunPorts:
     window: SpawnWindow | None = None
     # The one timer that checks every child's liveness; None: each child checks itself.
     clock: WatchClock | None = None
+    # Trigger tasks' prestarted children, taken by their root instead of a fork; None: none.
+    parking: ParkedChildren | None = None

@@ -185,8 +185,12 @@ class SupervisedChild:
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
-    async def run(self, payload: SpawnPayload) -> RunResult:
-        """Supervise the child to its reaped exit; return its one terminal result."""
+    async def run(self, payload: SpawnPayload, *, held: SpawnPayload | None = None) -> RunResult:
+        """Supervise the child to its reaped exit; return its one terminal result.
+
+        `held`: the child was prestarted with this payload and waits for `ctrl/go` (a trigger's
+        task, agentd/supervision/parking.py), which is sent instead of `ctrl/spawn`: `payload`'s
+        instruction if it differs (a newer delivery), and the time left of the deadline."""
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
@@ -200,7 +204,7 @@ class SupervisedChild:
                         # Stopped before it was given its task: it is idle, so skip the cancel rung.
                         cause, start, reason = self._pending_stop
                         self.stop(cause, start="sigkill" if start == "sigkill" else "sigterm", reason=reason)
-                    elif not await self.send(control.Spawn(params=self._as_sent(payload)), reveal=True):
+                    elif not await self.send(self._first_frame(payload, held), reveal=held is None):
                         self.stop("faulty", start="sigterm")
                     await self._wait_exit()
                     with anyio.move_on_after(DRAIN_AFTER_EXIT_S):
@@ -234,6 +238,13 @@ class SupervisedChild:
             oom_killed=oom_killed,
             stderr_tail="\n".join(self._stderr_tail) if self.result is None else "",
         )
+
+    def _first_frame(self, payload: SpawnPayload, held: SpawnPayload | None) -> control.Spawn | control.Go:
+        if held is None:
+            return control.Spawn(params=self._as_sent(payload))
+        instruction = payload.instruction if payload.instruction != held.instruction else None
+        left = self._as_sent(payload).limits.deadline_s
+        return control.Go(params=control.GoParams(instruction=instruction, deadline_s=left))
 
     def _as_sent(self, payload: SpawnPayload) -> SpawnPayload:
         # The child times itself from the frame's arrival: it gets what is left of our deadline,

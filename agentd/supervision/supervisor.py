@@ -31,6 +31,7 @@ from agentd.spawning.spawner import Spawner
 from agentd.supervision.approvals import ApprovalDesk
 from agentd.supervision.executor import Executor, LocalExecutor, Run
 from agentd.supervision.fairness import fair_order
+from agentd.supervision.parking import Parking
 from agentd.supervision.ports import DrainState, RunOptions, RunPorts
 from agentd.supervision.spawn_window import SpawnWindow
 from agentd.supervision.watch_clock import WatchClock
@@ -104,6 +105,8 @@ class Supervisor:
         self.running: dict[str, _Slot] = {}
         self.window = SpawnWindow(self.options.spawn_window)
         self.clock = WatchClock()
+        # Trigger tasks' children prestarted while their debounce window is open (parking.py).
+        self.parking = Parking(spawner, cgroup_root, lambda: self.options.run)
         self._drain = DrainState()
         self._wake = anyio.Event()
         self._sweep_wanted = anyio.Event()
@@ -135,7 +138,8 @@ class Supervisor:
     def owned_pids(self) -> set[int]:
         children = {pid for slot in self.running.values() if slot.run is not None for pid in slot.run.pids()}
         adopted = {pid for _, pids in self._adopted.values() for pid in pids()}
-        return children | adopted | self.spawner.helper_pids() | self.also_owned()
+        parked = self.parking.pids()
+        return children | adopted | parked | self.spawner.helper_pids() | self.also_owned()
 
     def run_ports(self) -> RunPorts:
         """What a task's run needs of the daemon (a warm session's runs get the same)."""
@@ -149,6 +153,7 @@ class Supervisor:
             approvals=self.approvals,
             window=self.window,
             clock=self.clock,
+            parking=self.parking,
         )
 
     def adopt(self, task_id: str, cancel: Callable[[str], None], pids: Callable[[], set[int]]) -> None:
@@ -182,6 +187,7 @@ class Supervisor:
             adopted[0](reason)
             return await self.journal.get(task_id)
         if slot is None:
+            self.parking.discard(task_id, "its task was cancelled while queued")
             record = await self.journal.get(task_id)
             if record is None or record.state != "queued":
                 return record
@@ -206,6 +212,7 @@ class Supervisor:
         self._drain.forced = self._drain.forced or force
         if first:
             self.log.info("proc.drain", running=len(self.running))
+            self.parking.begin_close()
         for slot in self.running.values():
             slot.cancel_reason = slot.cancel_reason or "agentd is shutting down"
             if slot.run is not None:
@@ -232,6 +239,7 @@ class Supervisor:
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._sweep_forever)
             tg.start_soon(self.clock.serve)
+            tg.start_soon(self.parking.serve)
             while not self.draining:
                 free = self.options.max_concurrent_tasks - len(self.running)
                 if free > 0:
@@ -255,6 +263,7 @@ class Supervisor:
                 with anyio.move_on_after(1.0):
                     await self._wake.wait()
             await self._finish_drain()
+            await self.parking.close()
             self.sweep()  # what the last tasks to end left behind, before the sweeper stops
             tg.cancel_scope.cancel()
         self._drained.set()

@@ -27,8 +27,9 @@ from agentd.spawning.cgroup import CgroupLeaf
 from agentd.spawning.spawner import SpawnedProcess, SpawnRequest
 from agentd.supervision.approvals import Asker, result_json
 from agentd.supervision.liveness import KillCause, Verdict
+from agentd.supervision.parking import same_task
 from agentd.supervision.payloads import child_payload, scope_of
-from agentd.supervision.ports import RunPorts
+from agentd.supervision.ports import ParkedChild, RunPorts
 from agentd.supervision.spawn_window import HOLD_AFTER_READY_S, Place
 from agentd.supervision.supervised_child import ChildIdentity, SupervisedChild, SupRequest
 from agentd.supervision.tree import Budget, ChildRequest, Defaults, Refusal, Tree
@@ -74,6 +75,13 @@ class _WriteAhead:
 
     done: anyio.Event = field(default_factory=anyio.Event)
     error: BaseException | None = None
+
+    @classmethod
+    def committed(cls) -> _WriteAhead:
+        """Nothing to wait for (written already, or written later with the `running` record)."""
+        ahead = cls()
+        ahead.done.set()
+        return ahead
 
     async def wait(self) -> None:
         """Return once it is committed; raise what it failed with."""
@@ -329,11 +337,22 @@ class TaskRun:
         log = self.log.bind(handle=node.handle)
         # Write-ahead, overlapped: the node's `starting` commit runs while the zygote forks, and
         # the child hears nothing (no `ctrl/spawn`) until both it and `running` are committed.
-        starting = self._write_starting(node)
+        parked = await self._take_parked(node)
+        # A prestarted child exists already: its `starting` and `running` commit together below.
+        starting = self._write_starting(node) if parked is None else _WriteAhead.committed()
+        held: SpawnPayload | None = None
         try:
-            # Root and nested children alike: a spawn during the zygote's warm-up waits for it (bounded).
-            await self.ports.spawner.settle()
-            spawned = await self._spawn(node) if await self._enter_window(node) else None
+            if parked is not None:
+                # Prestarted while its trigger's debounce window was open: forked, booted and
+                # prepared already (it holds its payload and waits for `ctrl/go`), so it needs no
+                # place in the spawn window.
+                assert parked.proc is not None
+                spawned: tuple[SpawnedProcess, CgroupLeaf | None] | None = (parked.proc, parked.leaf)
+                held = parked.payload
+            else:
+                # Root and nested children alike: a spawn during the zygote's warm-up waits for it (bounded).
+                await self.ports.spawner.settle()
+                spawned = await self._spawn(node) if await self._enter_window(node) else None
         except BaseException:
             # No child: what follows (the node's end) is written after its `starting`.
             with anyio.CancelScope(shield=True):
@@ -371,7 +390,9 @@ class TaskRun:
                 # Subagents booting now, this one included (bounded by `supervision.spawn_window`).
                 booting=self.ports.window.inside if self.ports.window is not None else None,
             )
-            if node.handle == "0":
+            if held is not None:
+                self._keep(await self._mark_started(proc))
+            elif node.handle == "0":
                 self._keep(await journal.mark_running(record.task_id, proc.pid, proc.start_time))
             else:
                 await journal.upsert_node(
@@ -404,7 +425,7 @@ class TaskRun:
             )
         if node.handle == "0":
             self.log.info("task.started", pid=proc.pid, attempt=self.record.attempts + 1)
-        result = await child.run(node.payload)
+        result = await child.run(node.payload, held=held)
         exit_desc = child.exit_info.describe if child.exit_info else "unknown"
         log.info("subagent.exit", pid=proc.pid, status=result.status.value, exit=exit_desc)
         journal.append_event(
@@ -413,6 +434,35 @@ class TaskRun:
             {"handle": node.handle, "pid": proc.pid, "exit": exit_desc, "status": result.status.value},
         )
         return result
+
+    async def _mark_started(self, proc: SpawnedProcess) -> TaskRecord:
+        """The root's `queued → starting → running` in one commit (its child is prestarted)."""
+        grant = self.tree.nodes["0"].grant
+        try:
+            return await self.ports.journal.mark_started(
+                self.record.task_id,
+                proc.pid,
+                proc.start_time,
+                grant_steps=grant.steps,
+                grant_tokens=grant.tokens,
+            )
+        except InvalidTransition as exc:
+            if exc.task_id == self.record.task_id and exc.state == "terminal":
+                raise _TaskGone() from None
+            raise
+
+    async def _take_parked(self, node: NodeRun) -> ParkedChild | None:
+        """The root's prestarted child, if its trigger parked one for this task and it holds this
+        very task (a reload may have changed the endpoint or the grant meanwhile: then it is
+        killed and the root forked as usual)."""
+        parking = self.ports.parking
+        if parking is None or node.handle != "0" or self.record.trigger is None:
+            return None
+        parked = await parking.take(self.record.task_id)
+        if parked is not None and not same_task(parked.payload, node.payload):
+            parking.kill(parked, "its task's payload changed")
+            return None
+        return parked
 
     async def _spawn(self, node: NodeRun) -> tuple[SpawnedProcess, CgroupLeaf | None]:
         """Fork the node's child (in its own cgroup leaf when cgroups are on)."""

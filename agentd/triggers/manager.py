@@ -31,7 +31,7 @@ import anyio.abc
 import structlog
 
 from agentd.errors import ConfigError, JournalError, QuotaExceeded, SpawnError
-from agentd.journal.records import TaskRecord, new_run_id
+from agentd.journal.records import TaskRecord, new_run_id, new_task_id
 from agentd.journal.store import Journal
 from agentd.metrics.port import NULL_METRICS, Metrics
 from agentd.spawning.spawner import ExecSpawner, RLimits, SpawnRequest
@@ -78,6 +78,10 @@ MAX_SLEEP_S = 1.0
 LAST_ERROR_CAP = 500
 # Deliveries being journaled at once; more wait (group commit batches those in flight).
 START_CONCURRENCY = 64
+# A prestarted child waits this long beyond its window's `max_wait` for its task's run, and never
+# longer than the cap (a window of a longer `max_wait` that lasts: its task is forked as usual).
+PRESTART_HOLD_SLACK_S = 30.0
+PRESTART_HOLD_MAX_S = 600.0
 
 ServerState = Literal["starting", "armed", "unsupported", "backoff", "failed"]
 
@@ -107,12 +111,19 @@ class TriggerConfig:
     max_wait_s: float = 2.0
     max_inflight: int = 4
     overflow: Overflow = "coalesce"
+    # route spawn: a URI's task is forked and prepared while its debounce window is open.
+    prestart: bool = True
 
     def target(self) -> Target:
         return Target(self.name, self.index, uri=self.uri, glob=self.glob)
 
     def watch_target(self) -> WatchTarget:
         return WatchTarget(trigger=self.name, uri=self.uri, glob=self.glob)
+
+
+# Park a held child for a task-to-be (its record as it will be journaled) for at most `hold_s`;
+# False when none was parked (agentd/supervision/parking.py, wired in agentd/daemon.py).
+Prestart = Callable[[TaskRecord, float], bool]
 
 
 class WarmSessions(Protocol):
@@ -148,11 +159,21 @@ class ManagerOptions:
     stderr_line_cap: int = 8192
 
 
+@dataclass(frozen=True, slots=True)
+class _Ticket:
+    """The ids a URI's task-to-be was given when its window opened, and its child parked with."""
+
+    task_id: str
+    run_id: str
+
+
 @dataclass
 class _Trigger:
     config: TriggerConfig
     debouncer: Debouncer
     gate: Gate
+    # Per held URI: the task its window will become, whose child is prestarted (parked).
+    tickets: dict[str, _Ticket] = field(default_factory=dict)
     paused: bool = False
     deliveries: int = 0
     dropped: int = 0
@@ -226,6 +247,8 @@ class TriggerManager:
         rand: Callable[[], float] = random.random,
         spawner: ExecSpawner | None = None,
         warm: WarmSessions | None = None,
+        prestart: Prestart | None = None,
+        unpark: Callable[[str, str], None] | None = None,
     ) -> None:
         self.journal = journal
         self.options = options or ManagerOptions()
@@ -237,6 +260,8 @@ class TriggerManager:
         self._rand = rand
         self._spawner = spawner or ExecSpawner()
         self._warm = warm
+        self._prestart = prestart
+        self._unpark = unpark
         self._owner_uid = os.getuid() if owner_uid is None else owner_uid
         self._triggers: dict[str, _Trigger] = {}
         self._servers: dict[str, _Server] = {}
@@ -266,7 +291,7 @@ class TriggerManager:
             self._warm.configure([t for t in wanted.values() if t.route == "continue"])
         for name in list(self._triggers):
             if name not in wanted:
-                del self._triggers[name]
+                self._tear_up_all(self._triggers.pop(name), "its trigger was removed")
         for name, config in wanted.items():
             current = self._triggers.get(name)
             if current is None:
@@ -283,6 +308,7 @@ class TriggerManager:
             elif current.config != config:
                 inflight = current.gate.inflight
                 current.config = config
+                self._tear_up_all(current, "its trigger changed")
                 current.debouncer = Debouncer(config.debounce_s, config.max_wait_s)
                 current.gate = Gate(config.max_inflight, config.overflow)
                 current.gate.inflight = inflight
@@ -350,6 +376,8 @@ class TriggerManager:
     def begin_stop(self) -> None:
         """No more deliveries; every watcher starts its kill ladder (the daemon drains)."""
         self._stopping = True
+        for trigger in self._triggers.values():
+            self._tear_up_all(trigger, "agentd is shutting down")
         for server in list(self._servers.values()):
             self._remove_server(server, forget=False)
 
@@ -516,7 +544,9 @@ class TriggerManager:
         # Only a newly held URI can be due before the dispatcher's next wake-up (a held one's due
         # time only moves later): waking it for every change made a burst cost a full pass over
         # every held URI per notification.
-        if trigger.debouncer.offer(Delivery(params.uri, params.etag, params.synthetic), self._clock()):
+        delivery = Delivery(params.uri, params.etag, params.synthetic)
+        if trigger.debouncer.offer(delivery, self._clock()):
+            self._window_opened(trigger, delivery)
             self._wake.set()
 
     def on_catalogue(self, server: _Server, frame: CatalogueReport) -> None:
@@ -557,7 +587,7 @@ class TriggerManager:
         while True:
             self._wake = anyio.Event()
             now = self._clock()
-            starts: list[tuple[_Trigger, Delivery]] = []
+            starts: list[tuple[_Trigger, Delivery, _Ticket | None]] = []
             for trigger in list(self._triggers.values()):
                 if trigger.config.route == "continue" and self._warm is not None:
                     # A warm session takes the debounced deliveries as turns; it coalesces what
@@ -569,18 +599,23 @@ class TriggerManager:
                     continue
                 for delivery in trigger.debouncer.take_due(now):
                     trigger.deliveries += 1
+                    # Taken now: a change arriving while this one is journaled opens a new window.
+                    ticket = trigger.tickets.pop(delivery.uri, None)
                     admission = trigger.gate.offer(delivery)
                     self._dropped(trigger, admission.dropped)
                     trigger.gate.started(len(admission.start))  # the slot is taken now
-                    starts += [(trigger, start) for start in admission.start]
+                    if ticket is not None and delivery not in admission.start:
+                        self._tear_up(ticket, "its delivery waits at max_inflight")
+                        ticket = None
+                    starts += [(trigger, s, ticket if s is delivery else None) for s in admission.start]
                 ready = trigger.gate.take_ready()
                 trigger.gate.started(len(ready))
-                starts += [(trigger, start) for start in ready]
+                starts += [(trigger, start, None) for start in ready]
             if starts:
                 # Journaled concurrently, so group commit batches a window's deliveries.
                 async with anyio.create_task_group() as tg:
-                    for trigger, start in starts:
-                        tg.start_soon(self._start_limited, trigger, start)
+                    for trigger, start, ticket in starts:
+                        tg.start_soon(self._start_limited, trigger, start, ticket)
             due = [t.debouncer.next_due() for t in self._triggers.values()]
             soonest = min((d for d in due if d is not None), default=math.inf)
             wait_s = min(max(soonest - self._clock(), 0.0), MAX_SLEEP_S)
@@ -609,21 +644,73 @@ class TriggerManager:
             labels={"trigger": config.name},
         )
 
-    async def _start_limited(self, trigger: _Trigger, delivery: Delivery) -> None:
-        async with self._limiter:
-            await self._start(trigger, delivery)
+    def _window_opened(self, trigger: _Trigger, delivery: Delivery) -> None:
+        """A URI's debounce window opened: prestart its task's child if the delivery will start at
+        once when the window closes (a slot of `max_inflight` free for it, nothing waiting)."""
+        config = trigger.config
+        if (
+            self._prestart is None
+            or not config.prestart
+            or config.route != "spawn"
+            or self._stopping
+            or delivery.uri in trigger.tickets
+            or trigger.gate.inflight + len(trigger.tickets) >= config.max_inflight
+            or trigger.gate.waiting
+        ):
+            return
+        ticket = _Ticket(new_task_id(), new_run_id())
+        record = TaskRecord(
+            task_id=ticket.task_id,
+            run_id=ticket.run_id,
+            owner_uid=self._owner_uid,
+            idempotency_key=None,
+            spec=self._spec_for(config, delivery),
+            state="queued",
+            created_at=time.time(),
+            trigger=config.name,
+            uri=delivery.uri,
+        )
+        if self._prestart(record, min(config.max_wait_s + PRESTART_HOLD_SLACK_S, PRESTART_HOLD_MAX_S)):
+            trigger.tickets[delivery.uri] = ticket
 
-    async def _start(self, trigger: _Trigger, delivery: Delivery) -> None:
+    def _tear_up(self, ticket: _Ticket, reason: str) -> None:
+        """The window of `ticket` ends without its task: its parked child is killed and reaped."""
+        if self._unpark is not None:
+            self._unpark(ticket.task_id, reason)
+
+    def _tear_up_all(self, trigger: _Trigger, reason: str) -> None:
+        for ticket in trigger.tickets.values():
+            self._tear_up(ticket, reason)
+        trigger.tickets.clear()
+
+    async def _start_limited(self, trigger: _Trigger, delivery: Delivery, ticket: _Ticket | None) -> None:
+        async with self._limiter:
+            await self._start(trigger, delivery, ticket)
+
+    async def _start(self, trigger: _Trigger, delivery: Delivery, ticket: _Ticket | None = None) -> None:
         """Journal the delivery as a task — first — then count, log and wake the supervisor.
-        Its slot of the trigger's `max_inflight` is already taken (freed again on failure)."""
+        Its slot of the trigger's `max_inflight` is already taken (freed again on failure). With
+        a `ticket` the task takes the ids its prestarted child was parked with."""
         config = trigger.config
         if self._stopping:
             trigger.gate.ended()
+            if ticket is not None:
+                self._tear_up(ticket, "agentd is shutting down")
             return  # the daemon drains: the next start's synthetic deliveries cover this URI
         try:
-            record, _ = await self.journal.submit(
-                self._spec_for(config, delivery), self._owner_uid, trigger=config.name, uri=delivery.uri
-            )
+            try:
+                record, _ = await self.journal.submit(
+                    self._spec_for(config, delivery),
+                    self._owner_uid,
+                    trigger=config.name,
+                    uri=delivery.uri,
+                    task_id=ticket.task_id if ticket else None,
+                    run_id=ticket.run_id if ticket else None,
+                )
+            except BaseException:
+                if ticket is not None:  # no task will take its child (a retry parks afresh)
+                    self._tear_up(ticket, "its delivery was not journaled")
+                raise
         except QuotaExceeded as exc:
             trigger.gate.ended()
             trigger.last_error = f"not started: {exc}"[:LAST_ERROR_CAP]
@@ -716,6 +803,7 @@ class TriggerManager:
         self._paused.add(name)
         trigger.paused = True
         trigger.debouncer.clear()
+        self._tear_up_all(trigger, "its trigger was paused")
         self._dropped(trigger, trigger.gate.clear())
         self._log.info(EV_PAUSED, trigger=name)
         return self.view(name)

@@ -279,7 +279,9 @@ class ToolRouter:
             if link.spec.required and link.name in errors:
                 raise McpFatal(f"required MCP server `{link.name}` could not connect: {errors[link.name]}")
 
-    async def _connect_hinted(self, link: ServerLink, after: anyio.Event | None) -> None:
+    async def _connect_hinted(
+        self, link: ServerLink, after: anyio.Event | None, released: anyio.Event | None = None
+    ) -> None:
         """A hinted server's first connect, behind the first model request: its own listing
         replaces the hint; a failure is what it would have been at the start.
 
@@ -290,6 +292,8 @@ class ToolRouter:
         Raises:
             McpFatal: the server is required and could not connect.
         """
+        if released is not None:
+            await released.wait()  # unbounded: the held run's own `hold_s` bounds it
         if after is not None:
             with anyio.move_on_after(HINTED_HOLD_S):
                 await after.wait()
@@ -504,10 +508,12 @@ async def open_tools(
     sink: EventSink,
     supervisor: SupervisorLink | None = None,
     hinted_after: anyio.Event | None = None,
+    released: anyio.Event | None = None,
 ) -> AsyncIterator[ToolRouter]:
     """Connect the granted MCP servers concurrently and yield the router over them and the self-tools
     (servers with a catalogue hint connect in the background, after it has yielded and, given
-    `hinted_after`, once that is set or `HINTED_HOLD_S` passed).
+    `hinted_after`, once that is set or `HINTED_HOLD_S` passed — and never before `released` is
+    set: a held run, prestarted for a trigger, starts no server before its `ctrl/go`).
 
     On exit every connection is retired; a stdio server's shutdown ladder runs shielded.
 
@@ -521,7 +527,7 @@ async def open_tools(
                 tg.start_soon(link.run)
             for link in router._links:
                 if link.hinted:
-                    tg.start_soon(router._connect_hinted, link, hinted_after)
+                    tg.start_soon(router._connect_hinted, link, hinted_after, released)
             try:
                 await router._connect_all()
                 yield router

@@ -20,13 +20,17 @@ async def test_at_most_size_are_inside_and_the_rest_enter_in_arrival_order() -> 
     window = SpawnWindow(3)
     entered: list[int] = []
     most = 0
+    all_asked = anyio.Event()
 
     async def spawn(n: int) -> None:
         nonlocal most
         place = await window.enter()
         entered.append(n)
         most = max(most, window.inside)
-        await anyio.sleep(0.001 * (n % 4))  # booting takes a while; they leave in any order
+        # The first ones hold their places until every spawn has asked (so the bound is reached
+        # however slowly the machine starts them); then booting takes a while, in any order.
+        await all_asked.wait()
+        await anyio.sleep(0.001 * (n % 4))
         place.release()
         place.release()  # a second release is a no-op: the place is not given twice
 
@@ -35,6 +39,7 @@ async def test_at_most_size_are_inside_and_the_rest_enter_in_arrival_order() -> 
             for n in range(40):
                 tg.start_soon(spawn, n)
                 await anyio.lowlevel.checkpoint()  # each asks in turn: n arrives before n + 1
+            all_asked.set()
     assert entered == list(range(40))
     assert most == 3 and window.peak == 3
     assert window.inside == 0 and window.waiting == 0

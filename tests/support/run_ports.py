@@ -61,6 +61,18 @@ class RecordingJournal:
         self.record = replace(self.record, state="running", pid=pid, pid_start_time=pid_start_time)
         return self.record
 
+    async def mark_started(
+        self,
+        task_id: str,
+        pid: int,
+        pid_start_time: float,
+        *,
+        grant_steps: int | None = None,
+        grant_tokens: int | None = None,
+    ) -> TaskRecord:
+        await self.mark_starting(task_id, grant_steps=grant_steps, grant_tokens=grant_tokens)
+        return await self.mark_running(task_id, pid, pid_start_time)
+
     async def upsert_node(
         self,
         task_id: str,

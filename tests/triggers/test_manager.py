@@ -102,7 +102,11 @@ async def until(condition: Callable[[], bool], what: str, timeout_s: float = WAI
 
 @asynccontextmanager
 async def running(
-    journal: Journal, configs: list[TriggerConfig], opts: ManagerOptions, warm: WarmSessions | None = None
+    journal: Journal,
+    configs: list[TriggerConfig],
+    opts: ManagerOptions,
+    warm: WarmSessions | None = None,
+    parked: Parked | None = None,
 ) -> AsyncIterator[tuple[TriggerManager, list[int]]]:
     woken: list[int] = []
     manager = TriggerManager(
@@ -113,6 +117,8 @@ async def running(
         options=opts,
         owner_uid=os.getuid(),
         warm=warm,
+        prestart=parked.park if parked is not None else None,
+        unpark=parked.unpark if parked is not None else None,
     )
     await manager.load()
     manager.configure(configs)
@@ -125,6 +131,23 @@ async def running(
                 await manager.stop()
             assert manager.owned_pids() == set()
             tg.cancel_scope.cancel()
+
+
+class Parked:
+    """Stands in for the supervisor's parking: records what the manager prestarts and tears up."""
+
+    def __init__(self) -> None:
+        self.parked: dict[str, TaskRecord] = {}
+        self.holds: list[float] = []
+        self.torn: dict[str, str] = {}
+
+    def park(self, record: TaskRecord, hold_s: float) -> bool:
+        self.parked[record.task_id] = record
+        self.holds.append(hold_s)
+        return True
+
+    def unpark(self, task_id: str, reason: str) -> None:
+        self.torn[task_id] = reason
 
 
 async def tasks(journal: Journal) -> list[TaskRecord]:
@@ -372,3 +395,45 @@ async def test_a_trigger_removed_and_re_added_still_counts_its_unfinished_tasks(
         await until(lambda: len(control.starts()) == 2, "the new watcher")
         await until(lambda: manager.view("inbox").waiting == 1, "the re-arming's delivery held at the gate")
         assert manager.view("inbox").tasks_started == 1 and len(await tasks(journal)) == 1
+
+
+async def test_a_window_prestarts_its_task_which_is_journaled_with_the_parked_ids(
+    journal: Journal, control: Control
+) -> None:
+    """Prestart policy (docs/triggers.md#prestart): a window that opens with a slot free parks
+    the task-to-be; its delivery is journaled with those ids; one that would wait at
+    `max_inflight` parks none and tears up a park made before the slot filled; a paused
+    trigger's open windows are torn up; `prestart = False` never parks."""
+    parked = Parked()
+    configs = [
+        trigger("inbox", uri="file:///srv/a", debounce_s=0.3, max_wait_s=2.0, max_inflight=1),
+        trigger("other", index=1, uri="file:///srv/b", debounce_s=0.3, max_wait_s=2.0),
+        trigger("plain", index=2, uri="file:///srv/c", debounce_s=0.3, prestart=False),
+    ]
+    control.uris(["file:///srv/a", "file:///srv/b", "file:///srv/c"])
+    async with running(journal, configs, options(control.path), parked=parked) as (manager, _):
+        await until(lambda: manager.view("inbox").state == "armed", "armed")
+        # The synthetic deliveries after arming: `inbox` and `other` parked, `plain` not.
+        await until(lambda: len(parked.parked) == 2, "two parks")
+        assert {r.uri for r in parked.parked.values()} == {"file:///srv/a", "file:///srv/b"}
+        assert all(h == 2.0 + 30.0 for h in parked.holds)  # max_wait + the slack
+        await until(lambda: manager.view("plain").tasks_started == 1, "plain's task")
+        await until(lambda: manager.view("inbox").tasks_started == 1, "inbox's task")
+        journaled = {t.task_id: t for t in await tasks(journal)}
+        for task_id, record in parked.parked.items():
+            assert journaled[task_id].run_id == record.run_id  # the very ids the child carries
+            assert journaled[task_id].spec.instruction == record.spec.instruction
+            assert (journaled[task_id].trigger, journaled[task_id].uri) == (record.trigger, record.uri)
+        assert not parked.torn
+        # `inbox`'s one slot is taken (its task never ends here): a new window parks nothing.
+        control.emit([("file:///srv/a", "2")])
+        await until(lambda: manager.view("inbox").waiting == 1, "the delivery waiting at the gate")
+        assert len(parked.parked) == 2
+        # A window of `other`, torn up by a pause before it closes.
+        control.emit([("file:///srv/b", "2")])
+        await until(lambda: len(parked.parked) == 3, "other's second park")
+        (new,) = set(parked.parked) - set(journaled)
+        await manager.pause("other")
+        assert parked.torn == {new: "its trigger was paused"}
+        await anyio.sleep(0.5)  # past its window: nothing is journaled for it
+        assert new not in {t.task_id for t in await tasks(journal)}
