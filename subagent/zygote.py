@@ -85,13 +85,7 @@ WARM_RUN_TIMEOUT_S = 5.0
 # answered by `subagent.warm_model` on loopback (issue 16: the HTTP path built in every child
 # cost ~8 % more copy-on-write faults per child than when the zygote had run it once).
 WARM_KINDS = ("scripted", "openai", "anthropic")
-# Rounds of those runs. CPython 3.11 rewrites a function's bytecode into its specialising form
-# ("quickens" it) on its 8th call, and a task's code paths called once per task were called
-# only once to three times by a single round: a child that took such a function to 8 calls
-# rewrote its bytecode there, copying the code object's pages (issue 16: 8 rounds, so that every
-# function a task runs is quickened here, cut each child's USS by ≈ 0.3 MiB).
-WARM_ROUNDS = 8
-# Whether the code a warm-up round runs is moved together before those rounds (`hot_code`).
+# Whether the code every warm-up task runs is moved together before the first fork (`hot_code`).
 PACK_HOT_CODE = True
 
 
@@ -124,11 +118,12 @@ def _warm_run() -> dict[str, str]:
             again = [kind for kind in again if statuses[kind] == "completed"]
 
         # The first round also ran each kind's one-off set-up; the second runs what every task
-        # runs, and that code is moved together (`hot_code`). Then the copies are quickened.
+        # runs, and that code is moved together (`hot_code`); a third quickens the copies, so no
+        # child rewrites their bytecode on its own pages.
         if again and PACK_HOT_CODE:
-            hot_code.relocate(hot_code.record(one_round))
-        for _ in range(WARM_ROUNDS):
-            one_round()
+            copies = hot_code.relocate(hot_code.record(one_round))
+            with hot_code.quickened_by_next_call(copies):
+                one_round()
         return statuses
 
 

@@ -3,6 +3,7 @@ used by every function that runs them, allocated together."""
 
 from __future__ import annotations
 
+import dis
 import json
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import threading
 
 import anyio
 import anyio.lowlevel
+import pytest
 
 from subagent import hot_code
 
@@ -62,7 +64,8 @@ def test_relocated_functions_run_copies_that_behave_as_before() -> None:
     names = {code.co_name for code in hot}
     assert {"_adder", "add", "bump", "_double", "_in_a_thread", "<lambda>"} <= names  # the thread's too
     assert "_cold" not in names
-    assert hot_code.relocate(hot) >= 4
+    copies = hot_code.relocate(hot)
+    assert len(copies) == len(hot)
     for function in (_adder, _Counter.bump, _double, _in_a_thread):
         assert function.__code__ is not before[function]
         assert function.__code__.co_code == before[function].co_code
@@ -71,6 +74,27 @@ def test_relocated_functions_run_copies_that_behave_as_before() -> None:
     made_now = _adder(5)
     assert made_now(1) == 6
     assert made_now.__code__ in {c for c in _adder.__code__.co_consts if hasattr(c, "co_code")}
+
+
+def _first_op(function: object) -> str:
+    return next(dis.get_instructions(function, adaptive=True)).opname  # type: ignore[arg-type]
+
+
+@pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="3.11's warm-up counter and RESUME_QUICK")
+def test_copies_called_once_under_quickened_by_next_call_are_quickened_the_others_keep_their_count() -> None:
+    def called() -> int:
+        return 1
+
+    def not_called() -> int:
+        return 2
+
+    copies = hot_code.relocate(hot_code.record(lambda: (called(), not_called())))
+    assert _first_op(called) == _first_op(not_called) == "RESUME"  # fresh copies
+    with hot_code.quickened_by_next_call(copies):
+        called()
+    assert _first_op(called) == "RESUME_QUICK"
+    not_called()  # its first call after the warm-up, as in a child: not quickened by it
+    assert _first_op(not_called) == "RESUME"
 
 
 # In a fresh interpreter standing in for the zygote: warm up as it does, then list the code objects

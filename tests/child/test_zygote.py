@@ -319,8 +319,8 @@ def test_a_warm_up_kind_that_does_not_complete_is_not_run_again(monkeypatch: pyt
         "anthropic": "completed",
     }
     assert calls.count("openai") == 1
-    # the first round, the one recorded for packing, then the quickening rounds
-    assert calls.count("scripted") == calls.count("anthropic") == 2 + zygote.WARM_ROUNDS
+    # the first round, the one recorded for packing, the one that quickens the packed copies
+    assert calls.count("scripted") == calls.count("anthropic") == 3
 
 
 # Run in a fresh interpreter standing in for the zygote: fork three subagents whose stdin is closed
