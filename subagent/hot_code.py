@@ -28,7 +28,8 @@ _originals: list[types.CodeType] = []
 
 
 def record(run: Callable[[], object]) -> list[types.CodeType]:
-    """The code objects `run` calls, in every thread it starts, in the order first called."""
+    """The code objects `run` calls, in every thread it starts, in the order first called (so
+    that code called together is copied together)."""
     seen: dict[int, types.CodeType] = {}
 
     def profile(frame: types.FrameType, event: str, _arg: object) -> None:
@@ -68,8 +69,9 @@ def relocate(hot: list[types.CodeType]) -> list[types.CodeType]:
 
     for code in hot:
         copy(code)
+    function = types.FunctionType
     for obj in gc.get_objects():
-        if isinstance(obj, types.FunctionType):
+        if type(obj) is function:  # not isinstance: a walk over every object the zygote holds
             fresh = copies.get(id(obj.__code__))
             if fresh is not None:
                 obj.__code__ = fresh
