@@ -323,6 +323,24 @@ def test_a_warm_up_kind_that_does_not_complete_is_not_run_again(monkeypatch: pyt
     assert calls.count("scripted") == calls.count("anthropic") == 3
 
 
+# A zygote the supervisor put under SCHED_BATCH warms up under SCHED_OTHER and forks under BATCH.
+SCHEDULING_SCRIPT = """
+import json, os
+from subagent import zygote
+os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+seen = []
+zygote._warm_one = lambda kind, tmp: seen.append(os.sched_getscheduler(0)) or "completed"
+zygote._warm_run()
+names = {os.SCHED_BATCH: "batch", os.SCHED_OTHER: "other"}
+print(json.dumps({"during": sorted({names[p] for p in seen}), "after": names[os.sched_getscheduler(0)]}))
+"""
+
+
+def test_a_batch_zygote_warms_up_under_normal_scheduling_and_forks_under_batch() -> None:
+    done = _run_script(SCHEDULING_SCRIPT)
+    assert json.loads(done.stdout) == {"during": ["other"], "after": "batch"}
+
+
 # Run in a fresh interpreter standing in for the zygote: fork three subagents whose stdin is closed
 # at once (each ends with exit code 2, "no spawn frame"), either way the zygote can fork them.
 FORK_SCRIPT = """
