@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -94,3 +96,20 @@ def test_first_request_hops_bench_times_every_hop_of_every_task(tmp_path: Path) 
     medians = [row["p50"] for row in list(hops.values())[1:-1]]
     assert all(later >= earlier - 1 for earlier, later in itertools.pairwise(medians))
     assert results["left"] == 0
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("perf") is None, reason="reads page frames and runs perf: root only"
+)
+def test_cow_pages_bench_attributes_a_parked_childs_pages_and_faults() -> None:
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "cow_pages.py"), "--smoke", "--faults"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "copy, identical now" in done.stdout
+    assert "what each wrote to" in done.stdout
+    assert not wait_no_descendants(timeout_s=10)

@@ -269,6 +269,78 @@ def test_the_zygote_warms_a_task_on_every_model_kind() -> None:
     assert done.stderr == ""
 
 
+# Functions a one-turn task calls once: one warm-up round called each fewer than 8 times (3.11's
+# quickening threshold), so a child that reached 8 rewrote their bytecode on its own pages.
+ONCE_PER_TASK = (
+    "subagent.channel.ControlChannel.__init__",
+    "subagent.intel.openai.OpenAIChat.prepare",
+    "subagent.intel.anthropic.AnthropicMessages.prepare",
+    "protocol.result.distill",
+)
+QUICKENED_SCRIPT = """
+import dis, importlib, json, sys
+from subagent import zygote
+zygote._warm_run()
+def first_op(path):
+    parts = path.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            obj = getattr(obj, attr)
+        return next(dis.get_instructions(obj, adaptive=True)).opname
+print(json.dumps({path: first_op(path) for path in sys.argv[1:]}))
+"""
+
+
+@pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="3.11's warm-up counter and RESUME_QUICK")
+def test_the_warm_up_quickens_what_a_task_calls_once_so_no_child_rewrites_its_bytecode() -> None:
+    done = _run_script(QUICKENED_SCRIPT, *ONCE_PER_TASK)
+    assert json.loads(done.stdout) == dict.fromkeys(ONCE_PER_TASK, "RESUME_QUICK")
+
+
+def test_a_warm_up_kind_that_does_not_complete_is_not_run_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rounds repeat only the kinds that completed: a warm-up that times out (a proxy swallowing
+    loopback) costs its bound once, not once per round."""
+    from subagent import zygote
+
+    calls: list[str] = []
+
+    def one(kind: str, tmp: str) -> str:
+        calls.append(kind)
+        return "failed: TimeoutError()" if kind == "openai" else "completed"
+
+    monkeypatch.setattr(zygote, "_warm_one", one)
+    assert zygote._warm_run() == {
+        "scripted": "completed",
+        "openai": "failed: TimeoutError()",
+        "anthropic": "completed",
+    }
+    assert calls.count("openai") == 1
+    # the first round, the one recorded for packing, the one that quickens the packed copies
+    assert calls.count("scripted") == calls.count("anthropic") == 3
+
+
+# A zygote the supervisor put under SCHED_BATCH warms up under SCHED_OTHER and forks under BATCH.
+SCHEDULING_SCRIPT = """
+import json, os
+from subagent import zygote
+os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+seen = []
+zygote._warm_one = lambda kind, tmp: seen.append(os.sched_getscheduler(0)) or "completed"
+zygote._warm_run()
+names = {os.SCHED_BATCH: "batch", os.SCHED_OTHER: "other"}
+print(json.dumps({"during": sorted({names[p] for p in seen}), "after": names[os.sched_getscheduler(0)]}))
+"""
+
+
+def test_a_batch_zygote_warms_up_under_normal_scheduling_and_forks_under_batch() -> None:
+    done = _run_script(SCHEDULING_SCRIPT)
+    assert json.loads(done.stdout) == {"during": ["other"], "after": "batch"}
+
+
 # Run in a fresh interpreter standing in for the zygote: fork three subagents whose stdin is closed
 # at once (each ends with exit code 2, "no spawn frame"), either way the zygote can fork them.
 FORK_SCRIPT = """
