@@ -19,6 +19,7 @@ from agentd.journal.quota import Quota, quota_problem
 from agentd.journal.records import (
     TASK_STATES,
     EventRecord,
+    NodeEnd,
     NodeRecord,
     NodeState,
     TaskRecord,
@@ -347,8 +348,10 @@ def mark_terminal(
     now: float,
     only_queued: bool = False,
     idle: bool = False,
+    root: NodeEnd | None = None,
 ) -> TaskRecord:
-    return _transition(
+    """Any state but terminal → terminal; with `root`, the root node ends in the same commit."""
+    record = _transition(
         conn,
         task_id,
         allowed=("queued",) if only_queued else ("queued", "starting", "running"),
@@ -369,6 +372,13 @@ def mark_terminal(
             int(idle),
         ),
     )
+    if root is not None:
+        conn.execute(
+            "UPDATE nodes SET state = 'terminal', status = ?, usage = ?, ended_at = ?"
+            " WHERE task_id = ? AND handle = ? AND state != 'terminal'",
+            (root.status.value, root.usage.model_dump_json(), now, task_id, ROOT_HANDLE),
+        )
+    return record
 
 
 def requeue(conn: sqlite3.Connection, task_id: str) -> TaskRecord:

@@ -35,6 +35,7 @@ from agentd.journal.records import (
     EventRecord,
     JournalHealth,
     JournalStats,
+    NodeEnd,
     NodeRecord,
     NodeState,
     ScheduleRecord,
@@ -260,10 +261,12 @@ class Journal(ScheduleJournal, ApprovalJournal, TriggerJournal):
         error: RunError | None = None,
         only_queued: bool = False,
         idle: bool = False,
+        root: NodeEnd | None = None,
     ) -> TaskRecord:
         """queued|starting|running → terminal (`only_queued`: queued → terminal, for a task no
         run has claimed). Events appended before this call commit with it. `idle`: the run
-        reported it found nothing to do."""
+        reported it found nothing to do. `root`: the root node's end, committed with it (a run
+        that left it to this write: one transaction per task end instead of two)."""
         op = functools.partial(
             q.mark_terminal,
             task_id=task_id,
@@ -277,6 +280,7 @@ class Journal(ScheduleJournal, ApprovalJournal, TriggerJournal):
             now=time.time(),
             only_queued=only_queued,
             idle=idle,
+            root=root,
         )
         return await self._write(op, wakes=task_id)
 

@@ -22,7 +22,7 @@ import psutil
 
 from agentd import logs
 from agentd.errors import AgentdError, InvalidTransition, JournalError
-from agentd.journal.records import TaskRecord
+from agentd.journal.records import NodeEnd, TaskRecord
 from agentd.journal.store import Journal
 from agentd.metrics.port import NULL_METRICS, Metrics
 from agentd.spawning import reaper
@@ -306,8 +306,12 @@ class Supervisor:
                     status=TerminalStatus.CRASHED, error=RunError(kind="internal", message=message)
                 )
             if result is not None:  # None: it was cancelled while queued, and recorded then
-                # A forced kill (a second signal) is not a clean drain.
-                await self._record_terminal(record, result, clean_drain=self.draining and not self.forced)
+                # A forced kill (a second signal) is not a clean drain. The root node's end (a
+                # local run leaves it to us) commits in the same transaction as the task's.
+                root = slot.run.root_end if slot.run is not None else None
+                await self._record_terminal(
+                    record, result, clean_drain=self.draining and not self.forced, root=root
+                )
         except JournalError as exc:
             # The outcome could not be recorded; restart recovery will reconcile the task.
             self.log.error("task.terminal", task_id=record.task_id, err=f"journal: {exc}")
@@ -336,7 +340,13 @@ class Supervisor:
         return await slot.run.run()
 
     async def _record_terminal(
-        self, record: TaskRecord, result: RunResult, *, clean_drain: bool = False, only_queued: bool = False
+        self,
+        record: TaskRecord,
+        result: RunResult,
+        *,
+        clean_drain: bool = False,
+        only_queued: bool = False,
+        root: NodeEnd | None = None,
     ) -> TaskRecord:
         code = int(exit_code(result, clean_drain=clean_drain))
         record = await self.journal.mark_terminal(
@@ -350,6 +360,7 @@ class Supervisor:
             error=result.error,
             only_queued=only_queued,
             idle=result.idle,
+            root=root,
         )
         self.metrics.task_finished(result.status.value, code)
         self.log.info(
