@@ -129,7 +129,7 @@ class DaemonBackend:
                 owner_uid=caller.uid,
                 pid=caller.pid,
             )
-            self.supervisor.notify_submitted()
+            self.supervisor.notify_submitted(record)
         return SubmitResult(task_id=record.task_id, state=record.state, created=created)
 
     async def _accept(self, record: TaskRecord) -> None:

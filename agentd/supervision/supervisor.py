@@ -32,6 +32,7 @@ from agentd.supervision.approvals import ApprovalDesk
 from agentd.supervision.executor import Executor, LocalExecutor, Run
 from agentd.supervision.fairness import fair_order
 from agentd.supervision.ports import DrainState, RunOptions, RunPorts
+from agentd.supervision.queue_cache import QueueCache, first_per_owner
 from agentd.supervision.spawn_window import SpawnWindow
 from agentd.tracing import NULL_TRACING, TaskSpan, Tracing
 from protocol.environment import RUN_MARKER_ENV
@@ -104,6 +105,8 @@ class Supervisor:
         self.window = SpawnWindow(self.options.spawn_window)
         self._drain = DrainState()
         self._wake = anyio.Event()
+        # The queue as last read, so a task's start or end does not cost a journal read (issue 16).
+        self._queue = QueueCache()
         self._sweep_wanted = anyio.Event()
         self._terminal: dict[str, anyio.Event] = {}
         self._drained = anyio.Event()
@@ -159,9 +162,14 @@ class Supervisor:
         """The adopted task has ended (its terminal status is recorded)."""
         self._adopted.pop(task_id, None)
 
-    def notify_submitted(self) -> None:
-        """A submit created a task: count it and wake the scheduler."""
+    def notify_submitted(self, record: TaskRecord | None = None) -> None:
+        """A submit created a task (`record`, if the caller has it): count it and wake the
+        scheduler. Without the record, the scheduler reads the queue from the journal again."""
         self.metrics.task_submitted()
+        if record is not None:
+            self._queue.submitted(record)
+        else:
+            self._queue.stale()
         self._wake.set()
 
     def terminal_event(self, task_id: str) -> anyio.Event:
@@ -182,6 +190,7 @@ class Supervisor:
             record = await self.journal.get(task_id)
             if record is None or record.state != "queued":
                 return record
+            self._queue.stale()  # it leaves the queue here, not through the scheduler
             result = RunResult(
                 status=TerminalStatus.CANCELLED, error=RunError(kind="cancelled", message=reason)
             )
@@ -227,7 +236,7 @@ class Supervisor:
                 free = self.options.max_concurrent_tasks - len(self.running)
                 if free > 0:
                     try:
-                        queued = await self.journal.next_queued(free + len(self.running))
+                        queued = await self._queued(free + len(self.running))
                     except JournalError as exc:
                         self.log.error("proc.start", err=f"journal read failed: {exc}")
                         queued = ()
@@ -241,14 +250,33 @@ class Supervisor:
                         self._last_started[record.owner_uid] = self._starts
                         slot = _Slot(record)
                         self.running[record.task_id] = slot
+                        self._queue.taken(record)
                         tg.start_soon(self._run_task, slot)
                 self._wake = anyio.Event()
-                with anyio.move_on_after(1.0):
+                with anyio.move_on_after(1.0) as timed:
                     await self._wake.wait()
+                if timed.cancelled_caught:
+                    # Nothing woke it: read the journal again, so a task queued by a path that did
+                    # not say so (or a requeue) is still started within a second, as before.
+                    self._queue.stale()
             await self._finish_drain()
             self.sweep()  # what the last tasks to end left behind, before the sweeper stops
             tg.cancel_scope.cancel()
         self._drained.set()
+
+    async def _queued(self, per_owner: int) -> tuple[TaskRecord, ...]:
+        """Each owner's oldest `per_owner` queued tasks: from the cached queue, else the journal."""
+        picked = self._queue.pick(per_owner)
+        if picked is not None:
+            return picked
+        size = self._queue.read_size(per_owner)
+        self._queue.begin_read()
+        read = None
+        try:
+            read = await self.journal.next_queued(size)
+        finally:
+            self._queue.end_read(read, size)
+        return first_per_owner(read, per_owner)[0]
 
     def _running_by_owner(self) -> Counter[int]:
         return Counter(slot.record.owner_uid for slot in self.running.values())
