@@ -131,8 +131,10 @@ class NodeListener:
         shown = params.event in INFO_EVENTS or (
             params.event in CONTENT_EVENTS and self.node.payload.telemetry.capture_content
         )
-        level = "info" if shown else "debug"
-        getattr(self.log, level)(params.event, pid=child.pid, comp=_comp(params.event), **fields)
+        if shown:
+            self.log.info(params.event, pid=child.pid, comp=_comp(params.event), **fields)
+        elif logs.enabled("debug"):
+            self.log.debug(params.event, pid=child.pid, comp=_comp(params.event), **fields)
         self._journal(params.event, fields)
 
     def on_usage(self, child: SupervisedChild, params: control.UsageParams) -> None:
