@@ -79,7 +79,8 @@ class QueueCache:
             self.submitted(record)
 
     def submitted(self, record: TaskRecord) -> None:
-        """`record` was just committed `queued` and acknowledged: the newest task of its owner."""
+        """`record` was just committed `queued`: the newest task of its owner. The caller
+        guarantees it was not taken yet (else it would be listed, and started, again)."""
         if self._reading:
             self._arrived.append(record)
         elif self._records is not None and record.owner_uid not in self._cut:

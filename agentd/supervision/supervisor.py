@@ -163,10 +163,13 @@ class Supervisor:
         self._adopted.pop(task_id, None)
 
     def notify_submitted(self, record: TaskRecord | None = None) -> None:
-        """A submit created a task (`record`, if the caller has it): count it and wake the
-        scheduler. Without the record, the scheduler reads the queue from the journal again."""
+        """A submit created a task: count it and wake the scheduler.
+
+        `record` is listed in the scheduler's copy of the queue only while its id is still in
+        `accepting` (so no read can have started it already, and it cannot start twice);
+        otherwise, or without it, the scheduler reads the queue from the journal again."""
         self.metrics.task_submitted()
-        if record is not None:
+        if record is not None and record.task_id in self.accepting:
             self._queue.submitted(record)
         else:
             self._queue.stale()
