@@ -145,6 +145,7 @@ class DaemonBackend:
             except JournalUnavailable:
                 forgotten = False
             if forgotten:
+                self.supervisor.queue_changed()  # a read may have seen it while it was held back
                 raise ApiError(UNAVAILABLE, f"the task was not accepted: {exc}", retryable=True) from None
             # It could not be forgotten: it stays queued, and its run starts the workflow
             # (idempotently) once Temporal answers.

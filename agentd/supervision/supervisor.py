@@ -175,6 +175,11 @@ class Supervisor:
             self._queue.stale()
         self._wake.set()
 
+    def queue_changed(self) -> None:
+        """A queued task left the queue other than by starting (forgotten, cancelled): the
+        scheduler reads the queue from the journal again instead of trusting its copy."""
+        self._queue.stale()
+
     def terminal_event(self, task_id: str) -> anyio.Event:
         """An event set when `task_id` reaches a terminal state in this daemon's lifetime."""
         return self._terminal.setdefault(task_id, anyio.Event())
@@ -193,7 +198,7 @@ class Supervisor:
             record = await self.journal.get(task_id)
             if record is None or record.state != "queued":
                 return record
-            self._queue.stale()  # it leaves the queue here, not through the scheduler
+            self.queue_changed()  # it leaves the queue here, not through the scheduler
             result = RunResult(
                 status=TerminalStatus.CANCELLED, error=RunError(kind="cancelled", message=reason)
             )

@@ -190,3 +190,34 @@ async def test_a_task_queued_unannounced_or_cancelled_while_cached_is_handled(
         tg.cancel_scope.cancel()
     ended = await journal.get(cancelled.task_id)
     assert ended is not None and ended.state == "terminal"
+
+
+@pytestmark_anyio
+async def test_a_task_forgotten_while_held_back_is_not_started_from_the_copy(journal: Journal) -> None:
+    executor = FakeExecutor()
+    supervisor = Supervisor(
+        journal, _payload, ExecSpawner(), SupervisorOptions(max_concurrent_tasks=1), executor=executor
+    )
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(supervisor.serve)
+        blocker = await submit(journal, supervisor, owner_uid=1)
+        blocker_run = await _started(executor, blocker.task_id)
+        # As the API's submit whose executor refused the task: committed, held back, forgotten.
+        supervisor.accepting.add(held_id := new_task_id())
+        await journal.submit(TaskSpec(instruction="held"), owner_uid=1, task_id=held_id)
+        supervisor.notify_submitted()  # some other path: the scheduler reads, and sees it held
+        blocker_run.finish.set()
+        with anyio.fail_after(BOUND_S):
+            await supervisor.terminal_event(blocker.task_id).wait()
+        assert await journal.forget_queued(held_id)
+        supervisor.queue_changed()
+        supervisor.accepting.discard(held_id)
+        after = await submit(journal, supervisor, owner_uid=1)
+        (await _started(executor, after.task_id)).finish.set()
+        with anyio.fail_after(BOUND_S):
+            await supervisor.terminal_event(after.task_id).wait()
+        assert held_id not in executor.runs
+        supervisor.drain()
+        with anyio.fail_after(BOUND_S):
+            await supervisor.wait_drained()
+        tg.cancel_scope.cancel()
