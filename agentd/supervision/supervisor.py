@@ -198,7 +198,6 @@ class Supervisor:
             record = await self.journal.get(task_id)
             if record is None or record.state != "queued":
                 return record
-            self.queue_changed()  # it leaves the queue here, not through the scheduler
             result = RunResult(
                 status=TerminalStatus.CANCELLED, error=RunError(kind="cancelled", message=reason)
             )
@@ -208,6 +207,10 @@ class Supervisor:
                 slot = self.running.get(task_id)
                 if slot is None:  # it ended on its own meanwhile
                     return await self.journal.get(task_id)
+            finally:
+                # It left the queue here, not through the scheduler; told after the commit, since
+                # a read while it was being written may have copied it still queued.
+                self.queue_changed()
         slot.cancel_reason = slot.cancel_reason or reason
         if slot.run is not None:
             slot.run.cancel(reason)
