@@ -9,7 +9,10 @@ is tasks / (first submit → all terminal). Every task must end `completed`. The
 status call costs the daemon ~2 ms of CPU, so polling it every 10 ms through the whole run was
 counted as ~half of the daemon's CPU per task (and took that CPU from the tasks). A warm-up batch runs
 first (the first forks touch pages the rest share). The daemon's and its children's CPU over the
-measured batch is printed per task.
+measured batch is printed per task, the daemon's split into its event loop's thread and the rest
+(the journal writer, read workers), and so is the CPU of this bench's own submitting clients: they
+run in this process, so none of it is counted as the daemon's, but on a small machine they take
+CPU from the tasks (issue 16).
 
     python bench/throughput.py [--tasks 600] [--concurrency 8 32] [--clients 4] [--smoke]
 """
@@ -100,6 +103,22 @@ def tree_cpu(pid: int) -> TreeCpu:
     return TreeCpu(daemon, zygote, subagents)
 
 
+def loop_thread_cpu(pid: int) -> float:
+    """CPU seconds of the daemon's main thread, the one that runs its event loop."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu() -> float:
+    """CPU seconds of this process (the submitting clients' threads), its children not included."""
+    t = psutil.Process().cpu_times()
+    return float(t.user + t.system)
+
+
 def run_batch(bench: BenchDaemon, tasks: int, clients: int, label: str) -> dict[str, float]:
     """Submit `tasks` from `clients` connections; wait until none is queued or running."""
     errors: list[BaseException] = []
@@ -119,7 +138,7 @@ def run_batch(bench: BenchDaemon, tasks: int, clients: int, label: str) -> dict[
         except BaseException as exc:  # noqa: BLE001 — reported by the main thread
             errors.append(exc)
 
-    cpu_before = tree_cpu(bench.pid)
+    cpu_before, loop_before, client_before = tree_cpu(bench.pid), loop_thread_cpu(bench.pid), own_cpu()
     started = time.monotonic()
     threads = [threading.Thread(target=client, args=(n,)) for n in per_client]
     for thread in threads:
@@ -143,6 +162,7 @@ def run_batch(bench: BenchDaemon, tasks: int, clients: int, label: str) -> dict[
             time.sleep(0.01)
     elapsed = time.monotonic() - started
     cpu = tree_cpu(bench.pid).minus(cpu_before)
+    loop_cpu, client_cpu = loop_thread_cpu(bench.pid) - loop_before, own_cpu() - client_before
     statuses = task_statuses(bench, label)
     if statuses.get("completed", 0) != tasks:
         raise RuntimeError(f"not every task completed: {statuses}")
@@ -153,6 +173,8 @@ def run_batch(bench: BenchDaemon, tasks: int, clients: int, label: str) -> dict[
         "per_s": round(tasks / elapsed, 1),
         "cpu_ms_per_task": round((cpu.daemon + cpu.zygote + cpu.subagents) * 1000 / tasks, 2),
         "daemon_cpu_ms_per_task": round(cpu.daemon * 1000 / tasks, 2),
+        "daemon_loop_cpu_ms_per_task": round(loop_cpu * 1000 / tasks, 2),
+        "client_cpu_ms_per_task": round(client_cpu * 1000 / tasks, 2),
         "zygote_cpu_ms_per_task": round(cpu.zygote * 1000 / tasks, 2),
         "subagent_cpu_ms_per_task": round(cpu.subagents * 1000 / tasks, 2),
     }
@@ -220,13 +242,15 @@ def main() -> int:
     print(f"one-turn tasks per second (scripted model, zygote); {mode}; {cpus} CPUs; load at start {load}")
     print(
         f"{'concurrency':>11} {'tasks':>6} {'submits s':>10} {'all done s':>11} {'tasks/s':>8}"
-        f" {'CPU ms/task: all':>17} {'daemon':>7} {'zygote':>7} {'subagent':>9} {'load':>6}"
+        f" {'CPU ms/task: all':>17} {'daemon':>7} {'(loop)':>7} {'zygote':>7} {'subagent':>9}"
+        f" {'client':>7} {'load':>6}"
     )
     for r in rows:
         print(
             f"{r['concurrency']:>11} {r['tasks']:>6} {r['submitted_s']:>10.2f} {r['elapsed_s']:>11.2f}"
             f" {r['per_s']:>8.1f} {r['cpu_ms_per_task']:>17.2f} {r['daemon_cpu_ms_per_task']:>7.2f}"
-            f" {r['zygote_cpu_ms_per_task']:>7.2f} {r['subagent_cpu_ms_per_task']:>9.2f}"
+            f" {r['daemon_loop_cpu_ms_per_task']:>7.2f} {r['zygote_cpu_ms_per_task']:>7.2f}"
+            f" {r['subagent_cpu_ms_per_task']:>9.2f} {r['client_cpu_ms_per_task']:>7.2f}"
             f" {r['machine']['load_avg_at_start'][0]:>6}"
         )
     print(f"best {best:.1f}/s, target >= {TARGET_PER_S:.0f}/s: {verdict}; processes left: {len(left)}")

@@ -119,6 +119,9 @@ class DaemonBackend:
                 raise ApiError(UNAVAILABLE, f"the task was not accepted: {exc}", retryable=True) from None
             if created:
                 await self._accept(record)
+                # Told while the scheduler still leaves it alone (`accepting`): no read can have
+                # started it yet, so the scheduler's copy of the queue may list it.
+                self.supervisor.notify_submitted(record)
         finally:
             self.supervisor.accepting.discard(task_id)
         if created:
@@ -129,7 +132,6 @@ class DaemonBackend:
                 owner_uid=caller.uid,
                 pid=caller.pid,
             )
-            self.supervisor.notify_submitted()
         return SubmitResult(task_id=record.task_id, state=record.state, created=created)
 
     async def _accept(self, record: TaskRecord) -> None:
@@ -143,6 +145,7 @@ class DaemonBackend:
             except JournalUnavailable:
                 forgotten = False
             if forgotten:
+                self.supervisor.queue_changed()  # a read may have seen it while it was held back
                 raise ApiError(UNAVAILABLE, f"the task was not accepted: {exc}", retryable=True) from None
             # It could not be forgotten: it stays queued, and its run starts the workflow
             # (idempotently) once Temporal answers.

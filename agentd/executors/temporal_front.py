@@ -36,7 +36,7 @@ from agentd.executors.remote import (
     workflow_id,
     workflow_input,
 )
-from agentd.journal.records import TaskRecord
+from agentd.journal.records import NodeEnd, TaskRecord
 from agentd.journal.store import Journal
 from agentd.supervision.executor import Run
 from agentd.supervision.liveness import KillCause
@@ -108,6 +108,8 @@ class RemoteRun:
     """Follows one task's workflow to its result (the `Run` face of a remote task)."""
 
     root_child: SupervisedChild | None = None
+    # The worker's tree is mirrored node by node (`_record_tree`): nothing left for the terminal write.
+    root_end: NodeEnd | None = None
 
     def __init__(self, executor: TemporalExecutor, record: TaskRecord) -> None:
         self.executor = executor

@@ -19,6 +19,7 @@ from agentd.journal.quota import Quota, quota_problem
 from agentd.journal.records import (
     TASK_STATES,
     EventRecord,
+    NodeEnd,
     NodeRecord,
     NodeState,
     TaskRecord,
@@ -317,7 +318,8 @@ def _upsert_root(
     grant_steps: int | None = None,
     grant_tokens: int | None = None,
 ) -> None:
-    upsert_node(
+    # The caller's transition just returned the task's row: no need to look it up again.
+    _write_node(
         conn,
         task_id=task_id,
         handle=ROOT_HANDLE,
@@ -347,8 +349,10 @@ def mark_terminal(
     now: float,
     only_queued: bool = False,
     idle: bool = False,
+    root: NodeEnd | None = None,
 ) -> TaskRecord:
-    return _transition(
+    """Any state but terminal → terminal; with `root`, the root node ends in the same commit."""
+    record = _transition(
         conn,
         task_id,
         allowed=("queued",) if only_queued else ("queued", "starting", "running"),
@@ -369,6 +373,13 @@ def mark_terminal(
             int(idle),
         ),
     )
+    if root is not None:
+        conn.execute(
+            "UPDATE nodes SET state = 'terminal', status = ?, usage = ?, ended_at = ?"
+            " WHERE task_id = ? AND handle = ? AND state != 'terminal'",
+            (root.status.value, root.usage.model_dump_json(), now, task_id, ROOT_HANDLE),
+        )
+    return record
 
 
 def requeue(conn: sqlite3.Connection, task_id: str) -> TaskRecord:
@@ -401,6 +412,38 @@ def upsert_node(
     """Create or update a live node; a node that already ended is never revived."""
     if not conn.execute("SELECT 1 FROM tasks WHERE task_id = ?", (task_id,)).fetchall():
         raise TaskNotFound(task_id)
+    return _write_node(
+        conn,
+        task_id=task_id,
+        handle=handle,
+        parent=parent,
+        depth=depth,
+        state=state,
+        pid=pid,
+        pid_start_time=pid_start_time,
+        usage=usage,
+        grant_steps=grant_steps,
+        grant_tokens=grant_tokens,
+        now=now,
+    )
+
+
+def _write_node(
+    conn: sqlite3.Connection,
+    *,
+    task_id: str,
+    handle: str,
+    parent: str | None,
+    depth: int,
+    state: NodeState,
+    pid: int | None,
+    pid_start_time: float | None,
+    usage: RunUsage | None,
+    grant_steps: int | None,
+    grant_tokens: int | None,
+    now: float,
+) -> NodeRecord:
+    """`upsert_node` for a task known to exist (its row was just updated in this transaction)."""
     rows = conn.execute(
         "INSERT INTO nodes (task_id, handle, parent, depth, state, pid, pid_start_time, usage,"
         " grant_steps, grant_tokens, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"

@@ -221,6 +221,14 @@ class NodeRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeEnd:
+    """A node's end to record with its task's terminal status, in the same commit (the root's)."""
+
+    status: TerminalStatus
+    usage: RunUsage
+
+
+@dataclass(frozen=True, slots=True)
 class EventRecord:
     """One journaled event. `seq` starts at 1 per task and grows by one per event, with no gaps."""
 

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
 import anyio.abc
@@ -35,6 +35,7 @@ from agentd.journal.records import (
     EventRecord,
     JournalHealth,
     JournalStats,
+    NodeEnd,
     NodeRecord,
     NodeState,
     ScheduleRecord,
@@ -121,6 +122,12 @@ class Journal(ScheduleJournal, ApprovalJournal, TriggerJournal):
         self._followers: dict[str, _Followers] = {}
         self._writer_stopped = anyio.Event()
         self._dispatch_scope: anyio.CancelScope | None = None
+        self._watch_scope: anyio.CancelScope | None = None
+        # Invariant: every write submitted and not yet completed, oldest first (the writer
+        # completes them in that order); a completed one may linger until `_resolve` pops it.
+        self._inflight: deque[Pending[Any]] = deque()
+        # Set when a write is submitted while the stall watch sleeps with nothing in flight.
+        self._watch_idle: anyio.Event | None = None
         # Invariant: once set, no new write reaches the writer queue (the stop sentinel is last).
         self._closing = False
 
@@ -284,10 +291,12 @@ class Journal(ScheduleJournal, ApprovalJournal, TriggerJournal):
         error: RunError | None = None,
         only_queued: bool = False,
         idle: bool = False,
+        root: NodeEnd | None = None,
     ) -> TaskRecord:
         """queued|starting|running → terminal (`only_queued`: queued → terminal, for a task no
         run has claimed). Events appended before this call commit with it. `idle`: the run
-        reported it found nothing to do."""
+        reported it found nothing to do. `root`: the root node's end, committed with it (a run
+        that left it to this write: one transaction per task end instead of two)."""
         op = functools.partial(
             q.mark_terminal,
             task_id=task_id,
@@ -301,6 +310,7 @@ class Journal(ScheduleJournal, ApprovalJournal, TriggerJournal):
             now=time.time(),
             only_queued=only_queued,
             idle=idle,
+            root=root,
         )
         return await self._write(op, wakes=task_id)
 
@@ -362,21 +372,51 @@ class Journal(ScheduleJournal, ApprovalJournal, TriggerJournal):
     async def _write(self, fn: Callable[[sqlite3.Connection], T], *, wakes: str | None = None) -> T:
         if self._closing or self._writer.closed:
             raise JournalUnavailable("journal is closed")
-        op = Pending(fn, wakes=wakes)
+        # Bounded by `_watch_stalls`, one task for all writes, not by a timed cancel scope around
+        # each wait: that scope (a timer armed and cancelled, anyio's scope bookkeeping) was the
+        # biggest part of a write's cost on the event loop, several times per task (issue 16).
+        op = Pending(fn, wakes=wakes, due=anyio.current_time() + self._options.write_timeout_s)
+        self._inflight.append(op)
+        if self._watch_idle is not None:
+            self._watch_idle.set()
+            self._watch_idle = None
         self._writer.submit(op)
         # Cancelling this wait does not withdraw the write: it may still commit (callers retry
         # with an idempotency key).
-        timeout_s = self._options.write_timeout_s
-        try:
-            with anyio.fail_after(timeout_s):
-                await op.done.wait()
-        except TimeoutError:
+        await op.done.wait()
+        if op.stalled:
             raise JournalUnavailable(
-                f"journal write not committed within {timeout_s:g} s (writer stalled)"
-            ) from None
+                f"journal write not committed within {self._options.write_timeout_s:g} s (writer stalled)"
+            )
         if op.error is not None:
             raise op.error
         return op.value
+
+    async def _watch_stalls(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        """Give up on every write not completed within `write_timeout_s` of its submit.
+
+        Sleeps until the oldest write in flight falls due (or, with none, until one is
+        submitted); shielded like `_dispatch`, and cancelled with it."""
+        with anyio.CancelScope(shield=True) as scope:
+            self._watch_scope = scope
+            task_status.started()
+            inflight = self._inflight
+            while True:
+                while inflight and inflight[0].done.is_set():
+                    inflight.popleft()
+                if not inflight:
+                    self._watch_idle = idle = anyio.Event()
+                    await idle.wait()
+                    continue
+                now = anyio.current_time()
+                if inflight[0].due > now:
+                    await anyio.sleep(inflight[0].due - now)
+                    continue
+                while inflight and inflight[0].due <= now:
+                    op = inflight.popleft()
+                    if not op.done.is_set():
+                        op.stalled = True
+                        op.done.set()
 
     # ---- events ----------------------------------------------------------------------------------
 
@@ -506,8 +546,9 @@ class Journal(ScheduleJournal, ApprovalJournal, TriggerJournal):
                     self._resolve(self._writer.completed.popleft())
 
     def _stop_dispatch(self) -> None:
-        if self._dispatch_scope is not None:
-            self._dispatch_scope.cancel()
+        for scope in (self._dispatch_scope, self._watch_scope):
+            if scope is not None:
+                scope.cancel()
 
     def _resolve(self, completion: Completion) -> None:
         woken = set(completion.tasks)
@@ -515,6 +556,9 @@ class Journal(ScheduleJournal, ApprovalJournal, TriggerJournal):
             if op.error is None and op.wakes is not None:
                 woken.add(op.wakes)
             op.done.set()
+        inflight = self._inflight
+        while inflight and inflight[0].done.is_set():
+            inflight.popleft()
         for task_id in woken:
             followers = self._followers.pop(task_id, None)
             if followers is not None:
@@ -579,6 +623,7 @@ async def open_journal(
     try:
         async with anyio.create_task_group() as tg:
             await tg.start(journal._dispatch, wake_r)
+            await tg.start(journal._watch_stalls)
             writer.start()
             try:
                 yield journal

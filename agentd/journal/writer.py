@@ -43,15 +43,20 @@ class Pending(Generic[T]):
     the loop side reads them only after `done` is set. `done` is touched only by the loop thread.
     """
 
-    __slots__ = ("done", "error", "fn", "value", "wakes")
+    __slots__ = ("done", "due", "error", "fn", "stalled", "value", "wakes")
 
-    def __init__(self, fn: Callable[[sqlite3.Connection], T], *, wakes: str | None = None) -> None:
+    def __init__(
+        self, fn: Callable[[sqlite3.Connection], T], *, wakes: str | None = None, due: float = 0.0
+    ) -> None:
         self.fn = fn
         # A task whose event followers should wake once this op commits (it ended).
         self.wakes = wakes
         self.done = anyio.Event()
         self.error: BaseException | None = None
         self.value: T
+        # Loop side only: when its waiter gives up on it (event-loop clock), and whether it did.
+        self.due = due
+        self.stalled = False
 
 
 @dataclass(frozen=True, slots=True)

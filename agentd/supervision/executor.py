@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from agentd.journal.records import TaskRecord
+from agentd.journal.records import NodeEnd, TaskRecord
 from agentd.supervision.liveness import KillCause
 from agentd.supervision.ports import RunPorts
 from agentd.supervision.supervised_child import SupervisedChild
@@ -25,6 +25,12 @@ class Run(Protocol):
 
     @property
     def root_child(self) -> SupervisedChild | None: ...
+
+    @property
+    def root_end(self) -> NodeEnd | None:
+        """The root node's end, once the run is over, if the supervisor is to commit it with the
+        task's terminal status (None: the run recorded it itself, or there is none here)."""
+        ...
 
     async def run(self) -> RunResult | None:
         """The task's result; None when nothing is to be recorded now (a cancelled queued task,
@@ -70,7 +76,7 @@ class LocalExecutor:
         return None  # the journal's commit is the whole acceptance
 
     def start(self, ports: RunPorts, record: TaskRecord, payload: SpawnPayload) -> Run:
-        return TaskRun(ports, record, payload)
+        return TaskRun(ports, record, payload, defer_root_end=True)
 
     def requeue_on_recovery(self, record: TaskRecord) -> bool:
         return self.requeue and record.may_requeue

@@ -22,7 +22,7 @@ import psutil
 
 from agentd import logs
 from agentd.errors import AgentdError, InvalidTransition, JournalError
-from agentd.journal.records import TaskRecord
+from agentd.journal.records import NodeEnd, TaskRecord
 from agentd.journal.store import Journal
 from agentd.metrics.port import NULL_METRICS, Metrics
 from agentd.spawning import reaper
@@ -33,6 +33,7 @@ from agentd.supervision.executor import Executor, LocalExecutor, Run
 from agentd.supervision.fairness import fair_order
 from agentd.supervision.parking import Parking
 from agentd.supervision.ports import DrainState, RunOptions, RunPorts
+from agentd.supervision.queue_cache import QueueCache, first_per_owner
 from agentd.supervision.spawn_window import SpawnWindow
 from agentd.supervision.watch_clock import WatchClock
 from agentd.tracing import NULL_TRACING, TaskSpan, Tracing
@@ -109,6 +110,8 @@ class Supervisor:
         self.parking = Parking(spawner, cgroup_root, lambda: self.options.run)
         self._drain = DrainState()
         self._wake = anyio.Event()
+        # The queue as last read, so a task's start or end does not cost a journal read (issue 16).
+        self._queue = QueueCache()
         self._sweep_wanted = anyio.Event()
         self._terminal: dict[str, anyio.Event] = {}
         self._drained = anyio.Event()
@@ -167,10 +170,23 @@ class Supervisor:
         """The adopted task has ended (its terminal status is recorded)."""
         self._adopted.pop(task_id, None)
 
-    def notify_submitted(self) -> None:
-        """A submit created a task: count it and wake the scheduler."""
+    def notify_submitted(self, record: TaskRecord | None = None) -> None:
+        """A submit created a task: count it and wake the scheduler.
+
+        `record` is listed in the scheduler's copy of the queue only while its id is still in
+        `accepting` (so no read can have started it already, and it cannot start twice);
+        otherwise, or without it, the scheduler reads the queue from the journal again."""
         self.metrics.task_submitted()
+        if record is not None and record.task_id in self.accepting:
+            self._queue.submitted(record)
+        else:
+            self._queue.stale()
         self._wake.set()
+
+    def queue_changed(self) -> None:
+        """A queued task left the queue other than by starting (forgotten, cancelled): the
+        scheduler reads the queue from the journal again instead of trusting its copy."""
+        self._queue.stale()
 
     def terminal_event(self, task_id: str) -> anyio.Event:
         """An event set when `task_id` reaches a terminal state in this daemon's lifetime."""
@@ -200,6 +216,10 @@ class Supervisor:
                 slot = self.running.get(task_id)
                 if slot is None:  # it ended on its own meanwhile
                     return await self.journal.get(task_id)
+            finally:
+                # It left the queue here, not through the scheduler; told after the commit, since
+                # a read while it was being written may have copied it still queued.
+                self.queue_changed()
         slot.cancel_reason = slot.cancel_reason or reason
         if slot.run is not None:
             slot.run.cancel(reason)
@@ -244,7 +264,7 @@ class Supervisor:
                 free = self.options.max_concurrent_tasks - len(self.running)
                 if free > 0:
                     try:
-                        queued = await self.journal.next_queued(free + len(self.running))
+                        queued = await self._queued(free + len(self.running))
                     except JournalError as exc:
                         self.log.error("proc.start", err=f"journal read failed: {exc}")
                         queued = ()
@@ -258,15 +278,34 @@ class Supervisor:
                         self._last_started[record.owner_uid] = self._starts
                         slot = _Slot(record)
                         self.running[record.task_id] = slot
+                        self._queue.taken(record)
                         tg.start_soon(self._run_task, slot)
                 self._wake = anyio.Event()
-                with anyio.move_on_after(1.0):
+                with anyio.move_on_after(1.0) as timed:
                     await self._wake.wait()
+                if timed.cancelled_caught:
+                    # Nothing woke it: read the journal again, so a task queued by a path that did
+                    # not say so (or a requeue) is still started within a second, as before.
+                    self._queue.stale()
             await self._finish_drain()
             await self.parking.close()
             self.sweep()  # what the last tasks to end left behind, before the sweeper stops
             tg.cancel_scope.cancel()
         self._drained.set()
+
+    async def _queued(self, per_owner: int) -> tuple[TaskRecord, ...]:
+        """Each owner's oldest `per_owner` queued tasks: from the cached queue, else the journal."""
+        picked = self._queue.pick(per_owner)
+        if picked is not None:
+            return picked
+        size = self._queue.read_size(per_owner)
+        self._queue.begin_read()
+        read = None
+        try:
+            read = await self.journal.next_queued(size)
+        finally:
+            self._queue.end_read(read, size)
+        return first_per_owner(read, per_owner)[0]
 
     def _running_by_owner(self) -> Counter[int]:
         return Counter(slot.record.owner_uid for slot in self.running.values())
@@ -324,8 +363,12 @@ class Supervisor:
                     status=TerminalStatus.CRASHED, error=RunError(kind="internal", message=message)
                 )
             if result is not None:  # None: it was cancelled while queued, and recorded then
-                # A forced kill (a second signal) is not a clean drain.
-                await self._record_terminal(record, result, clean_drain=self.draining and not self.forced)
+                # A forced kill (a second signal) is not a clean drain. The root node's end (a
+                # local run leaves it to us) commits in the same transaction as the task's.
+                root = slot.run.root_end if slot.run is not None else None
+                await self._record_terminal(
+                    record, result, clean_drain=self.draining and not self.forced, root=root
+                )
         except JournalError as exc:
             # The outcome could not be recorded; restart recovery will reconcile the task.
             self.log.error("task.terminal", task_id=record.task_id, err=f"journal: {exc}")
@@ -354,7 +397,13 @@ class Supervisor:
         return await slot.run.run()
 
     async def _record_terminal(
-        self, record: TaskRecord, result: RunResult, *, clean_drain: bool = False, only_queued: bool = False
+        self,
+        record: TaskRecord,
+        result: RunResult,
+        *,
+        clean_drain: bool = False,
+        only_queued: bool = False,
+        root: NodeEnd | None = None,
     ) -> TaskRecord:
         code = int(exit_code(result, clean_drain=clean_drain))
         record = await self.journal.mark_terminal(
@@ -368,6 +417,7 @@ class Supervisor:
             error=result.error,
             only_queued=only_queued,
             idle=result.idle,
+            root=root,
         )
         self.metrics.task_finished(result.status.value, code)
         self.log.info(

@@ -22,7 +22,7 @@ from pydantic import JsonValue
 
 from agentd import logs
 from agentd.errors import AgentdError, InvalidTransition, JournalError, SpawnError
-from agentd.journal.records import TaskRecord
+from agentd.journal.records import NodeEnd, TaskRecord
 from agentd.spawning.cgroup import CgroupLeaf
 from agentd.spawning.spawner import SpawnedProcess, SpawnRequest
 from agentd.supervision.approvals import Asker, result_json
@@ -140,8 +140,10 @@ class NodeListener:
         shown = params.event in INFO_EVENTS or (
             params.event in CONTENT_EVENTS and self.node.payload.telemetry.capture_content
         )
-        level = "info" if shown else "debug"
-        getattr(self.log, level)(params.event, pid=child.pid, comp=_comp(params.event), **fields)
+        if shown:
+            self.log.info(params.event, pid=child.pid, comp=_comp(params.event), **fields)
+        elif logs.enabled("debug"):
+            self.log.debug(params.event, pid=child.pid, comp=_comp(params.event), **fields)
         self._journal(params.event, fields)
 
     def on_usage(self, child: SupervisedChild, params: control.UsageParams) -> None:
@@ -197,12 +199,22 @@ class TaskRun:
     """Runs one task's tree of subagent processes to its one terminal result."""
 
     def __init__(
-        self, ports: RunPorts, record: TaskRecord, root: SpawnPayload, *, claimed: bool = False
+        self,
+        ports: RunPorts,
+        record: TaskRecord,
+        root: SpawnPayload,
+        *,
+        claimed: bool = False,
+        defer_root_end: bool = False,
     ) -> None:
         self.ports = ports
         self.record = record
         # The record was journaled already `starting` by its owner (a warm session's task).
         self.claimed = claimed
+        # The owner commits the root node's end with the task's terminal status (`root_end`), so
+        # the run does not write it on its own: one journal transaction less per task.
+        self.defer_root_end = defer_root_end
+        self.root_end: NodeEnd | None = None
         # Set once the root child has read its spawn frame (`ev/ready`): it may now be sent more.
         self.root_ready = anyio.Event()
         # A warm root's `ev/turn` frames go here (agentd/supervision/warm_session.py).
@@ -317,10 +329,13 @@ class TaskRun:
             result = result.model_copy(update={"status": node.limit_status})
         node.result = result
         self.tree.end(node.handle)
-        with contextlib.suppress(JournalError):
-            await self.ports.journal.end_node(
-                self.record.task_id, node.handle, result.status, self._node_usage(node)
-            )
+        if node.handle == "0" and self.defer_root_end:
+            self.root_end = NodeEnd(result.status, self._node_usage(node))
+        else:
+            with contextlib.suppress(JournalError):
+                await self.ports.journal.end_node(
+                    self.record.task_id, node.handle, result.status, self._node_usage(node)
+                )
         node.done.set()
         if any(self.tree.nodes[c].live for c in self.tree.nodes[node.handle].children):
             self.teardown(node.handle, "cancel", f"its parent {node.handle} ended")

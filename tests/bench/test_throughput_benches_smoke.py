@@ -55,6 +55,9 @@ def test_throughput_bench_completes_every_task(tmp_path: Path) -> None:
     rows = results["rows"]
     assert isinstance(rows, list) and len(rows) == 1
     assert rows[0]["tasks"] == 20 and rows[0]["per_s"] > 0  # the bench raises unless all completed
+    # The daemon's loop thread is part of the daemon; the submitting clients are not.
+    assert 0 < rows[0]["daemon_loop_cpu_ms_per_task"] <= rows[0]["daemon_cpu_ms_per_task"]
+    assert rows[0]["client_cpu_ms_per_task"] > 0
     assert rows[0]["left_after_drain"] == 0
     assert results["left"] == 0
 

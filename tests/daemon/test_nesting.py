@@ -71,6 +71,8 @@ def test_a_three_level_delegation_completes_with_usage_rolled_up_exactly(tmp_pat
         assert sorted(tree) == ["0", "0.1", "0.1.1"]
         assert [tree[h]["depth"] for h in ("0", "0.1", "0.1.1")] == [0, 1, 2]
         assert {n["status"] for n in tree.values()} == {"completed"}
+        # The root's end is committed with the task's: its own two calls, not the tree's five.
+        assert tree["0"]["usage"]["tokens_in"] == 2 * 100
         assert view.usage.tokens_in == 5 * 100
         assert view.usage.tokens_out == 5 * 10
         assert view.usage.steps == 5

@@ -158,3 +158,40 @@ async def test_a_write_the_writer_cannot_commit_in_time_is_unavailable(state_dir
                 await journal.submit(spec(), owner_uid=1)
         finally:
             release.set()
+
+
+async def test_each_write_waiting_behind_a_stall_gets_its_own_bound_and_the_journal_recovers(
+    state_dir: Path,
+) -> None:
+    entered, release = threading.Event(), threading.Event()
+    timeout_s = 0.3
+
+    def stall(conn: sqlite3.Connection) -> None:
+        entered.set()
+        release.wait(BOUND_S)
+
+    async def late_submit(gave_up: list[float]) -> None:
+        await anyio.sleep(timeout_s / 2)
+        submitted = anyio.current_time()
+        with pytest.raises(JournalUnavailable, match="writer stalled"):
+            await journal.submit(spec("late"), owner_uid=1)
+        gave_up.append(anyio.current_time() - submitted)
+
+    async with open_journal(state_dir, JournalOptions(write_timeout_s=timeout_s)) as journal:
+        gave_up: list[float] = []
+        try:
+            with anyio.fail_after(BOUND_S):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(late_submit, gave_up)
+                    started = anyio.current_time()
+                    with pytest.raises(JournalUnavailable, match="writer stalled"):
+                        await journal.run_on_writer(stall)
+                    gave_up.append(anyio.current_time() - started)
+        finally:
+            release.set()
+        # The stalled op, then the write queued behind it: each waited its own bound, not less.
+        assert entered.is_set() and len(gave_up) == 2
+        assert all(timeout_s <= waited < BOUND_S for waited in gave_up)
+        with anyio.fail_after(BOUND_S):
+            record, created = await journal.submit(spec("after"), owner_uid=1)
+        assert created and record.state == "queued"

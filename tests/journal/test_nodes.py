@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentd.errors import InvalidTransition, NodeNotFound, TaskNotFound
+from agentd.journal.records import NodeEnd
 from agentd.journal.store import Journal
 from protocol.api import NodeView, TaskSpec
 from protocol.result import RunUsage, TerminalStatus
@@ -48,6 +49,39 @@ async def test_a_tree_is_recorded_and_outlives_its_task(journal: Journal) -> Non
         usage=usage,
         grant_steps=10,
     )
+
+
+async def test_the_root_can_end_in_the_same_commit_as_its_task(journal: Journal) -> None:
+    task = await new_task(journal)
+    await journal.mark_starting(task)
+    await journal.mark_running(task, pid=77, pid_start_time=9.5)
+    own = RunUsage(tokens_in=3, tokens_out=4, steps=1)
+    ended = await journal.mark_terminal(
+        task,
+        TerminalStatus.EXHAUSTED_STEPS,
+        usage=own + own,
+        root=NodeEnd(TerminalStatus.EXHAUSTED_STEPS, own),
+    )
+    (root,) = await journal.nodes(task)
+    # One write: the node ended at the task's own instant, with its own usage (not the tree's).
+    assert (root.state, root.status, root.usage, root.pid) == (
+        "terminal",
+        TerminalStatus.EXHAUSTED_STEPS,
+        own,
+        77,
+    )
+    assert root.ended_at == ended.ended_at and ended.usage == own + own
+
+
+async def test_a_root_already_ended_keeps_its_own_end_when_the_task_ends(journal: Journal) -> None:
+    task = await new_task(journal)
+    await journal.mark_starting(task)
+    first = await journal.end_node(task, "0", TerminalStatus.CRASHED)
+    await journal.mark_terminal(
+        task, TerminalStatus.CANCELLED, root=NodeEnd(TerminalStatus.CANCELLED, RunUsage())
+    )
+    (root,) = await journal.nodes(task)
+    assert (root.status, root.ended_at) == (TerminalStatus.CRASHED, first.ended_at)
 
 
 async def test_an_ended_node_is_not_revived_or_ended_twice(journal: Journal) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from agentd.journal.records import TaskRecord, new_task_id
+from agentd.journal.records import NodeEnd, TaskRecord, new_task_id
 from agentd.journal.store import Journal, JournalOptions, open_journal
 from agentd.spawning.spawner import ExecSpawner
 from agentd.supervision.executor import LocalExecutor, Run
@@ -51,6 +51,7 @@ def _payload(record: TaskRecord) -> SpawnPayload:
 
 class FakeRun:
     root_child: SupervisedChild | None = None
+    root_end: NodeEnd | None = None
 
     def __init__(self, record: TaskRecord) -> None:
         self.record = record
