@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -527,10 +528,10 @@ def verdicts(result: dict[str, object]) -> list[tuple[str, str, str, bool]]:
     at_once = bool(result["all_alive_at_once"])
     alive_ok = alive_s is not None and float(str(alive_s)) <= ALIVE_TARGET_S and at_once
     complete_ok = result["completed"] == n and result["lost"] == 0
-    api_ok = all(
-        float(w["p99_ms"]) <= API_P99_TARGET_MS and float(w["max_ms"]) <= API_MAX_TARGET_MS
-        for w in (spawning, running)
-    )
+
+    def api_ok(window: dict[Any, Any]) -> bool:
+        return float(window["p99_ms"]) <= API_P99_TARGET_MS and float(window["max_ms"]) <= API_MAX_TARGET_MS
+
     return [
         (
             f"{n} tasks all alive at once, after the first submit",
@@ -549,13 +550,13 @@ def verdicts(result: dict[str, object]) -> list[tuple[str, str, str, bool]]:
             "API p50 / p99 / max while spawning (task.get, daemon.status)",
             f"{spawning['p50_ms']} / {spawning['p99_ms']} / {spawning['max_ms']} ms (n={spawning['count']})",
             f"p99 ≤ {API_P99_TARGET_MS:g}, max ≤ {API_MAX_TARGET_MS:g} ms",
-            float(spawning["p99_ms"]) <= API_P99_TARGET_MS and float(spawning["max_ms"]) <= API_MAX_TARGET_MS,
+            api_ok(spawning),
         ),
         (
             "API p50 / p99 / max while running",
             f"{running['p50_ms']} / {running['p99_ms']} / {running['max_ms']} ms (n={running['count']})",
             f"p99 ≤ {API_P99_TARGET_MS:g}, max ≤ {API_MAX_TARGET_MS:g} ms",
-            api_ok,
+            api_ok(running),  # its own window's verdict, not both windows'
         ),
         (
             "subagent USS median (max) / PSS sum",

@@ -14,6 +14,7 @@ import math
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import anyio
@@ -53,6 +54,7 @@ from subagent.loop.machine import (
 )
 from subagent.loop.state import CallModel, CallTools, Finish, LoopState, Terminal
 from subagent.messages import ToolOutcome, ToolSpec
+from subagent.scheduling import leave_batch
 from subagent.session import Inbox, run_session
 from subagent.telemetry import describe
 from subagent.tools import ToolRouter, open_tools
@@ -305,6 +307,14 @@ async def run_async(payload: SpawnPayload, channel: ControlChannel) -> RunResult
         go.set()
         _emit_start(channel, payload)
 
+    # Hinted MCP servers connect once the first model request is on the wire (or its call ended).
+    first_sent = anyio.Event()
+    back_to_batch: Callable[[], None] = _nothing
+
+    def sent() -> None:
+        first_sent.set()
+        back_to_batch()
+
     def on_go(params: control.GoParams) -> None:
         if not go.is_set():
             go_params.append(params)
@@ -321,14 +331,15 @@ async def run_async(payload: SpawnPayload, channel: ControlChannel) -> RunResult
         driver.started = anyio.current_time()
         outer.deadline = driver.state.config.deadline
         _emit_start(channel, driver.payload)
+        # From here to its first request on the wire the task is what a trigger's user waits on:
+        # out of SCHED_BATCH for that stretch, so no wake-up on it waits for a scheduler tick.
+        nonlocal back_to_batch
+        back_to_batch = leave_batch()
         return True
-
-    # Hinted MCP servers connect once the first model request is on the wire (or its call ended).
-    first_sent = anyio.Event()
 
     def emit(event: EventName, fields: dict[str, JsonValue]) -> None:
         if event == "intel.result":
-            first_sent.set()
+            sent()
         channel.emit(event, fields)
 
     async def connect_and_drive() -> None:
@@ -341,7 +352,7 @@ async def run_async(payload: SpawnPayload, channel: ControlChannel) -> RunResult
                     payload.loop,
                     sink=emit,
                     capture_content=capture,
-                    on_sent=first_sent.set,
+                    on_sent=sent,
                 )
             )
             if hold_s is not None and not all_hinted and not await wait_go(hold_s):
@@ -396,6 +407,10 @@ async def run_async(payload: SpawnPayload, channel: ControlChannel) -> RunResult
 
 
 def _ignore(_params: control.InjectParams) -> None:
+    return None
+
+
+def _nothing() -> None:
     return None
 
 

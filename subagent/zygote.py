@@ -12,7 +12,6 @@ exec'd child (pidfd, waitid, PDEATHSIG). A fork costs milliseconds instead of th
 from __future__ import annotations
 
 import array
-import contextlib
 import errno
 import gc
 import os
@@ -21,7 +20,6 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Literal
 
 from protocol.environment import SUPERVISOR_PID_ENV
@@ -40,6 +38,7 @@ from protocol.zygote import (
     encode,
 )
 from subagent import hot_code
+from subagent.scheduling import normal_scheduling
 
 if TYPE_CHECKING:
     from protocol.spawn import EndpointSpec, SpawnPayload
@@ -105,7 +104,11 @@ def _warm_run() -> dict[str, str]:
     import json
     import tempfile
 
-    with _normal_scheduling(), tempfile.TemporaryDirectory(prefix="agentd-zygote-") as tmp:
+    # Under SCHED_OTHER if the supervisor put the zygote under SCHED_BATCH (which its subagents
+    # inherit), and SCHED_BATCH again before the first fork: the runs hand off between threads and
+    # over loopback dozens of times, and under SCHED_BATCH each hand-off waits for a CPU. On a
+    # loaded machine the warm-up's wall time was ~4x its CPU, and a burst at start waits for it.
+    with normal_scheduling(), tempfile.TemporaryDirectory(prefix="agentd-zygote-") as tmp:
         with open(os.path.join(tmp, "warm.json"), "w") as f:
             json.dump({"model": "warm", "turns": [{"text": "warm"}]}, f)
         statuses: dict[str, str] = {}
@@ -128,28 +131,6 @@ def _warm_run() -> dict[str, str]:
             with hot_code.quickened_by_next_call(copies):
                 one_round()
         return statuses
-
-
-@contextlib.contextmanager
-def _normal_scheduling() -> Iterator[None]:
-    """The warm-up under SCHED_OTHER when the supervisor put the zygote under SCHED_BATCH (which
-    its subagents inherit), and SCHED_BATCH again before the first fork. Its runs hand off
-    between threads and over loopback dozens of times, and under SCHED_BATCH each hand-off waits
-    for a CPU: on a loaded machine the warm-up's wall time was ~4× its CPU, and a burst at start
-    waits for it (issue 16). The policy is read once the imports are done, long after the
-    supervisor set it; one found SCHED_OTHER is left alone."""
-    try:
-        batch = os.sched_getscheduler(0) == os.SCHED_BATCH
-        if batch:
-            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
-    except OSError:
-        batch = False
-    try:
-        yield
-    finally:
-        if batch:
-            with contextlib.suppress(OSError):
-                os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
 
 
 def _warm_one(kind: str, tmp: str) -> str:
