@@ -21,10 +21,11 @@ import anyio.abc
 from pydantic import BaseModel
 
 from agentd.spawning.spawner import SpawnedProcess
+from agentd.supervision.child_pipes import reap, relay_stderr, write_all
 from agentd.supervision.liveness import ExitInfo, LivenessPolicy, Observation, classify
 from processes.climb import LadderTarget, climb
 from processes.ladder import LadderPolicy, RungAction, plan
-from processes.linux import reap_nowait, signal_pidfd
+from processes.linux import signal_pidfd
 from processes.pipes import read_chunk
 from protocol import control, jsonrpc
 from protocol.framing import MAX_FRAME, FrameError, LineSplitter, Oversize, decode, encode
@@ -175,33 +176,14 @@ class WatcherProcess:
             signal_pidfd(self.proc.pidfd, sig)
 
     async def _wait_exit(self) -> None:
-        while True:
-            await anyio.wait_readable(self.proc.pidfd)
-            info = reap_nowait(self.proc.pidfd)
-            if info is not None:
-                break
-        if info.si_code == os.CLD_EXITED:
-            self.exit_info = ExitInfo(exit_code=info.si_status)
-        else:
-            self.exit_info = ExitInfo(signal=info.si_status)
+        self.exit_info = await reap(self.proc.pidfd)
         self._exited.set()
 
     async def send(self, message: BaseModel, *, reveal: bool = False) -> bool:
         """Write one frame within `WRITE_TIMEOUT_S`; False when the watcher is gone or not reading."""
-        data = memoryview(encode(message, context=REVEAL_SECRETS if reveal else None))
+        data = encode(message, context=REVEAL_SECRETS if reveal else None)
         async with self._write_lock:
-            with anyio.move_on_after(WRITE_TIMEOUT_S):
-                while data:
-                    try:
-                        written = os.write(self.proc.stdin_fd, data)
-                    except BlockingIOError:
-                        await anyio.wait_writable(self.proc.stdin_fd)
-                        continue
-                    except OSError:
-                        return False
-                    data = data[written:]
-                return True
-        return False
+            return await write_all(self.proc.stdin_fd, data, WRITE_TIMEOUT_S)
 
     async def _read_frames(self) -> None:
         splitter = LineSplitter(MAX_FRAME)
@@ -250,18 +232,9 @@ class WatcherProcess:
         self.last_loop_age_ms = pong.loop_age_ms
 
     async def _relay_stderr(self) -> None:
-        splitter = LineSplitter(self.stderr_line_cap)
-        while True:
-            chunk = await read_chunk(self.proc.stderr_fd)
-            for line in splitter.feed(chunk) if chunk else splitter.close():
-                text = (
-                    f"[line over {self.stderr_line_cap} bytes dropped]"
-                    if isinstance(line, Oversize)
-                    else line.decode("utf-8", "replace")
-                )
-                self.listener.on_stderr(self, text)
-            if not chunk:
-                return
+        await relay_stderr(
+            self.proc.stderr_fd, self.stderr_line_cap, lambda line: self.listener.on_stderr(self, line)
+        )
 
     async def _watch(self) -> None:
         interval = self.liveness.ping_interval_s
