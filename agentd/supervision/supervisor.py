@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import anyio
+import anyio.lowlevel
 import psutil
 
 from agentd import logs
@@ -47,6 +48,8 @@ PayloadBuilder = Callable[[TaskRecord], SpawnPayload]
 FireEnded = Callable[[TaskRecord, bool], Awaitable[None]]
 # A task's end asks for a sweep this soon (its leaked MCP servers go), coalesced with other ends.
 SWEEP_COALESCE_S = 0.2
+# Loop iterations the scheduler lets pass after a wake before it starts runs (see `serve`).
+YIELDS_AFTER_WAKE = 2
 
 
 class PayloadError(AgentdError):
@@ -283,6 +286,11 @@ class Supervisor:
                 self._wake = anyio.Event()
                 with anyio.move_on_after(1.0) as timed:
                     await self._wake.wait()
+                # Whoever woke us (a submit) answers its client first: its reply is a lock and a
+                # socket write away, and the runs started below would take the loop before it.
+                # Reading the queue from the journal used to give it that time (a thread hop).
+                for _ in range(YIELDS_AFTER_WAKE):
+                    await anyio.lowlevel.checkpoint()
                 if timed.cancelled_caught:
                     # Nothing woke it: read the journal again, so a task queued by a path that did
                     # not say so (or a requeue) is still started within a second, as before.
