@@ -264,6 +264,9 @@ class Supervisor:
             tg.start_soon(self.clock.serve)
             tg.start_soon(self.parking.serve)
             while not self.draining:
+                # A new event before the pick, not after it: a wake while the pick reads the journal
+                # is then not lost (it used to wait for the 1 s timed wake below).
+                self._wake = anyio.Event()
                 free = self.options.max_concurrent_tasks - len(self.running)
                 if free > 0:
                     try:
@@ -283,7 +286,6 @@ class Supervisor:
                         self.running[record.task_id] = slot
                         self._queue.taken(record)
                         tg.start_soon(self._run_task, slot)
-                self._wake = anyio.Event()
                 with anyio.move_on_after(1.0) as timed:
                     await self._wake.wait()
                 # Whoever woke us (a submit) answers its client first: its reply is a lock and a
