@@ -31,6 +31,7 @@ import structlog
 from agentd.errors import SpawnError
 from agentd.spawning.cgroup import CgroupLeaf, CgroupRoot
 from agentd.spawning.spawner import SpawnedProcess, Spawner, SpawnRequest
+from agentd.supervision.child_pipes import write_all
 from agentd.supervision.ports import ParkedChild, RunOptions
 from processes.linux import reap_nowait, signal_pidfd
 from protocol import control
@@ -192,7 +193,7 @@ class Parking:
             # No await between the spawn's return and this: the sweep sees it as ours at once.
             entry.proc = await self._spawner.spawn_child(request)
             frame = encode(control.Spawn(params=entry.payload), context=REVEAL_SECRETS)
-            if not entry.discarded and not await _write(entry.proc.stdin_fd, frame):
+            if not entry.discarded and not await write_all(entry.proc.stdin_fd, frame, WRITE_TIMEOUT_S):
                 entry.failed = True
             else:
                 log.info(
@@ -327,20 +328,3 @@ def _exited(proc: SpawnedProcess) -> bool:
 
     readable, _, _ = select.select([proc.pidfd], [], [], 0)
     return bool(readable)
-
-
-async def _write(fd: int, data: bytes) -> bool:
-    """Write one frame to a child's stdin within `WRITE_TIMEOUT_S`; False if it is gone or stuck."""
-    view = memoryview(data)
-    with anyio.move_on_after(WRITE_TIMEOUT_S):
-        while view:
-            try:
-                written = os.write(fd, view)
-            except BlockingIOError:
-                await anyio.wait_writable(fd)
-                continue
-            except OSError:
-                return False
-            view = view[written:]
-        return True
-    return False
