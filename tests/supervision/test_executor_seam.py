@@ -5,14 +5,11 @@ a task whose submit the executor has not accepted yet is not taken from the queu
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import anyio
 import pytest
 
 from agentd.journal.records import NodeEnd, TaskRecord, new_task_id
-from agentd.journal.store import Journal, JournalOptions, open_journal
+from agentd.journal.store import Journal
 from agentd.spawning.spawner import ExecSpawner
 from agentd.supervision.executor import LocalExecutor, Run
 from agentd.supervision.liveness import KillCause
@@ -25,17 +22,6 @@ from protocol.spawn import EndpointSpec, Limits, SpawnPayload
 
 pytestmark = pytest.mark.anyio
 BOUND_S = 10.0
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def journal(tmp_path: Path) -> AsyncIterator[Journal]:
-    async with open_journal(tmp_path / "state", JournalOptions(event_flush_interval_s=0.01)) as opened:
-        yield opened
 
 
 def _payload(record: TaskRecord) -> SpawnPayload:

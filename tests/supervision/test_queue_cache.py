@@ -6,15 +6,13 @@ in order without a journal read per task, and still finds a task it was not told
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
 from agentd.journal.records import TaskRecord, new_run_id, new_task_id
-from agentd.journal.store import Journal, JournalOptions, open_journal
+from agentd.journal.store import Journal
 from agentd.spawning.spawner import ExecSpawner
 from agentd.supervision.queue_cache import QueueCache
 from agentd.supervision.supervisor import Supervisor, SupervisorOptions
@@ -92,17 +90,6 @@ def test_a_submit_acknowledged_during_a_read_is_kept_and_a_failed_read_keeps_not
 
 
 pytestmark_anyio = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def journal(tmp_path: Path) -> AsyncIterator[Journal]:
-    async with open_journal(tmp_path / "state", JournalOptions(event_flush_interval_s=0.01)) as opened:
-        yield opened
 
 
 async def submit(journal: Journal, supervisor: Supervisor, owner_uid: int) -> TaskRecord:
