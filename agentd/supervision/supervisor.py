@@ -38,7 +38,7 @@ from agentd.supervision.queue_cache import QueueCache, first_per_owner
 from agentd.supervision.spawn_window import SpawnWindow
 from agentd.supervision.watch_clock import WatchClock
 from agentd.tracing import NULL_TRACING, TaskSpan, Tracing
-from protocol.environment import RUN_MARKER_ENV
+from protocol.environment import RUN_MARKER_ENV, SUPERVISOR_PID_ENV
 from protocol.result import RunError, RunResult, TerminalStatus, exit_code
 from protocol.spawn import SpawnPayload
 
@@ -452,8 +452,8 @@ class Supervisor:
     async def recover(self) -> list[str]:
         """Reconcile tasks a previous daemon left `starting`/`running`; returns their ids.
 
-        A survivor matching pid + start time + env marker is killed (with its process group);
-        the task is requeued with the same run id if its retry policy allows, else `crashed`.
+        A survivor matching pid, start time and environment (`is_run_of`) is killed (with its
+        process group); the task is requeued with the same run id if its retry policy allows, else `crashed`.
         """
         handled: list[str] = []
         for record in await self.journal.unfinished():
@@ -490,10 +490,25 @@ def _innermost(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def is_run_of(environ: dict[str, str], run_id: str) -> bool:
+    """Whether a process whose `/proc/PID/environ` is `environ` (and whose pid and start time are
+    the run's) is that run's subagent.
+
+    An exec'd subagent carries the run marker in its environment block. One forked by the zygote
+    does not: it sets the marker after the fork, and `/proc/PID/environ` shows the block the
+    zygote was exec'd with, which holds the supervisor's pid but no marker. For it, pid, start
+    time and that key are the identity (a recycled pid would have a later start time).
+    """
+    marker = environ.get(RUN_MARKER_ENV)
+    if marker is not None:
+        return marker.startswith(run_id + "/")
+    return SUPERVISOR_PID_ENV in environ
+
+
 def kill_survivor(record: TaskRecord, *, timeout_s: float = 5.0) -> bool:
     """Kill the process a previous daemon ran for `record`, if it still exists and is really it.
 
-    It is identified by pid, start time and the env marker, so a recycled pid is never signalled.
+    It is identified by pid, start time and its environment, so a recycled pid is never signalled.
     It is not our child (it was reparented when its daemon died), so it cannot be reaped here:
     it is gone once it has vanished or become a zombie.
     """
@@ -503,7 +518,7 @@ def kill_survivor(record: TaskRecord, *, timeout_s: float = 5.0) -> bool:
         proc = psutil.Process(record.pid)
         if abs(proc.create_time() - record.pid_start_time) > 0.05:
             return False
-        if not proc.environ().get(RUN_MARKER_ENV, "").startswith(record.run_id + "/"):
+        if not is_run_of(proc.environ(), record.run_id):
             return False
     except psutil.Error:
         return False
