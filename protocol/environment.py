@@ -15,6 +15,11 @@ RUN_MARKER_ENV = "AGENTD_RUN_MARKER"
 """`<run_id>/<handle>`: a restarted supervisor reads it from `/proc/<pid>/environ` to recognise a
 child of a run it journaled (recovery, DESIGN §8)."""
 
+ZYGOTE_RUN_ID = "zygote"
+"""The run id in the zygote's own marker. A subagent forked from the zygote sets its run's marker
+after the fork, so `/proc/<pid>/environ` (the block the process was exec'd with) shows the zygote's
+marker, `zygote/0`, instead."""
+
 CGROUP_ENV = "AGENTD_CGROUP"
 """The cgroup v2 leaf directory the child joins at boot, if the supervisor made one."""
 

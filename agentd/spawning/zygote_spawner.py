@@ -39,6 +39,7 @@ from agentd.spawning.spawner import (
 )
 from processes.linux import open_pidfd
 from processes.pipes import open_stdio_pipes
+from protocol.environment import ZYGOTE_RUN_ID
 from protocol.framing import FrameError, decode
 from protocol.zygote import (
     FROM_ZYGOTE_ADAPTER,
@@ -124,7 +125,9 @@ class ZygoteSpawner:
         """Start the zygote; it reports ready once its imports are done (spawns exec until then)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         # The zygote's environment is its children's base: the same allow-list as an exec'd child.
-        env = child_environment(SpawnRequest(task_id="zygote", run_id="zygote", handle="0"), self._base_env)
+        env = child_environment(
+            SpawnRequest(task_id=ZYGOTE_RUN_ID, run_id=ZYGOTE_RUN_ID, handle="0"), self._base_env
+        )
         env = {k: v for k, v in env.items() if not k.startswith(SCRUBBED_PREFIXES)}
         argv = [sys.executable, "-I", "-m", "subagent.zygote"]
         try:

@@ -38,7 +38,7 @@ from agentd.supervision.queue_cache import QueueCache, first_per_owner
 from agentd.supervision.spawn_window import SpawnWindow
 from agentd.supervision.watch_clock import WatchClock
 from agentd.tracing import NULL_TRACING, TaskSpan, Tracing
-from protocol.environment import RUN_MARKER_ENV, SUPERVISOR_PID_ENV
+from protocol.environment import RUN_MARKER_ENV, ZYGOTE_RUN_ID
 from protocol.result import RunError, RunResult, TerminalStatus, exit_code
 from protocol.spawn import SpawnPayload
 
@@ -494,15 +494,13 @@ def is_run_of(environ: dict[str, str], run_id: str) -> bool:
     """Whether a process whose `/proc/PID/environ` is `environ` (and whose pid and start time are
     the run's) is that run's subagent.
 
-    An exec'd subagent carries the run marker in its environment block. One forked by the zygote
-    does not: it sets the marker after the fork, and `/proc/PID/environ` shows the block the
-    zygote was exec'd with, which holds the supervisor's pid but no marker. For it, pid, start
-    time and that key are the identity (a recycled pid would have a later start time).
+    An exec'd subagent carries its run's marker in its environment block. One forked by the zygote
+    shows the zygote's marker there (it sets its own after the fork, which `/proc` never sees): for
+    it, pid and start time are the identity (a recycled pid has a later start time), and the
+    zygote's marker says it is a subagent at all.
     """
-    marker = environ.get(RUN_MARKER_ENV)
-    if marker is not None:
-        return marker.startswith(run_id + "/")
-    return SUPERVISOR_PID_ENV in environ
+    marker = environ.get(RUN_MARKER_ENV, "")
+    return marker.startswith((run_id + "/", ZYGOTE_RUN_ID + "/"))
 
 
 def kill_survivor(record: TaskRecord, *, timeout_s: float = 5.0) -> bool:

@@ -10,7 +10,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from protocol.environment import RUN_MARKER_ENV
+from agentd.supervision.supervisor import is_run_of
+from protocol.environment import RUN_MARKER_ENV, ZYGOTE_RUN_ID
 from protocol.result import TerminalStatus as S
 from tests.support.daemon import (
     FAST_SUPERVISION,
@@ -52,7 +53,11 @@ def test_subagents_are_forked_from_the_zygote_and_owned_by_the_daemon(tmp_path: 
         assert child.ppid() == daemon.pid  # reparented: the daemon reaps it through its pidfd
         assert os.getpgid(pid) == pid  # its own session and process group
         assert child.name() == "agentd-subagent"
-        assert child.environ()[RUN_MARKER_ENV].endswith("/0")
+        assert child.environ()[RUN_MARKER_ENV] == f"{ZYGOTE_RUN_ID}/0"  # its own is set after the fork
+        # What a restarted daemon's recovery checks recognises it as this run's subagent.
+        view = daemon.call("task.get", {"task_id": task_id})
+        assert isinstance(view, dict)
+        assert is_run_of(child.environ(), str(view["run_id"]))
         daemon.call("task.cancel", {"task_id": task_id})
         assert daemon.wait(task_id).status is S.CANCELLED
         quick = daemon.wait(daemon.submit("quick one"))

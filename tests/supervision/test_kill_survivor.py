@@ -15,7 +15,7 @@ import pytest
 
 from agentd.journal.records import TaskRecord
 from agentd.supervision.supervisor import kill_survivor
-from protocol.environment import RUN_MARKER_ENV, SUPERVISOR_PID_ENV
+from protocol.environment import RUN_MARKER_ENV, SUPERVISOR_PID_ENV, ZYGOTE_RUN_ID
 from tests.support.run_ports import queued_record
 
 pytestmark = pytest.mark.processes
@@ -61,11 +61,11 @@ def test_an_execd_subagent_of_the_run_is_killed() -> None:
         assert killed(proc)
 
 
-def test_a_subagent_forked_by_the_zygote_is_killed_though_its_marker_is_not_in_proc_environ() -> None:
+def test_a_subagent_forked_by_the_zygote_is_killed_though_proc_shows_the_zygote_s_marker() -> None:
     record = queued_record("x")
-    with process({SUPERVISOR_PID_ENV: "1"}, late_marker=f"{record.run_id}/1") as proc:
-        environ = psutil.Process(proc.pid).environ()
-        assert RUN_MARKER_ENV not in environ and SUPERVISOR_PID_ENV in environ
+    zygote = {SUPERVISOR_PID_ENV: "1", RUN_MARKER_ENV: f"{ZYGOTE_RUN_ID}/0"}
+    with process(zygote, late_marker=f"{record.run_id}/1") as proc:
+        assert psutil.Process(proc.pid).environ()[RUN_MARKER_ENV] == f"{ZYGOTE_RUN_ID}/0"
         assert kill_survivor(running(record, proc))
         assert killed(proc)
 
@@ -74,6 +74,7 @@ def test_a_subagent_forked_by_the_zygote_is_killed_though_its_marker_is_not_in_p
     "env",
     [
         pytest.param({}, id="a process that is no subagent"),
+        pytest.param({SUPERVISOR_PID_ENV: "1"}, id="no marker"),
         pytest.param({SUPERVISOR_PID_ENV: "1", RUN_MARKER_ENV: "run-other/1"}, id="another run"),
     ],
 )
