@@ -38,6 +38,7 @@ from agentd.errors import ExecutorUnavailable, JournalError, ListenerError, Unsa
 from agentd.journal.records import TaskRecord
 from agentd.journal.store import Journal, open_journal
 from agentd.options import (
+    build_spawner,
     config_schedules,
     journal_options,
     submit_quota,
@@ -337,11 +338,8 @@ async def serve(
         cgroup=str(cgroup_root.path) if cgroup_root else None,
     )
     # A front door of remote workers spawns no task: no zygote to keep warm.
-    spawner: ExecSpawner | ZygoteSpawner = (
-        ZygoteSpawner(warm_wait_s=config.supervision.zygote_wait_s, batch=config.supervision.batch_scheduling)
-        if config.supervision.spawner == "zygote" and config.file.executor.kind == "local"
-        else ExecSpawner(batch=config.supervision.batch_scheduling)
-    )
+    local = config.file.executor.kind == "local"
+    spawner = build_spawner(config, zygote=config.supervision.spawner == "zygote" and local)
     metrics = build_metrics(holder.get)
     async with open_journal(config.state_dir, journal_options(config)) as journal, _closing(spawner):
         # Bound late: the trigger manager is built after the supervisor, and asked only once serving.

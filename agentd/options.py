@@ -13,7 +13,8 @@ from agentd.config.sections import ScheduleSection, TriggerSection
 from agentd.executors.remote import TemporalSettings
 from agentd.journal.quota import Quota
 from agentd.journal.store import JournalOptions
-from agentd.spawning.spawner import RLimits
+from agentd.spawning.spawner import ExecSpawner, RLimits
+from agentd.spawning.zygote_spawner import ZygoteSpawner
 from agentd.supervision.liveness import LivenessPolicy
 from agentd.supervision.ports import RunOptions
 from agentd.supervision.supervisor import SupervisorOptions
@@ -29,6 +30,17 @@ def _finite(value: int | float | None) -> int | None:
     if value is None or value == float("inf"):
         return None
     return int(value)
+
+
+def build_spawner(config: Config, *, zygote: bool) -> ExecSpawner | ZygoteSpawner:
+    """The subagents' spawner: forked from a zygote if `zygote`, else exec'd, below the daemon's
+    priority as `[supervision]` says."""
+    section = config.supervision
+    if zygote:
+        return ZygoteSpawner(
+            warm_wait_s=section.zygote_wait_s, batch=section.batch_scheduling, nice=section.subagent_nice
+        )
+    return ExecSpawner(batch=section.batch_scheduling, nice=section.subagent_nice)
 
 
 def submit_quota(config: Config) -> Quota:

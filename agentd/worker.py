@@ -27,12 +27,11 @@ from agentd.daemon import _closing, raise_open_files_limit
 from agentd.errors import ExecutorUnavailable, JournalError, UnsafeDirectory
 from agentd.executors.exiting import exit_now
 from agentd.journal.store import open_journal
-from agentd.options import journal_options, supervisor_options, temporal_settings
+from agentd.options import build_spawner, journal_options, supervisor_options, temporal_settings
 from agentd.root_payload import build_payload
 from agentd.service.reporting import run_watchdog
 from agentd.service.sdnotify import Notifier
 from agentd.spawning import cgroup
-from agentd.spawning.spawner import ExecSpawner
 from agentd.spawning.zygote_spawner import ZygoteSpawner
 from agentd.supervision.executor import LocalExecutor
 from agentd.supervision.supervisor import Supervisor
@@ -71,11 +70,7 @@ async def work(config: Config, *, tracing: Tracing = NULL_TRACING) -> int:
         target=settings.target,
         task_queue=settings.task_queue,
     )
-    spawner: ExecSpawner | ZygoteSpawner = (
-        ZygoteSpawner(warm_wait_s=config.supervision.zygote_wait_s, batch=config.supervision.batch_scheduling)
-        if config.supervision.spawner == "zygote"
-        else ExecSpawner(batch=config.supervision.batch_scheduling)
-    )
+    spawner = build_spawner(config, zygote=config.supervision.spawner == "zygote")
     options = supervisor_options(config)
     stop_bound_s = bound_s(plan(options.run.ladder)) + TEARDOWN_SLACK_S
     async with open_journal(config.state_dir, journal_options(config)) as journal, _closing(spawner):

@@ -72,9 +72,11 @@ class Settings:
     tasks: int
     model_delay_s: float
     smoke: bool
-    # `supervision.spawn_window` and `batch_scheduling` for the run; None leaves the default.
+    # `supervision.spawn_window`, `batch_scheduling` and `subagent_nice` for the run; None leaves
+    # the default.
     spawn_window: int | None = None
     batch: bool | None = None
+    nice: int | None = None
     gc_freeze: bool | None = None  # `daemon.gc_freeze`; None leaves the default
 
 
@@ -156,6 +158,7 @@ def config_body(
     spawn_window: int | None = None,
     batch: bool | None = None,
     gc_freeze: bool | None = None,
+    nice: int | None = None,
 ) -> tuple[str, str]:
     daemon_lines = (
         f"max_concurrent_tasks = {tasks}\n"
@@ -171,6 +174,8 @@ def config_body(
         body += f"spawn_window = {spawn_window}\n"
     if batch is not None:
         body += f"batch_scheduling = {str(batch).lower()}\n"
+    if nice is not None:
+        body += f"subagent_nice = {nice}\n"
     return daemon_lines, body
 
 
@@ -384,7 +389,7 @@ def run(settings: Settings, workdir: Path, profile: Path | None = None) -> dict[
     check_limits(settings.tasks)
     with model_process(settings.model_delay_s) as base_url:
         daemon_lines, body = config_body(
-            base_url, settings.tasks, settings.spawn_window, settings.batch, settings.gc_freeze
+            base_url, settings.tasks, settings.spawn_window, settings.batch, settings.gc_freeze, settings.nice
         )
         config = write_config(workdir, body, daemon=daemon_lines, fast=False)
         meter = CpuMeter()
@@ -441,6 +446,7 @@ def run(settings: Settings, workdir: Path, profile: Path | None = None) -> dict[
         "model_delay_s": settings.model_delay_s,
         "spawn_window": settings.spawn_window,
         "batch_scheduling": settings.batch,
+        "subagent_nice": settings.nice,
         "gc_freeze": settings.gc_freeze,
         "answered_after_start_s": round(answered - started, 2),
         "submits_s": round(submitted - first_submit, 2),
@@ -591,6 +597,7 @@ def main(argv: list[str] | None = None) -> int:
         "--batch", choices=("on", "off"), default=None, help="supervision.batch_scheduling (SCHED_BATCH)"
     )
     parser.add_argument("--gc-freeze", choices=("on", "off"), default=None, help="daemon.gc_freeze")
+    parser.add_argument("--nice", type=int, default=None, help="supervision.subagent_nice")
     parser.add_argument("--keep-log", type=Path, default=None, help="copy the daemon's log here")
     parser.add_argument("--serve-model", type=float, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--probe", type=Path, default=None, help=argparse.SUPPRESS)
@@ -611,6 +618,7 @@ def main(argv: list[str] | None = None) -> int:
             spawn_window=args.spawn_window,
             batch=None if args.batch is None else args.batch == "on",
             gc_freeze=None if args.gc_freeze is None else args.gc_freeze == "on",
+            nice=args.nice,
         )
     )
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="agentd-thousand-") as tmp:
@@ -626,7 +634,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"\n{settings.tasks} tasks, model answers after {settings.model_delay_s:g} s;"
         f" spawn window {'default' if settings.spawn_window is None else settings.spawn_window},"
-        f" batch {'default' if settings.batch is None else settings.batch};"
+        f" batch {'default' if settings.batch is None else settings.batch},"
+        f" nice {'default' if settings.nice is None else settings.nice};"
         f" load avg at start "
         f"{machine['load_avg_at_start']}, CPU busy {machine['busy_pct']} % (ours {machine['ours_pct']} %)"
     )

@@ -20,6 +20,10 @@ ZYGOTE_RUN_ID = "zygote"
 after the fork, so `/proc/<pid>/environ` (the block the process was exec'd with) shows the zygote's
 marker, `zygote/0`, instead."""
 
+SUBAGENT_NICE_ENV = "AGENTD_SUBAGENT_NICE"
+"""The zygote's only: nice levels it adds to each subagent it forks (`supervision.subagent_nice`).
+The zygote itself stays at the daemon's priority, so that its forks keep pace with a burst."""
+
 CGROUP_ENV = "AGENTD_CGROUP"
 """The cgroup v2 leaf directory the child joins at boot, if the supervisor made one."""
 

@@ -12,6 +12,7 @@ exec'd child (pidfd, waitid, PDEATHSIG). A fork costs milliseconds instead of th
 from __future__ import annotations
 
 import array
+import contextlib
 import errno
 import gc
 import os
@@ -22,7 +23,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Literal
 
-from protocol.environment import SUPERVISOR_PID_ENV
+from protocol.environment import SUBAGENT_NICE_ENV, SUPERVISOR_PID_ENV
 from protocol.exit_codes import ExitCode
 from protocol.framing import FrameError, decode
 from protocol.zygote import (
@@ -243,7 +244,13 @@ def _become_subagent(env: dict[str, str], fds: list[int], middle: int | None) ->
     """In the subagent: take the pipes as fds 0–2, wait to be the supervisor's child, boot.
     `middle` is the intermediate process, our parent until it exits (None: cloned as the
     supervisor's child already)."""
-    os.setsid()
+    # A process group of its own (the kill ladder signals it), in the supervisor's session: the
+    # kernel then weighs subagents against the daemon, not against other users' sessions (issue 16).
+    os.setpgid(0, 0)
+    nice = int(os.environ.get(SUBAGENT_NICE_ENV) or 0)
+    if nice > 0:
+        with contextlib.suppress(OSError):
+            os.nice(nice)
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
     os.closerange(3, os.sysconf("SC_OPEN_MAX"))

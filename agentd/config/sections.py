@@ -250,6 +250,15 @@ class SupervisionSection(Section):
         "(a ping, its spawn frame) does not preempt it, so the daemon keeps answering while hundreds boot. "
         "Read at daemon start.",
     )
+    subagent_nice: int = Field(
+        default=3,
+        ge=0,
+        le=19,
+        description="How many nice levels below the daemon its subagents run (and so the MCP servers they "
+        "start). They share the daemon's session, so the kernel weighs them against the daemon rather than "
+        "against everyone else's processes: while hundreds boot, the daemon still gets the CPU to answer "
+        "clients. 0: the daemon's own priority. Read at daemon start.",
+    )
     child_command: list[str] | None = Field(
         default=None,
         min_length=1,

@@ -150,6 +150,23 @@ def child_environment(request: SpawnRequest, base: Mapping[str, str]) -> dict[st
     return {k: v for k, v in env.items() if not k.startswith(SCRUBBED_PREFIXES)}
 
 
+def lower_priority(pid: int, *, batch: bool, nice: int) -> None:
+    """Put a subagent below the daemon (best effort): `nice` levels under the daemon's own, and
+    under SCHED_BATCH if `batch` (`run_as_batch`). (The zygote gets SCHED_BATCH only, which its
+    forks inherit; it lowers each fork's nice itself: `SUBAGENT_NICE_ENV`.)
+
+    The child shares the daemon's session (it has a process group of its own, not a session), so
+    outside a cpu cgroup the kernel shares the CPU between the daemon's tree and everyone else's
+    sessions first, then between the daemon and its children by weight: nice 3 weighs half of
+    nice 0. Raising a child's nice needs no privilege (issue 16)."""
+    if nice:
+        with contextlib.suppress(OSError):
+            ours = os.getpriority(os.PRIO_PROCESS, 0)
+            os.setpriority(os.PRIO_PROCESS, pid, min(19, ours + nice))
+    if batch:
+        run_as_batch(pid)
+
+
 def run_as_batch(pid: int) -> None:
     """Put `pid` under SCHED_BATCH (best effort): same CPU share as before, but its wake-ups never
     preempt the running process. Every write the daemon makes to a child (a spawn frame, a ping, a
@@ -216,11 +233,13 @@ class ExecSpawner:
         base_env: Mapping[str, str] | None = None,
         *,
         batch: bool = False,
+        nice: int = 0,
     ) -> None:
         self._argv = list(argv) if argv else default_argv()
         self._base_env = dict(base_env if base_env is not None else os.environ)
-        # Children under SCHED_BATCH (`supervision.batch_scheduling`, see `run_as_batch`).
+        # Children below the daemon (`supervision.batch_scheduling`, `subagent_nice`: `lower_priority`).
         self._batch = batch
+        self._nice = nice
 
     def helper_pids(self) -> set[int]:
         return set()
@@ -253,7 +272,7 @@ class ExecSpawner:
                 file_actions=[
                     (os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(pipes.child_ends)
                 ],
-                setsid=True,
+                setpgroup=0,  # its own process group (the kill ladder's target), in our session
                 setsigdef=RESET_SIGNALS,
                 setsigmask=(),
             )
@@ -261,8 +280,7 @@ class ExecSpawner:
             pipes.close()
             raise SpawnError(f"could not start {argv[0]}: {exc.strerror}") from exc
         pipes.close_child_ends()
-        if self._batch:
-            run_as_batch(pid)
+        lower_priority(pid, batch=self._batch, nice=self._nice)
         return adopt(pid, request.rlimits, pipes)
 
 

@@ -35,11 +35,11 @@ from agentd.spawning.spawner import (
     ZygoteState,
     adopt,
     child_environment,
-    run_as_batch,
+    lower_priority,
 )
 from processes.linux import open_pidfd
 from processes.pipes import open_stdio_pipes
-from protocol.environment import ZYGOTE_RUN_ID
+from protocol.environment import SUBAGENT_NICE_ENV, ZYGOTE_RUN_ID
 from protocol.framing import FrameError, decode
 from protocol.zygote import (
     FROM_ZYGOTE_ADAPTER,
@@ -79,10 +79,13 @@ class ZygoteSpawner:
         warm_wait_s: float = WARM_WAIT_S,
         *,
         batch: bool = False,
+        nice: int = 0,
     ) -> None:
-        self.fallback = fallback or ExecSpawner(batch=batch)
-        # The zygote under SCHED_BATCH, which every subagent it forks inherits (`run_as_batch`).
+        self.fallback = fallback or ExecSpawner(batch=batch, nice=nice)
+        # Subagents below the daemon (`lower_priority`): the zygote under SCHED_BATCH, which every
+        # fork inherits, and each fork `nice` levels lower (`SUBAGENT_NICE_ENV`).
         self._batch = batch
+        self._nice = nice
         self._base_env = dict(base_env if base_env is not None else os.environ)
         self._warm_wait_s = warm_wait_s
         self._sock: socket.socket | None = None
@@ -129,6 +132,7 @@ class ZygoteSpawner:
             SpawnRequest(task_id=ZYGOTE_RUN_ID, run_id=ZYGOTE_RUN_ID, handle="0"), self._base_env
         )
         env = {k: v for k, v in env.items() if not k.startswith(SCRUBBED_PREFIXES)}
+        env[SUBAGENT_NICE_ENV] = str(self._nice)
         argv = [sys.executable, "-I", "-m", "subagent.zygote"]
         try:
             self._pid = os.posix_spawn(
@@ -139,7 +143,7 @@ class ZygoteSpawner:
                     (os.POSIX_SPAWN_DUP2, theirs.fileno(), 3),
                     (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                 ],
-                setsid=True,
+                setpgroup=0,  # in our session, as its subagents are (`lower_priority`)
                 setsigdef=RESET_SIGNALS,
                 setsigmask=(),
             )
@@ -150,8 +154,8 @@ class ZygoteSpawner:
             return
         finally:
             theirs.close()
-        if self._batch:
-            run_as_batch(self._pid)
+        # SCHED_BATCH here, inherited by every fork; the nice levels per subagent, after its fork.
+        lower_priority(self._pid, batch=self._batch, nice=0)
         ours.setblocking(False)
         self._sock = ours
 

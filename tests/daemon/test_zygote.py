@@ -51,7 +51,8 @@ def test_subagents_are_forked_from_the_zygote_and_owned_by_the_daemon(tmp_path: 
         pid = daemon.wait_ready([task_id])[task_id]
         child = psutil.Process(pid)
         assert child.ppid() == daemon.pid  # reparented: the daemon reaps it through its pidfd
-        assert os.getpgid(pid) == pid  # its own session and process group
+        assert os.getpgid(pid) == pid  # its own process group, in the daemon's session
+        assert os.getsid(pid) == os.getsid(daemon.pid)
         assert child.name() == "agentd-subagent"
         assert child.environ()[RUN_MARKER_ENV] == f"{ZYGOTE_RUN_ID}/0"  # its own is set after the fork
         # What a restarted daemon's recovery checks recognises it as this run's subagent.
