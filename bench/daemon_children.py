@@ -170,7 +170,7 @@ def measure_bare_loop(children: int, ping_interval_s: float, window_s: float) ->
                     [sys.executable, ROGUE],
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
-                    start_new_session=True,
+                    process_group=0,  # as the supervisor's spawner does: own group, our session
                 )
             )
         return summarize(anyio.run(_ping_all, procs, ping_interval_s, window_s))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
+import select
 import signal
 from dataclasses import dataclass
 from typing import Protocol
@@ -422,7 +423,7 @@ class SupervisedChild:
             self._ping_seq += 1
             self._ping_sent[self._ping_seq] = now
             self.outstanding_pings = len(self._ping_sent)
-            self._tg.start_soon(self._send_ping, self._ping_seq)
+            self._ping(self._ping_seq)
             self._next_ping = now + self.liveness.ping_interval_s
         verdict = classify(self.observation(), self.liveness, now)
         if verdict != "ok" and not self._ladder_running:
@@ -432,6 +433,28 @@ class SupervisedChild:
             )
             self.stop(cause, start="cancel" if verdict == "deadline" else "sigterm", reason=verdict)
 
-    async def _send_ping(self, seq: int) -> None:
-        if not await self.send(control.Ping(id=seq, params=control.PingParams(seq=seq))):
+    def _ping(self, seq: int) -> None:
+        """Write the ping now when no other frame is being written: a frame of at most PIPE_BUF
+        bytes goes into a pipe whole or not at all, so it cannot interleave with another. Otherwise
+        (a frame mid-write, a full pipe) a task sends it. A task per ping cost the loop a task's
+        start and stamped the round trip before the write (issue 16: ping p99 with 100 children)."""
+        ping = control.Ping(id=seq, params=control.PingParams(seq=seq))
+        data = encode(ping)
+        if not self._write_lock.locked() and len(data) <= select.PIPE_BUF:
+            try:
+                if os.write(self.proc.stdin_fd, data) == len(data):
+                    return
+            except BlockingIOError:
+                pass  # the pipe is full: wait for it below
+            except OSError:
+                self.stop("stuck", start="sigterm", reason="control channel not writable")
+                return
+            else:  # not a pipe after all: a frame's start is out, and its rest would race others
+                self.stop("faulty", start="sigterm", reason="control channel took part of a ping")
+                return
+        assert self._tg is not None
+        self._tg.start_soon(self._send_ping, ping)
+
+    async def _send_ping(self, ping: control.Ping) -> None:
+        if not await self.send(ping):
             self.stop("stuck", start="sigterm", reason="control channel not writable")

@@ -1,7 +1,10 @@
-"""The one liveness clock: each child checked once per tick in its own phase; a child added while
-the clock is stopped is refused (it watches itself); children left when it stops watch themselves."""
+"""The one liveness clock: each child checked once per tick in its own phase, at its own time; a
+child added while the clock is stopped is refused (it watches itself); children left when it stops
+watch themselves."""
 
 from __future__ import annotations
+
+import itertools
 
 import anyio
 import anyio.lowlevel
@@ -18,16 +21,25 @@ class FakeChild:
         self.next_check_at = 0.0
         self.checks: list[float] = []
         self.alone = False
+        self.checked = anyio.Event()
         self.checked_thrice = anyio.Event()
 
     def check_liveness(self, now: float) -> None:
         self.checks.append(now)
         self.next_check_at = now + self.tick_s
+        self.checked.set()
         if len(self.checks) == 3:
             self.checked_thrice.set()
 
     def watch_alone(self) -> None:
         self.alone = True
+
+
+class Exited(FakeChild):
+    """A child that has exited but is not yet discarded: its check does not move its time."""
+
+    def check_liveness(self, now: float) -> None:
+        self.checks.append(now)
 
 
 async def test_each_child_is_checked_once_per_tick_and_left_children_watch_themselves() -> None:
@@ -52,3 +64,40 @@ async def test_each_child_is_checked_once_per_tick_and_left_children_watch_thems
         assert all(gap >= child.tick_s - 1e-9 for gap in gaps), gaps  # never more than once a tick
     assert late.alone and not early.alone  # discarded before the stop: not told
     assert not clock.serving and len(clock) == 0
+
+
+async def test_children_are_checked_at_their_own_time_not_in_batches() -> None:
+    # Ten children 15 ms apart in phase, with a 1 s tick: a clock that woke in tenths of the tick
+    # checked (and so pinged) up to seven of them together; each must be checked on its own.
+    clock = WatchClock()
+    children = [FakeChild(1.0) for _ in range(10)]
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(clock.serve)
+        with anyio.fail_after(5):
+            while not clock.serving:
+                await anyio.lowlevel.checkpoint()
+        start = anyio.current_time() + 0.05
+        for i, child in enumerate(children):
+            child.next_check_at = start + i * 0.015
+            assert clock.add(child)
+        with anyio.fail_after(5):
+            for child in children:
+                await child.checked.wait()
+        tg.cancel_scope.cancel()
+    firsts = [child.checks[0] for child in children]
+    assert all(b > a for a, b in itertools.pairwise(firsts)), firsts
+    assert all(first >= child.next_check_at - 1.0 for first, child in zip(firsts, children, strict=True))
+
+
+async def test_an_exited_child_that_stays_registered_is_not_checked_in_a_busy_loop() -> None:
+    clock = WatchClock()
+    stuck = Exited(0.05)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(clock.serve)
+        with anyio.fail_after(5):
+            while not clock.serving:
+                await anyio.lowlevel.checkpoint()
+        assert clock.add(stuck)
+        await anyio.sleep(0.35)
+        tg.cancel_scope.cancel()
+    assert 1 <= len(stuck.checks) <= 6, len(stuck.checks)  # every MAX_SLEEP_S at most
