@@ -24,6 +24,7 @@ import psutil
 
 from agentd import logs
 from agentd.api.client import ApiClient
+from agentd.config.sections import SupervisionSection
 from agentd.journal.records import TaskRecord
 from agentd.journal.store import open_journal
 from agentd.spawning.spawner import ExecSpawner
@@ -92,7 +93,10 @@ async def measure_rtt(workdir: Path, children: int, ping_interval_s: float, wind
     async with open_journal(workdir / "state") as journal:
         for _ in range(children):
             await journal.submit(spec, owner_uid=os.getuid())
-        supervisor = Supervisor(journal, _stand_in_payload, ExecSpawner(), options)
+        # Children below us as the daemon puts them (SCHED_BATCH, `subagent_nice`): its defaults.
+        defaults = SupervisionSection()
+        spawner = ExecSpawner(batch=defaults.batch_scheduling, nice=defaults.subagent_nice)
+        supervisor = Supervisor(journal, _stand_in_payload, spawner, options)
         async with anyio.create_task_group() as tg:
             tg.start_soon(supervisor.serve)
             supervisor.notify_submitted()

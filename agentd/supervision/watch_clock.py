@@ -82,11 +82,12 @@ class WatchClock:
             if self._children.get(child) != at:
                 continue
             child.check_liveness(now)
-            # An earlier check may have ended this child; one that did not move its time (it has
-            # exited and awaits its discard) is looked at again later, never in a busy loop.
+            # An earlier check may have ended this child. One whose check did not move its time
+            # past this wake-up's window (it has exited and awaits its discard) is looked at again
+            # later: rescheduled inside the window, it would be popped again here, forever.
             if child in self._children:
                 due = child.next_check_at
-                self._schedule(child, due if due > now else now + MAX_SLEEP_S)
+                self._schedule(child, due if due > now + COALESCE_S else now + MAX_SLEEP_S)
 
     async def serve(self) -> None:
         self.serving = True

@@ -101,3 +101,29 @@ async def test_an_exited_child_that_stays_registered_is_not_checked_in_a_busy_lo
         await anyio.sleep(0.35)
         tg.cancel_scope.cancel()
     assert 1 <= len(stuck.checks) <= 6, len(stuck.checks)  # every MAX_SLEEP_S at most
+
+
+class JustAhead(FakeChild):
+    """An exited child whose time sits just ahead of the check, inside the clock's coalescing
+    window: rescheduled there, it was popped again in the same wake-up, forever (the loop never
+    yielded). Raises instead of looping."""
+
+    def check_liveness(self, now: float) -> None:
+        if self.checks.count(now) >= 3:
+            raise AssertionError("checked again and again at the same instant: a busy loop")
+        self.checks.append(now)
+        self.next_check_at = now + 0.0005
+
+
+async def test_a_child_whose_time_stays_inside_the_window_does_not_spin_the_clock() -> None:
+    clock = WatchClock()
+    child = JustAhead(0.05)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(clock.serve)
+        with anyio.fail_after(5):
+            while not clock.serving:
+                await anyio.lowlevel.checkpoint()
+        assert clock.add(child)
+        await anyio.sleep(0.25)
+        tg.cancel_scope.cancel()
+    assert 1 <= len(child.checks) <= 6, len(child.checks)
