@@ -4,15 +4,29 @@ watch themselves."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+from collections.abc import AsyncIterator
 
 import anyio
 import anyio.lowlevel
 import pytest
+from anyio.abc import TaskGroup
 
 from agentd.supervision.watch_clock import WatchClock
 
 pytestmark = pytest.mark.anyio
+
+
+@contextlib.asynccontextmanager
+async def serving(clock: WatchClock) -> AsyncIterator[TaskGroup]:
+    """`clock` serving in a task group the caller cancels to stop it."""
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(clock.serve)
+        with anyio.fail_after(5):
+            while not clock.serving:
+                await anyio.lowlevel.checkpoint()
+        yield tg
 
 
 class FakeChild:
@@ -46,11 +60,7 @@ async def test_each_child_is_checked_once_per_tick_and_left_children_watch_thems
     clock = WatchClock()
     early, late = FakeChild(0.05), FakeChild(0.05)
     assert not clock.add(early)  # not serving yet: the child must watch itself
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(clock.serve)
-        with anyio.fail_after(5):
-            while not clock.serving:
-                await anyio.lowlevel.checkpoint()
+    async with serving(clock) as tg:
         assert clock.add(early)
         late.next_check_at = anyio.current_time() + 0.025  # half a tick later: its own phase
         assert clock.add(late)
@@ -71,11 +81,7 @@ async def test_children_are_checked_at_their_own_time_not_in_batches() -> None:
     # checked (and so pinged) up to seven of them together; each must be checked on its own.
     clock = WatchClock()
     children = [FakeChild(1.0) for _ in range(10)]
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(clock.serve)
-        with anyio.fail_after(5):
-            while not clock.serving:
-                await anyio.lowlevel.checkpoint()
+    async with serving(clock) as tg:
         start = anyio.current_time() + 0.05
         for i, child in enumerate(children):
             child.next_check_at = start + i * 0.015
@@ -92,11 +98,7 @@ async def test_children_are_checked_at_their_own_time_not_in_batches() -> None:
 async def test_an_exited_child_that_stays_registered_is_not_checked_in_a_busy_loop() -> None:
     clock = WatchClock()
     stuck = Exited(0.05)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(clock.serve)
-        with anyio.fail_after(5):
-            while not clock.serving:
-                await anyio.lowlevel.checkpoint()
+    async with serving(clock) as tg:
         assert clock.add(stuck)
         await anyio.sleep(0.35)
         tg.cancel_scope.cancel()
@@ -118,11 +120,7 @@ class JustAhead(FakeChild):
 async def test_a_child_whose_time_stays_inside_the_window_does_not_spin_the_clock() -> None:
     clock = WatchClock()
     child = JustAhead(0.05)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(clock.serve)
-        with anyio.fail_after(5):
-            while not clock.serving:
-                await anyio.lowlevel.checkpoint()
+    async with serving(clock) as tg:
         assert clock.add(child)
         await anyio.sleep(0.25)
         tg.cancel_scope.cancel()
