@@ -191,16 +191,19 @@ def insert_claimed_task(
     return mark_starting(conn, task_id, grant_steps=grant_steps, grant_tokens=grant_tokens, now=now)
 
 
+# An owner's queued tasks and the spec bytes of its unfinished ones, from the index alone (schema v7).
+QUOTA_SUM = (
+    "SELECT coalesce(sum(state = 'queued'), 0), coalesce(sum(spec_bytes), 0) FROM tasks"
+    " WHERE state IN ('queued', 'starting', 'running') AND owner_uid = ?"
+)
+
+
 def _check_quota(conn: sqlite3.Connection, owner_uid: int, spec_bytes: int, quota: Quota) -> None:
     if quota.max_queued is None and quota.max_pending_bytes is None:
         return
     # Only unfinished tasks count (the state index keeps this to them), so a cap clears as the
     # owner's work completes and a refusal is worth retrying.
-    queued, pending_bytes = conn.execute(
-        "SELECT coalesce(sum(state = 'queued'), 0), coalesce(sum(spec_bytes), 0) FROM tasks"
-        " WHERE state IN ('queued', 'starting', 'running') AND owner_uid = ?",
-        (owner_uid,),
-    ).fetchone()
+    queued, pending_bytes = conn.execute(QUOTA_SUM, (owner_uid,)).fetchone()
     problem = quota_problem(quota, queued=queued, pending_bytes=pending_bytes, spec_bytes=spec_bytes)
     if problem is not None:
         raise QuotaExceeded(problem)

@@ -15,6 +15,7 @@ caller's.
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 
 from agentd.journal.records import TaskRecord
@@ -37,11 +38,16 @@ def first_per_owner(
 
 
 class QueueCache:
+    """Each owner's queued tasks in an insertion-ordered dict, so that a pick costs what it returns
+    and a start is one removal: a burst of submits used to make both a scan of the whole copy,
+    i.e. quadratic in the queue's length (issue 16)."""
+
     def __init__(self) -> None:
         # Invariant: when not None, these are every queued task of each owner not in `_cut`, and
         # the oldest of each owner in `_cut`, in submission order (as far as this daemon knows).
-        self._records: list[TaskRecord] | None = None
-        self._ids: set[str] = set()
+        self._owners: dict[int, dict[str, TaskRecord]] | None = None
+        self._position: dict[str, int] = {}  # task id -> its place in submission order
+        self._next = itertools.count()
         self._cut: set[int] = set()
         # While a read is in flight: records acknowledged meanwhile, and whether it went stale.
         self._reading = False
@@ -54,12 +60,17 @@ class QueueCache:
 
     def pick(self, per_owner: int) -> tuple[TaskRecord, ...] | None:
         """Each owner's oldest `per_owner` tasks in submission order; None: read the journal."""
-        if self._records is None:
+        owners = self._owners
+        if owners is None:
             return None
-        picked, counts = first_per_owner(self._records, per_owner)
-        if any(counts[owner] < per_owner for owner in self._cut):
+        if any(len(owners.get(owner, ())) < per_owner for owner in self._cut):
             return None  # an owner's copy ran short while the journal may hold more of its tasks
-        return picked
+        picked = [
+            record for queued in owners.values() for record in itertools.islice(queued.values(), per_owner)
+        ]
+        if len(owners) > 1:
+            picked.sort(key=lambda record: self._position[record.task_id])
+        return tuple(picked)
 
     def begin_read(self) -> None:
         self._reading, self._arrived, self._lost = True, [], False
@@ -69,12 +80,12 @@ class QueueCache:
         self._reading = False
         arrived, self._arrived = self._arrived, []
         if read is None or self._lost:
-            self._records = None
+            self._owners = None
             return
-        counts = Counter(record.owner_uid for record in read)
-        self._cut = {owner for owner, count in counts.items() if count >= per_owner}
-        self._records = list(read)
-        self._ids = {record.task_id for record in read}
+        self._owners, self._position = {}, {}
+        for record in read:
+            self._add(record)
+        self._cut = {owner for owner, queued in self._owners.items() if len(queued) >= per_owner}
         for record in arrived:
             self.submitted(record)
 
@@ -83,20 +94,28 @@ class QueueCache:
         guarantees it was not taken yet (else it would be listed, and started, again)."""
         if self._reading:
             self._arrived.append(record)
-        elif self._records is not None and record.owner_uid not in self._cut:
-            if record.task_id in self._ids:
-                return  # a read found it committed before its submit was acknowledged
-            self._records.append(record)
-            self._ids.add(record.task_id)
+        elif (
+            self._owners is not None
+            and record.owner_uid not in self._cut
+            and record.task_id not in self._position  # else a read found it committed first
+        ):
+            self._add(record)
 
     def taken(self, record: TaskRecord) -> None:
         """The scheduler started `record`: it is no longer queued."""
-        if self._records is not None and record.task_id in self._ids:
-            self._ids.discard(record.task_id)
-            self._records = [r for r in self._records if r.task_id != record.task_id]
+        if self._owners is not None and self._position.pop(record.task_id, None) is not None:
+            queued = self._owners[record.owner_uid]
+            del queued[record.task_id]
+            if not queued:
+                del self._owners[record.owner_uid]
 
     def stale(self) -> None:
         """The queue may have changed unseen: read the journal at the next pick."""
-        self._records = None
+        self._owners = None
         if self._reading:
             self._lost = True
+
+    def _add(self, record: TaskRecord) -> None:
+        assert self._owners is not None
+        self._owners.setdefault(record.owner_uid, {})[record.task_id] = record
+        self._position[record.task_id] = next(self._next)

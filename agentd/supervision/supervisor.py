@@ -107,6 +107,7 @@ class Supervisor:
         self.tracing = tracing
         self.log = logs.get()
         self.running: dict[str, _Slot] = {}
+        self._running_by_owner: Counter[int] = Counter()  # kept with `running`: fairness reads it per pick
         self.window = SpawnWindow(self.options.spawn_window)
         self.clock = WatchClock()
         # Trigger tasks' children prestarted while their debounce window is open (parking.py).
@@ -277,13 +278,14 @@ class Supervisor:
                     waiting = [
                         r for r in queued if r.task_id not in self.running and r.task_id not in self.accepting
                     ]
-                    for record in fair_order(waiting, self._running_by_owner(), self._last_started):
+                    for record in fair_order(waiting, self._running_by_owner, self._last_started):
                         if len(self.running) >= self.options.max_concurrent_tasks:
                             break
                         self._starts += 1
                         self._last_started[record.owner_uid] = self._starts
                         slot = _Slot(record)
                         self.running[record.task_id] = slot
+                        self._running_by_owner[record.owner_uid] += 1
                         self._queue.taken(record)
                         tg.start_soon(self._run_task, slot)
                 with anyio.move_on_after(1.0) as timed:
@@ -316,9 +318,6 @@ class Supervisor:
         finally:
             self._queue.end_read(read, size)
         return first_per_owner(read, per_owner)[0]
-
-    def _running_by_owner(self) -> Counter[int]:
-        return Counter(slot.record.owner_uid for slot in self.running.values())
 
     async def _finish_drain(self) -> None:
         deadline = anyio.current_time() + self.options.drain_timeout_s
@@ -384,7 +383,10 @@ class Supervisor:
             self.log.error("task.terminal", task_id=record.task_id, err=f"journal: {exc}")
         finally:
             slot.span.end(result.status.value if result is not None else None)
-            self.running.pop(record.task_id, None)
+            if self.running.pop(record.task_id, None) is not None:
+                self._running_by_owner[record.owner_uid] -= 1
+                if not self._running_by_owner[record.owner_uid]:
+                    del self._running_by_owner[record.owner_uid]
             self._wake.set()
             self.sweep_soon()
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from agentd.journal.queries import QUOTA_SUM
 from agentd.journal.schema import _MIGRATIONS, SCHEMA_VERSION, _statements, connect_writer, unavailable_reason
 
 SQLITE_IOERR_WRITE = sqlite3.SQLITE_IOERR | (3 << 8)  # an extended code keeps its primary low byte
@@ -104,7 +105,7 @@ def test_a_v2_journal_migrates_to_the_current_schema_keeping_its_tasks_as_plain_
     conn.close()
     migrated = connect_writer(db)
     try:
-        assert migrated.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
+        assert migrated.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
         row = migrated.execute(
             "SELECT schedule_id, fire_at, idle, trigger, uri, executor, worker FROM tasks WHERE task_id = 't1'"
         ).fetchone()
@@ -151,5 +152,30 @@ def test_a_v5_journal_migrates_to_v6_with_no_executor_recorded_yet(tmp_path: Pat
         assert migrated.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         row = migrated.execute("SELECT executor, worker FROM tasks WHERE task_id = 't1'").fetchone()
         assert tuple(row) == (None, None)
+    finally:
+        migrated.close()
+
+
+def test_a_v6_journal_migrates_to_v7_where_the_quota_sum_reads_only_the_index(tmp_path: Path) -> None:
+    db = tmp_path / "agentd.db"
+    conn = sqlite3.connect(db, isolation_level=None)
+    for script in _MIGRATIONS[:6]:
+        for statement in _statements(script):
+            conn.execute(statement)
+    conn.execute("PRAGMA user_version = 6")
+    conn.execute(
+        "INSERT INTO tasks (task_id, run_id, owner_uid, spec, spec_bytes, created_at)"
+        " VALUES ('t1', 'r1', 7, '{}', 2, 0)"
+    )
+    conn.close()
+    migrated = connect_writer(db)
+    try:
+        assert migrated.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        migrated.execute("ANALYZE")  # statistics must not turn it into a scan of the table
+        plan = " ".join(
+            row[3] for row in migrated.execute("EXPLAIN QUERY PLAN " + QUOTA_SUM, (7,)).fetchall()
+        )
+        assert "COVERING INDEX tasks_by_state_owner" in plan
+        assert tuple(migrated.execute(QUOTA_SUM, (7,)).fetchone()) == (1, 2)
     finally:
         migrated.close()

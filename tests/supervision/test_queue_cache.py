@@ -56,6 +56,20 @@ def test_acknowledged_tasks_are_appended_and_started_ones_removed() -> None:
     assert cache.pick(4) == (b1, a2)
 
 
+def test_owners_interleaved_keep_submission_order_through_starts_from_the_middle() -> None:
+    cache = QueueCache()
+    records = [rec(owner) for owner in (1, 2, 3, 1, 2, 3, 1, 2, 3)]
+    read(cache, records[:4], size=64)
+    for record in records[4:]:
+        cache.submitted(record)
+    cache.taken(records[4])  # owner 2's second, while its first still waits
+    cache.taken(records[2])  # owner 3's first
+    assert cache.pick(2) == (records[0], records[1], records[3], records[5], records[7], records[8])
+    for record in records:
+        cache.taken(record)  # a record taken twice or never listed is ignored
+    assert cache.pick(2) == ()
+
+
 def test_an_owner_cut_by_the_read_is_read_again_when_its_copy_runs_short() -> None:
     cache = QueueCache()
     first, second = rec(1), rec(1)
