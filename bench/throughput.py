@@ -12,7 +12,8 @@ first (the first forks touch pages the rest share). The daemon's and its childre
 measured batch is printed per task, the daemon's split into its event loop's thread and the rest
 (the journal writer, read workers), and so is the CPU of this bench's own submitting clients: they
 run in this process, so none of it is counted as the daemon's, but on a small machine they take
-CPU from the tasks (issue 16).
+CPU from the tasks (issue 16). Last, the same run measures this machine's floor under any of it
+(`bench/fork_floor.py`): what forking a process built as the zygote builds itself costs per child.
 
     python bench/throughput.py [--tasks 600] [--concurrency 8 32] [--clients 4] [--smoke]
 """
@@ -37,6 +38,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from agentd.api.client import ApiClient  # noqa: E402
+from bench import fork_floor  # noqa: E402
 from bench.daemon_procs import BenchDaemon, open_daemon, strays  # noqa: E402
 from bench.machine import CpuMeter  # noqa: E402
 from bench.samples import write_json  # noqa: E402
@@ -255,6 +257,9 @@ def main() -> int:
             f" {r['machine']['load_avg_at_start'][0]:>6}"
         )
     print(f"best {best:.1f}/s, target >= {TARGET_PER_S:.0f}/s: {verdict}; processes left: {len(left)}")
+    # The same run's floor: what forking a warm CPython per task costs here before any task work.
+    floor = fork_floor.measure(20 if args.smoke else 400, 2 * (cpus or 1))
+    fork_floor.report(floor)
     results = {
         "benchmark": "throughput",
         "mode": mode,
@@ -264,6 +269,7 @@ def main() -> int:
         "target_per_s": TARGET_PER_S,
         "verdict": verdict,
         "left": len(left),
+        "fork_floor": floor,
     }
     out = Path(args.out)
     write_json(out, results)

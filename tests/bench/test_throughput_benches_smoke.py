@@ -60,6 +60,21 @@ def test_throughput_bench_completes_every_task(tmp_path: Path) -> None:
     assert rows[0]["client_cpu_ms_per_task"] > 0
     assert rows[0]["left_after_drain"] == 0
     assert results["left"] == 0
+    floor = results["fork_floor"]
+    assert isinstance(floor, dict) and set(floor["forks"]) == {"exit", "anyio"}
+
+
+def test_fork_floor_bench_forks_the_zygote_image_and_times_page_faults(tmp_path: Path) -> None:
+    results = run_bench("fork_floor.py", tmp_path / "fork_floor.json")
+    faults = results["fault_us_per_page"]
+    assert isinstance(faults, dict) and faults["first_touch"] > 0 and faults["again_at_once"] > 0
+    forks = results["forks"]
+    assert isinstance(forks, dict)
+    for kind in ("exit", "anyio"):
+        row = forks[kind]
+        assert row["per_s"] > 0 and row["child_cpu_ms"] > 0 and row["child_minor_faults"] > 0
+    # An empty event loop is more than nothing: the child that runs one does more work.
+    assert forks["anyio"]["child_minor_faults"] > forks["exit"]["child_minor_faults"]
 
 
 def test_ping_bench_measures_the_supervisor_and_the_bare_loop(tmp_path: Path) -> None:
