@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import resource
 import shutil
 import statistics
@@ -43,6 +44,7 @@ import psutil
 
 from agentd.api.client import ApiClient
 from agentd.errors import ApiClientError
+from bench import fork_floor
 from bench.daemon_procs import MIB, BenchDaemon, strays
 from bench.machine import CpuMeter
 from bench.samples import Summary, summarize, write_json
@@ -651,6 +653,10 @@ def main(argv: list[str] | None = None) -> int:
         verdict = "-" if settings.smoke else ("met" if met else "MISSED")
         print(f"  {what:<62} {figure:<60} {target:<28} {verdict}")
     result["verdicts"] = [{"what": w, "figure": f, "target": t, "met": m} for w, f, t, m in rows]
+    # This machine's speed today, for comparing runs across days: the fork floor (fork_floor.py).
+    floor = fork_floor.measure(20 if settings.smoke else 400, 2 * (os.cpu_count() or 1))
+    fork_floor.report(floor)
+    result["fork_floor"] = floor
     write_json(args.out, result)
     return 0
 
