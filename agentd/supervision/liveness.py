@@ -66,6 +66,31 @@ def classify(obs: Observation, policy: LivenessPolicy, now: float) -> Verdict:
     return "ok"
 
 
+# A check this little before a child's ping is due sends it: the shared clock checks children due
+# within a millisecond of each other in one wake-up, and one checked early would otherwise wait a
+# whole tick for its ping.
+PING_EARLY_S = 0.002
+
+
+def ping_due(now: float, next_ping: float) -> bool:
+    return now >= next_ping - PING_EARLY_S
+
+
+def next_ping_at(due: float, sent: float, interval: float) -> float:
+    """When the ping after the one due at `due` (and sent at `sent`) is due: in the child's own
+    phase. Counted from the send instead, a child took the phase of the children checked in the
+    same wake-up and stayed with them: over a run the pings bunched into bursts whose pongs queued
+    behind each other. Checks a whole interval behind (a stalled loop) resume from the send."""
+    following = due + interval
+    return following if following > sent else sent + interval
+
+
+def next_check_time(now: float, tick: float, next_ping: float) -> float:
+    """One tick on, or the next ping's time if that comes sooner."""
+    at = now + tick
+    return next_ping if now < next_ping < at else at
+
+
 KillCause = Literal["cancel", "deadline", "stuck", "faulty", "drain", "teardown"]
 
 

@@ -31,6 +31,9 @@ from agentd.supervision.liveness import (
     Verdict,
     classify,
     classify_exit,
+    next_check_time,
+    next_ping_at,
+    ping_due,
 )
 from agentd.supervision.payloads import with_deadline
 from agentd.supervision.watch_clock import MAX_TICK_S, WatchClock
@@ -409,22 +412,22 @@ class SupervisedChild:
     async def _watch(self) -> None:
         while not self.exited:
             self.check_liveness(anyio.current_time())
-            await anyio.sleep(self.tick_s)
+            await anyio.sleep(max(0.0, self.next_check_at - anyio.current_time()))
 
     def check_liveness(self, now: float) -> None:
         """One check: the teardown grace after a result, a ping when due, then the detectors."""
         if self.exited or self._tg is None:
             return
-        self.next_check_at = now + self.tick_s
         if self.result is not None:
             if self.result_at is not None and now - self.result_at >= self.teardown_grace_s:
                 self.stop("teardown", start="sigterm", reason="did not exit after its result")
-        elif self.ready and now >= self._next_ping and self.eof_at is None:
+        elif self.ready and ping_due(now, self._next_ping) and self.eof_at is None:
             self._ping_seq += 1
             self._ping_sent[self._ping_seq] = now
             self.outstanding_pings = len(self._ping_sent)
             self._ping(self._ping_seq)
-            self._next_ping = now + self.liveness.ping_interval_s
+            self._next_ping = next_ping_at(self._next_ping, now, self.liveness.ping_interval_s)
+        self.next_check_at = next_check_time(now, self.tick_s, self._next_ping)
         verdict = classify(self.observation(), self.liveness, now)
         if verdict != "ok" and not self._ladder_running:
             self.listener.on_verdict(self, verdict)

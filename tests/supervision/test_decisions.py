@@ -14,6 +14,9 @@ from agentd.supervision.liveness import (
     Verdict,
     classify,
     classify_exit,
+    next_check_time,
+    next_ping_at,
+    ping_due,
 )
 from protocol.result import RunError, RunResult, TerminalStatus
 
@@ -167,3 +170,27 @@ def test_an_oom_kill_is_named_and_stderr_is_attached() -> None:
     assert outcome.error == RunError(kind="oom", message=outcome.error.message if outcome.error else "")
     assert outcome.error is not None
     assert "--- last stderr ---\nTraceback ..." in outcome.error.message
+
+
+def test_a_ping_is_due_from_just_before_its_time() -> None:
+    assert ping_due(now=9.999, next_ping=10.0)  # checked early by the shared clock's coalescing
+    assert not ping_due(now=9.99, next_ping=10.0)
+
+
+@pytest.mark.parametrize(
+    ("due", "sent", "expected"),
+    [
+        pytest.param(10.0, 10.0, 15.0, id="on-time"),
+        pytest.param(10.0, 10.4, 15.0, id="late-keeps-its-phase"),
+        pytest.param(10.0, 9.999, 15.0, id="early-keeps-its-phase"),
+        pytest.param(10.0, 16.0, 21.0, id="a-whole-interval-behind-resumes-from-the-send"),
+    ],
+)
+def test_the_next_ping_keeps_the_child_s_own_phase(due: float, sent: float, expected: float) -> None:
+    assert next_ping_at(due, sent, interval=5.0) == expected
+
+
+def test_the_next_check_is_a_tick_on_or_the_next_ping_if_sooner() -> None:
+    assert next_check_time(now=10.0, tick=1.0, next_ping=15.0) == 11.0
+    assert next_check_time(now=10.0, tick=1.0, next_ping=10.4) == 10.4
+    assert next_check_time(now=10.0, tick=1.0, next_ping=9.0) == 11.0  # not ready yet: no ping to wait for

@@ -13,6 +13,7 @@ import anyio.lowlevel
 import pytest
 from anyio.abc import TaskGroup
 
+from agentd.supervision.liveness import next_check_time, next_ping_at, ping_due
 from agentd.supervision.watch_clock import WatchClock
 
 pytestmark = pytest.mark.anyio
@@ -116,3 +117,43 @@ async def test_an_exited_child_still_registered_does_not_spin_the_clock(kind: ty
         await anyio.sleep(0.3)
         tg.cancel_scope.cancel()
     assert 1 <= len(child.checks) <= 6, len(child.checks)  # every MAX_SLEEP_S at most
+
+
+class PingingChild:
+    """Schedules its checks and pings as `SupervisedChild.check_liveness` does (the same pure
+    functions), and records when it pinged and which ping time each ping was for."""
+
+    def __init__(self, first_ping: float, interval: float) -> None:
+        self.interval = self.tick_s = interval
+        self.next_ping = self.next_check_at = first_ping
+        self.pinged: list[tuple[float, float]] = []  # (sent, due)
+
+    def check_liveness(self, now: float) -> None:
+        if ping_due(now, self.next_ping):
+            self.pinged.append((now, self.next_ping))
+            self.next_ping = next_ping_at(self.next_ping, now, self.interval)
+        self.next_check_at = next_check_time(now, self.tick_s, self.next_ping)
+
+    def watch_alone(self) -> None:
+        pass
+
+
+def test_children_due_within_the_coalescing_window_keep_their_own_ping_phases() -> None:
+    # Ten children 0.3 ms apart, checked together by the clock's coalescing. Each ping was
+    # scheduled from its check's time and a child checked early waited a tick for it: they
+    # skipped pings and took each other's phase, so the pings bunched up over a run.
+    interval, rounds = 0.2, 50
+    clock = WatchClock()
+    clock.serving = True  # driven by hand below, as `serve` drives it: each wake-up at the next due
+    children = [PingingChild(1.0 + i * 0.0003, interval) for i in range(10)]
+    for child in children:
+        assert clock.add(child)
+    now, end = 0.0, 1.0 + (rounds - 0.5) * interval
+    while (now := max(now, clock._due[0][0])) < end:
+        clock._check_due(now)
+    for i, child in enumerate(children):
+        phase = 1.0 + i * 0.0003
+        assert len(child.pinged) == rounds, (i, len(child.pinged))  # none skipped
+        for k, (sent, due) in enumerate(child.pinged):
+            assert due == pytest.approx(phase + k * interval)  # its own phase, every time
+            assert due - 0.002 <= sent <= due + 0.001
