@@ -72,6 +72,18 @@ def classify(obs: Observation, policy: LivenessPolicy, now: float) -> Verdict:
 PING_EARLY_S = 0.002
 
 
+# A child's first ping comes up to this share of an interval later than one interval after its
+# start, drawn per child: children started together (a batch of forks) would otherwise keep being
+# pinged together, since each keeps its own phase (`next_ping_at`), and each such burst of pongs
+# queues behind itself.
+FIRST_PING_SPREAD = 0.25
+
+
+def first_ping_at(start: float, interval: float, draw: float) -> float:
+    """When the first ping of a child started at `start` is due; `draw` in [0, 1) is its place."""
+    return start + interval * (1 + FIRST_PING_SPREAD * draw)
+
+
 def ping_due(now: float, next_ping: float) -> bool:
     return now >= next_ping - PING_EARLY_S
 
@@ -86,7 +98,8 @@ def next_ping_at(due: float, sent: float, interval: float) -> float:
 
 
 def next_check_time(now: float, tick: float, next_ping: float) -> float:
-    """One tick on, or the next ping's time if that comes sooner."""
+    """One tick on, or the next ping's time if that comes sooner (the ticks after it then keep the
+    ping's phase: as many checks an interval as before)."""
     at = now + tick
     return next_ping if now < next_ping < at else at
 

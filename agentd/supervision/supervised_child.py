@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
+import random
 import select
 import signal
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from agentd.supervision.liveness import (
     Verdict,
     classify,
     classify_exit,
+    first_ping_at,
     next_check_time,
     next_ping_at,
     ping_due,
@@ -201,7 +203,9 @@ class SupervisedChild:
                 self._tg = tg
                 tg.start_soon(self._read_frames)
                 tg.start_soon(self._relay_stderr)
-                self._next_ping = anyio.current_time() + self.liveness.ping_interval_s
+                self._next_ping = first_ping_at(
+                    anyio.current_time(), self.liveness.ping_interval_s, random.random()
+                )
                 if self.clock is None or not self.clock.add(self):
                     tg.start_soon(self._watch)
                 try:

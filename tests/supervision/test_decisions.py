@@ -14,6 +14,7 @@ from agentd.supervision.liveness import (
     Verdict,
     classify,
     classify_exit,
+    first_ping_at,
     next_check_time,
     next_ping_at,
     ping_due,
@@ -192,5 +193,11 @@ def test_the_next_ping_keeps_the_child_s_own_phase(due: float, sent: float, expe
 
 def test_the_next_check_is_a_tick_on_or_the_next_ping_if_sooner() -> None:
     assert next_check_time(now=10.0, tick=1.0, next_ping=15.0) == 11.0
-    assert next_check_time(now=10.0, tick=1.0, next_ping=10.4) == 10.4
-    assert next_check_time(now=10.0, tick=1.0, next_ping=9.0) == 11.0  # not ready yet: no ping to wait for
+    assert next_check_time(now=10.0, tick=1.0, next_ping=10.5) == 10.5
+    assert next_check_time(now=10.0, tick=1.0, next_ping=9.0) == 11.0  # not ready yet: no ping ahead
+
+
+def test_a_child_s_first_ping_is_drawn_within_a_quarter_interval_after_one_interval() -> None:
+    assert first_ping_at(start=100.0, interval=4.0, draw=0.0) == 104.0
+    assert first_ping_at(start=100.0, interval=4.0, draw=0.5) == 104.5
+    assert 104.0 < first_ping_at(start=100.0, interval=4.0, draw=0.999) < 105.0

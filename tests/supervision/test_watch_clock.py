@@ -13,7 +13,7 @@ import anyio.lowlevel
 import pytest
 from anyio.abc import TaskGroup
 
-from agentd.supervision.liveness import next_check_time, next_ping_at, ping_due
+from agentd.supervision.liveness import first_ping_at, next_check_time, next_ping_at, ping_due
 from agentd.supervision.watch_clock import WatchClock
 
 pytestmark = pytest.mark.anyio
@@ -127,8 +127,10 @@ class PingingChild:
         self.interval = self.tick_s = interval
         self.next_ping = self.next_check_at = first_ping
         self.pinged: list[tuple[float, float]] = []  # (sent, due)
+        self.checks = 0
 
     def check_liveness(self, now: float) -> None:
+        self.checks += 1
         if ping_due(now, self.next_ping):
             self.pinged.append((now, self.next_ping))
             self.next_ping = next_ping_at(self.next_ping, now, self.interval)
@@ -138,22 +140,49 @@ class PingingChild:
         pass
 
 
+def drive(clock: WatchClock, until: float) -> None:
+    """Run `clock` by hand as `serve` runs it, each wake-up at the next time due, up to `until`."""
+    now = 0.0
+    while (now := max(now, clock._due[0][0])) < until:
+        clock._check_due(now)
+
+
 def test_children_due_within_the_coalescing_window_keep_their_own_ping_phases() -> None:
     # Ten children 0.3 ms apart, checked together by the clock's coalescing. Each ping was
     # scheduled from its check's time and a child checked early waited a tick for it: they
     # skipped pings and took each other's phase, so the pings bunched up over a run.
     interval, rounds = 0.2, 50
     clock = WatchClock()
-    clock.serving = True  # driven by hand below, as `serve` drives it: each wake-up at the next due
+    clock.serving = True  # driven by hand
     children = [PingingChild(1.0 + i * 0.0003, interval) for i in range(10)]
     for child in children:
         assert clock.add(child)
-    now, end = 0.0, 1.0 + (rounds - 0.5) * interval
-    while (now := max(now, clock._due[0][0])) < end:
-        clock._check_due(now)
+    drive(clock, until=1.0 + (rounds - 0.5) * interval)
     for i, child in enumerate(children):
         phase = 1.0 + i * 0.0003
         assert len(child.pinged) == rounds, (i, len(child.pinged))  # none skipped
         for k, (sent, due) in enumerate(child.pinged):
             assert due == pytest.approx(phase + k * interval)  # its own phase, every time
             assert due - 0.002 <= sent <= due + 0.001
+
+
+def test_children_started_together_are_pinged_apart_and_checked_once_a_tick() -> None:
+    # Sixteen children forked in one batch: each first ping is drawn within a quarter interval,
+    # so they do not share a wake-up for as long as they live (their phases are kept). With a 1 s
+    # tick and a 5 s interval each is checked once a tick, its pings' checks among them.
+    interval, rounds = 5.0, 10
+    clock = WatchClock()
+    clock.serving = True  # driven by hand
+    children = []
+    for i in range(16):
+        child = PingingChild(first_ping_at(0.0, interval, draw=i / 16), interval)
+        child.tick_s = 1.0
+        child.next_check_at = 0.0
+        children.append(child)
+        assert clock.add(child)
+    until = interval * (rounds + 0.5)  # each child's tenth ping is before it, its eleventh after
+    drive(clock, until)
+    sent = [at for child in children for at, _ in child.pinged]
+    assert len(sent) == 16 * rounds and len(set(sent)) == len(sent)  # no two in one wake-up
+    for child in children:
+        assert abs(child.checks - until) <= 2, child.checks  # once a tick, pings included
