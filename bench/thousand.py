@@ -89,8 +89,9 @@ class Probe:
     samples: list[tuple[float, str, float]] = field(default_factory=list)  # (sent at, method, seconds)
     errors: list[str] = field(default_factory=list)
 
-    def between(self, start: float, end: float) -> Summary:
-        return summarize([dt for at, _, dt in self.samples if start <= at < end])
+    def between(self, start: float, end: float, method: str | None = None) -> Summary:
+        """The calls sent in [start, end), of `method` only when given."""
+        return summarize([dt for at, m, dt in self.samples if start <= at < end and method in (None, m)])
 
 
 @dataclass(frozen=True, slots=True)
@@ -467,6 +468,11 @@ def run(settings: Settings, workdir: Path, profile: Path | None = None) -> dict[
         "zygote_at_peak": status.zygote,
         "api_while_spawning": asdict(probe.between(*spawn_window)),
         "api_while_running": asdict(probe.between(*run_window)),
+        # Each method apart: which one the tail is (a status call walks every live child).
+        "api_by_method": {
+            phase: {m: asdict(probe.between(*window, m)) for m in ("task.get", "daemon.status")}
+            for phase, window in (("spawning", spawn_window), ("running", run_window))
+        },
         "api_errors": probe.errors[:5],
         "memory": asdict(memory),
         # CPU seconds over the whole run: the daemon's own, the zygote's, and every reaped child's
@@ -652,6 +658,11 @@ def main(argv: list[str] | None = None) -> int:
     for what, figure, target, met in rows:
         verdict = "-" if settings.smoke else ("met" if met else "MISSED")
         print(f"  {what:<62} {figure:<60} {target:<28} {verdict}")
+    by_method = result["api_by_method"]
+    assert isinstance(by_method, dict)
+    for phase, methods in by_method.items():
+        apart = ", ".join(f"{m} {s['p50_ms']} / {s['p99_ms']} / {s['max_ms']}" for m, s in methods.items())
+        print(f"    while {phase}, each method p50 / p99 / max ms: {apart}")
     result["verdicts"] = [{"what": w, "figure": f, "target": t, "met": m} for w, f, t, m in rows]
     # This machine's speed today, for comparing runs across days: the fork floor (fork_floor.py).
     floor = fork_floor.measure(20 if settings.smoke else 400, 2 * (os.cpu_count() or 1))

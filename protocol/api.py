@@ -215,7 +215,7 @@ class DaemonStatus(_Model):
     max_concurrent_tasks: int
     journal_ok: bool
     degraded: list[str] = Field(default_factory=list)
-    children: int = 0
+    children: int = 0  # the processes the daemon supervises, counted at most once a second
     # "daemon": queued/running/children count everyone's (the caller is an admin); "caller": only
     # the caller's own tasks, and `children` is 0 — other users' load is not a non-admin's business.
     scope: Literal["daemon", "caller"] = "daemon"

@@ -67,6 +67,9 @@ from protocol.api import (
 VERSION = "0.1.0"
 WAIT_CAP_S = 24 * 3600.0
 FOLLOW_POLL_S = 5.0
+# `daemon.status` counts the daemon's children at most this often: the count walks every live
+# child, which with 1,000 tasks cost each status call milliseconds of the loop (issue 16).
+CHILDREN_MAX_AGE_S = 1.0
 
 
 class DaemonBackend:
@@ -84,6 +87,14 @@ class DaemonBackend:
         self.scheduler = scheduler
         self.triggers = triggers
         self.started = time.monotonic()
+        self._children: tuple[float, int] | None = None  # (counted at, count)
+
+    def _children_now(self) -> int:
+        """The daemon's live children, as counted within the last `CHILDREN_MAX_AGE_S`."""
+        now = time.monotonic()
+        if self._children is None or now - self._children[0] >= CHILDREN_MAX_AGE_S:
+            self._children = (now, len(self.supervisor.owned_pids()))
+        return self._children[1]
 
     async def _owned(self, caller: Caller, task_id: str) -> TaskRecord:
         record = await self.journal.get(task_id)
@@ -221,7 +232,7 @@ class DaemonBackend:
         health = self.journal.health
         degraded = [] if health.healthy else [f"journal: {health.last_error}"]
         if owner is None:
-            running, children = len(self.supervisor.running), len(self.supervisor.owned_pids())
+            running, children = len(self.supervisor.running), self._children_now()
         else:
             running = sum(1 for slot in self.supervisor.running.values() if slot.record.owner_uid == owner)
             children = 0

@@ -587,10 +587,16 @@ def unfinished(conn: sqlite3.Connection) -> tuple[TaskRecord, ...]:
     return tuple(task_from_row(row) for row in rows)
 
 
-def count_states(conn: sqlite3.Connection, owner_uid: int | None = None) -> dict[TaskState, int]:
-    counts: dict[TaskState, int] = dict.fromkeys(TASK_STATES, 0)
-    where, params = ("WHERE owner_uid = ?", (owner_uid,)) if owner_uid is not None else ("", ())
-    for row in conn.execute(f"SELECT state, count(*) FROM tasks {where} GROUP BY state", params).fetchall():
+def count_unfinished(conn: sqlite3.Connection, owner_uid: int | None = None) -> dict[TaskState, int]:
+    """Tasks queued, starting and running. Finished ones are not counted: no caller wants them,
+    and counting them read the state index's entry of every task the journal ever held."""
+    counts: dict[TaskState, int] = {state: 0 for state in TASK_STATES if state != "terminal"}
+    where, params = ("AND owner_uid = ?", (owner_uid,)) if owner_uid is not None else ("", ())
+    query = (
+        "SELECT state, count(*) FROM tasks WHERE state IN ('queued', 'starting', 'running')"
+        f" {where} GROUP BY state"
+    )
+    for row in conn.execute(query, params).fetchall():
         counts[row[0]] = int(row[1])
     return counts
 

@@ -493,9 +493,9 @@ class Journal(ScheduleJournal, ApprovalJournal, TriggerJournal):
         )
 
     async def counts(self, owner_uid: int | None = None) -> dict[TaskState, int]:
-        """The number of tasks in each state (every state present, zero if none), optionally
-        only one owner's."""
-        return await self._read(functools.partial(q.count_states, owner_uid=owner_uid))
+        """The number of unfinished tasks in each state (queued, starting, running: all present,
+        zero if none), optionally only one owner's."""
+        return await self._read(functools.partial(q.count_unfinished, owner_uid=owner_uid))
 
     async def next_queued(self, per_owner: int) -> tuple[TaskRecord, ...]:
         """Each owner's oldest `per_owner` queued tasks, in submission order."""
