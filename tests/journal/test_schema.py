@@ -12,6 +12,23 @@ from agentd.journal.schema import _MIGRATIONS, SCHEMA_VERSION, _statements, conn
 
 SQLITE_IOERR_WRITE = sqlite3.SQLITE_IOERR | (3 << 8)  # an extended code keeps its primary low byte
 
+ONE_TASK = "INSERT INTO tasks (task_id, run_id, owner_uid, spec, created_at) VALUES ('t1', 'r1', 7, '{}', 0)"
+
+
+def journal_at(
+    tmp_path: Path, version: int, task_row: str = ONE_TASK, params: tuple[object, ...] = ()
+) -> Path:
+    """A journal written by schema `version`, holding the one task `task_row` inserts."""
+    db = tmp_path / "agentd.db"
+    conn = sqlite3.connect(db, isolation_level=None)
+    for script in _MIGRATIONS[:version]:
+        for statement in _statements(script):
+            conn.execute(statement)
+    conn.execute(f"PRAGMA user_version = {version}")
+    conn.execute(task_row, params)
+    conn.close()
+    return db
+
 
 def sqlite_error(cls: type[sqlite3.Error], message: str, code: int) -> sqlite3.Error:
     exc = cls(message)
@@ -73,17 +90,8 @@ def test_migrating_a_current_database_changes_nothing(tmp_path: Path) -> None:
 
 
 def test_a_v1_journal_migrates_to_v2_with_the_spec_sizes_filled_in(tmp_path: Path) -> None:
-    db = tmp_path / "agentd.db"
-    conn = sqlite3.connect(db, isolation_level=None)
-    for statement in _statements(_MIGRATIONS[0]):
-        conn.execute(statement)
-    conn.execute("PRAGMA user_version = 1")
-    conn.execute(
-        "INSERT INTO tasks (task_id, run_id, owner_uid, spec, created_at) VALUES ('t1', 'r1', 7, ?, 0)",
-        ('{"instruction":"héllo"}',),
-    )
-    conn.close()
-    migrated = connect_writer(db)
+    row = "INSERT INTO tasks (task_id, run_id, owner_uid, spec, created_at) VALUES ('t1', 'r1', 7, ?, 0)"
+    migrated = connect_writer(journal_at(tmp_path, 1, row, ('{"instruction":"héllo"}',)))
     try:
         assert migrated.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         (size,) = migrated.execute("SELECT spec_bytes FROM tasks WHERE task_id = 't1'").fetchone()
@@ -93,17 +101,7 @@ def test_a_v1_journal_migrates_to_v2_with_the_spec_sizes_filled_in(tmp_path: Pat
 
 
 def test_a_v2_journal_migrates_to_the_current_schema_keeping_its_tasks_as_plain_tasks(tmp_path: Path) -> None:
-    db = tmp_path / "agentd.db"
-    conn = sqlite3.connect(db, isolation_level=None)
-    for script in _MIGRATIONS[:2]:
-        for statement in _statements(script):
-            conn.execute(statement)
-    conn.execute("PRAGMA user_version = 2")
-    conn.execute(
-        "INSERT INTO tasks (task_id, run_id, owner_uid, spec, created_at) VALUES ('t1', 'r1', 7, '{}', 0)"
-    )
-    conn.close()
-    migrated = connect_writer(db)
+    migrated = connect_writer(journal_at(tmp_path, 2))
     try:
         assert migrated.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
         row = migrated.execute(
@@ -117,17 +115,7 @@ def test_a_v2_journal_migrates_to_the_current_schema_keeping_its_tasks_as_plain_
 
 
 def test_a_v3_journal_migrates_to_v4_with_an_empty_approvals_table(tmp_path: Path) -> None:
-    db = tmp_path / "agentd.db"
-    conn = sqlite3.connect(db, isolation_level=None)
-    for script in _MIGRATIONS[:3]:
-        for statement in _statements(script):
-            conn.execute(statement)
-    conn.execute("PRAGMA user_version = 3")
-    conn.execute(
-        "INSERT INTO tasks (task_id, run_id, owner_uid, spec, created_at) VALUES ('t1', 'r1', 7, '{}', 0)"
-    )
-    conn.close()
-    migrated = connect_writer(db)
+    migrated = connect_writer(journal_at(tmp_path, 3))
     try:
         assert migrated.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert migrated.execute("SELECT count(*) FROM approvals").fetchone()[0] == 0
@@ -137,17 +125,7 @@ def test_a_v3_journal_migrates_to_v4_with_an_empty_approvals_table(tmp_path: Pat
 
 
 def test_a_v5_journal_migrates_to_v6_with_no_executor_recorded_yet(tmp_path: Path) -> None:
-    db = tmp_path / "agentd.db"
-    conn = sqlite3.connect(db, isolation_level=None)
-    for script in _MIGRATIONS[:5]:
-        for statement in _statements(script):
-            conn.execute(statement)
-    conn.execute("PRAGMA user_version = 5")
-    conn.execute(
-        "INSERT INTO tasks (task_id, run_id, owner_uid, spec, created_at) VALUES ('t1', 'r1', 7, '{}', 0)"
-    )
-    conn.close()
-    migrated = connect_writer(db)
+    migrated = connect_writer(journal_at(tmp_path, 5))
     try:
         assert migrated.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         row = migrated.execute("SELECT executor, worker FROM tasks WHERE task_id = 't1'").fetchone()
@@ -157,18 +135,11 @@ def test_a_v5_journal_migrates_to_v6_with_no_executor_recorded_yet(tmp_path: Pat
 
 
 def test_a_v6_journal_migrates_to_v7_where_the_quota_sum_reads_only_the_index(tmp_path: Path) -> None:
-    db = tmp_path / "agentd.db"
-    conn = sqlite3.connect(db, isolation_level=None)
-    for script in _MIGRATIONS[:6]:
-        for statement in _statements(script):
-            conn.execute(statement)
-    conn.execute("PRAGMA user_version = 6")
-    conn.execute(
+    row = (
         "INSERT INTO tasks (task_id, run_id, owner_uid, spec, spec_bytes, created_at)"
         " VALUES ('t1', 'r1', 7, '{}', 2, 0)"
     )
-    conn.close()
-    migrated = connect_writer(db)
+    migrated = connect_writer(journal_at(tmp_path, 6, row))
     try:
         assert migrated.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         migrated.execute("ANALYZE")  # statistics must not turn it into a scan of the table
