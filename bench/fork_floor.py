@@ -40,6 +40,8 @@ TASK_BUDGET_MS = 2 * 1000 / 150  # issue 16's throughput row: 150 tasks/s on 2 C
 FAULT_MIB = 256
 ROUNDS = 3
 KINDS = ("exit", "anyio")
+CHILDREN, SMOKE_CHILDREN = 400, 20  # forked per round
+PARALLEL = 2 * (os.cpu_count() or 1)  # children alive at once: every CPU busy while others exit
 
 
 def fault_us_per_page(mib: int) -> dict[str, float]:
@@ -149,6 +151,13 @@ def measure(children: int, parallel: int) -> dict[str, Any]:
     return result
 
 
+def same_run(smoke: bool) -> dict[str, Any]:
+    """Measure and print the floor at the end of another bench (its JSON keeps what this returns)."""
+    floor = measure(SMOKE_CHILDREN if smoke else CHILDREN, PARALLEL)
+    report(floor)
+    return floor
+
+
 def report(floor: dict[str, Any]) -> None:
     faults = floor["fault_us_per_page"]
     print(
@@ -170,16 +179,14 @@ def report(floor: dict[str, Any]) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument(
-        "--children", type=int, default=400, help="children forked per round (3 rounds per kind)"
+        "--children", type=int, default=CHILDREN, help="children forked per round (3 rounds per kind)"
     )
-    parser.add_argument(
-        "--parallel", type=int, default=2 * (os.cpu_count() or 1), help="children alive at once"
-    )
+    parser.add_argument("--parallel", type=int, default=PARALLEL, help="children alive at once")
     parser.add_argument("--smoke", action="store_true", help="20 children (CI): runs, no figures to meet")
     parser.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "fork_floor.json"))
     args = parser.parse_args()
-    children = 20 if args.smoke else args.children
+    children = SMOKE_CHILDREN if args.smoke else args.children
     if args.inner:
         print(json.dumps(measure_here(children, args.parallel)))
         return 0

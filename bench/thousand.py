@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import resource
 import shutil
 import statistics
@@ -665,9 +664,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"    while {phase}, each method p50 / p99 / max ms: {apart}")
     result["verdicts"] = [{"what": w, "figure": f, "target": t, "met": m} for w, f, t, m in rows]
     # This machine's speed today, for comparing runs across days: the fork floor (fork_floor.py).
-    floor = fork_floor.measure(20 if settings.smoke else 400, 2 * (os.cpu_count() or 1))
-    fork_floor.report(floor)
-    result["fork_floor"] = floor
+    result["fork_floor"] = fork_floor.same_run(settings.smoke)
     write_json(args.out, result)
     return 0
 

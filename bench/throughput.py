@@ -258,8 +258,7 @@ def main() -> int:
         )
     print(f"best {best:.1f}/s, target >= {TARGET_PER_S:.0f}/s: {verdict}; processes left: {len(left)}")
     # The same run's floor: what forking a warm CPython per task costs here before any task work.
-    floor = fork_floor.measure(20 if args.smoke else 400, 2 * (cpus or 1))
-    fork_floor.report(floor)
+    floor = fork_floor.same_run(args.smoke)
     results = {
         "benchmark": "throughput",
         "mode": mode,
