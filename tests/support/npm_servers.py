@@ -1,8 +1,9 @@
 """The npm reference MCP servers (`server-everything`, `server-memory`, `server-filesystem`).
 
-`.ci/run` installs them, pinned by `.ci/npm/package-lock.json`, with `npm ci --prefix .ci/npm`.
-Tests that use them are skipped, with the reason, only when `node` itself is absent; a machine
-with node but without the install fails loudly with the command to run.
+`scripts/check` installs them on its first run, pinned by `tests/npm/package-lock.json`, with
+`npm ci --prefix tests/npm`. Tests that use them are skipped, naming the missing Debian package,
+only when `node` or `npm` is absent; a machine with both but without the install fails loudly
+with the command to run.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import IO
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent.parent
-NPM_PREFIX = REPO / ".ci" / "npm"
+NPM_PREFIX = REPO / "tests" / "npm"
 PACKAGES = NPM_PREFIX / "node_modules" / "@modelcontextprotocol"
 INSTALL = f"npm ci --prefix {NPM_PREFIX}"
 
@@ -28,16 +29,24 @@ INSTALL = f"npm ci --prefix {NPM_PREFIX}"
 def node() -> str:
     found = shutil.which("node")
     if found is None:
-        pytest.skip("node is not installed: the npm reference MCP servers cannot run")
+        pytest.skip("node is not installed (Debian package `nodejs`): the npm MCP servers cannot run")
     return found
+
+
+def require_install(what: str, *paths: Path) -> None:
+    """Skip when npm is absent (nothing could install them); fail, naming the command, otherwise."""
+    if all(path.is_file() for path in paths):
+        return
+    if shutil.which("npm") is None:
+        pytest.skip(f"{what} is not installed and npm is absent (Debian package `npm`)")
+    pytest.fail(f"{what} is not installed under {NPM_PREFIX}; run `{INSTALL}` (scripts/check does)")
 
 
 def server_script(package: str) -> Path:
     """The entry script of `@modelcontextprotocol/<package>` (e.g. `server-everything`)."""
     node()
     script = PACKAGES / package / "dist" / "index.js"
-    if not script.is_file():
-        pytest.fail(f"{package} is not installed under {NPM_PREFIX}; run `{INSTALL}` (.ci/run does)")
+    require_install(package, script)
     return script
 
 

@@ -42,7 +42,7 @@ def _stop(daemon: Daemon) -> int:
 
 @pytest.mark.skipif(
     SOCKET_ACTIVATE is None,
-    reason="systemd-socket-activate is not installed (Debian package `systemd`; .ci/run installs it)",
+    reason="systemd-socket-activate is not installed (Debian package `systemd`; scripts/check installs it as root)",
 )
 def test_submit_wait_works_through_a_socket_from_systemd_socket_activate(tmp_path: Path) -> None:
     assert SOCKET_ACTIVATE is not None
