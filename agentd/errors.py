@@ -31,6 +31,7 @@ AgentdError
  ├── UsageError            a bad command-line flag value: exit 2 before anything is sent
  │                         (agentd/cli/client_commands.py)
  ├── SpecRejected          a submitted spec the daemon cannot run (agentd/admission.py)
+ ├── CheckTimedOut         a check of client input outlived its time bound (agentd/off_loop.py)
  ├── TriggerError          also a ValueError: a schedule's cron, zone or interval cannot be
  │                         evaluated; names the field (agentd/scheduling/plan.py)
  ├── PayloadError          a queued task can no longer be built into a spawn payload

@@ -76,7 +76,7 @@ FLOORS: tuple[frozenset[str], ...] = (
     frozenset({"scheduling", "triggers", "executors"}),
     frozenset({"supervision"}),
     frozenset({"config", "journal", "spawning"}),
-    frozenset({"private_dirs", "logs", "metrics", "tracing"}),
+    frozenset({"private_dirs", "logs", "metrics", "tracing", "off_loop"}),
     frozenset({"errors"}),
 )
 

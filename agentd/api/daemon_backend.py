@@ -28,6 +28,7 @@ from agentd.errors import (
 )
 from agentd.journal.records import ScheduleRecord, TaskRecord, new_task_id
 from agentd.journal.store import Journal
+from agentd.off_loop import CheckTimedOut, run_check
 from agentd.options import submit_quota
 from agentd.scheduling.driver import Scheduler
 from agentd.scheduling.plan import TriggerError
@@ -58,6 +59,7 @@ from protocol.api import (
     SubmitParams,
     SubmitResult,
     TaskRef,
+    TaskSpec,
     TaskView,
     TriggerRef,
     TriggerView,
@@ -103,13 +105,22 @@ class DaemonBackend:
         check_owner(caller, record.owner_uid, task_id=task_id)
         return record
 
+    async def _check_spec(self, spec: TaskSpec) -> None:
+        """`check_spec`, as an INVALID_SPEC error; with an output schema (whose validation a
+        hostile schema can make slow) off the event loop, under `run_check`'s bound."""
+        config = self._config()
+        try:
+            if spec.output_contract.schema_ is None:
+                check_spec(config, spec)
+            else:
+                await run_check(lambda: check_spec(config, spec))
+        except (SpecRejected, CheckTimedOut) as exc:
+            raise ApiError(INVALID_SPEC, str(exc)) from None
+
     async def submit(self, caller: Caller, params: SubmitParams) -> SubmitResult:
         if self.supervisor.draining:
             raise ApiError(DRAINING, "agentd is shutting down and accepts no new tasks", retryable=True)
-        try:
-            check_spec(self._config(), params.spec)
-        except SpecRejected as exc:
-            raise ApiError(INVALID_SPEC, str(exc)) from None
+        await self._check_spec(params.spec)
         # Named before it is committed: the scheduler leaves it alone until the executor accepted it.
         task_id = new_task_id()
         self.supervisor.accepting.add(task_id)
@@ -270,17 +281,13 @@ class DaemonBackend:
         scheduler = self._scheduler()
         if self.supervisor.draining:
             raise ApiError(DRAINING, "agentd is shutting down and accepts no new schedules", retryable=True)
-        try:
-            check_spec(self._config(), params.spec)
-            scheduler.check(params.trigger)
-        except SpecRejected as exc:
-            raise ApiError(INVALID_SPEC, str(exc)) from None
-        except TriggerError as exc:
-            raise ApiError(INVALID_SPEC, f"invalid schedule: {exc}") from None
+        await self._check_spec(params.spec)
         try:
             record, created = await scheduler.create(
                 caller.uid, params.trigger, params.spec, idempotency_key=params.idempotency_key
             )
+        except (TriggerError, CheckTimedOut) as exc:
+            raise ApiError(INVALID_SPEC, f"invalid schedule: {exc}") from None
         except JournalUnavailable as exc:
             raise ApiError(UNAVAILABLE, f"the schedule was not accepted: {exc}", retryable=True) from None
         return ScheduleCreateResult(

@@ -199,7 +199,7 @@ def schedule_from_args(args: argparse.Namespace) -> ScheduleSpec | None:
         flag = _FLAG_OF.get(field, "schedule")
         raise UsageError(f"{flag}: {first['msg'].removeprefix('Value error, ')}") from None
     try:
-        parse_trigger(spec, 0.0)
+        parse_trigger(spec, time.time())  # from now: whether it fires is the daemon's question too
     except TriggerError as exc:
         raise UsageError(f"{_FLAG_OF.get(exc.field, exc.field)}: {str(exc).split(': ', 1)[1]}") from None
     return spec

@@ -23,18 +23,19 @@ from agentd.journal.quota import Quota
 from agentd.journal.records import ScheduleRecord, TaskRecord
 from agentd.journal.store import Journal
 from agentd.metrics.port import NULL_METRICS, Metrics
+from agentd.off_loop import run_check
 from agentd.scheduling.plan import (
     MIN_IDLE_PAUSE_S,
     DueDecision,
     Progress,
     RunOutcome,
-    Trigger,
     after_run,
     first_fire,
     next_fire,
     on_due,
     parse_trigger,
     remaining_tokens,
+    trigger_of,
 )
 from protocol.api import ScheduleSpec, TaskSpec
 from protocol.result import TerminalStatus
@@ -173,7 +174,7 @@ class Scheduler:
             if record.next_fire_at is None:
                 return None
             due_at = record.next_fire_at
-        trigger = parse_trigger(record.trigger, record.created_at)
+        trigger = trigger_of(record.trigger, record.created_at)
         now = self._clock()
         if record.trigger.kind == "loop":
             decision = DueDecision(fire=True, reason="on_time", skipped=0, next_at=None)
@@ -292,7 +293,7 @@ class Scheduler:
         record = await self.journal.get_schedule(task.schedule_id)
         if record is None or record.last_task_id != task.task_id or record.last_status is not None:
             return
-        trigger = parse_trigger(record.trigger, record.created_at)
+        trigger = trigger_of(record.trigger, record.created_at)
         outcome = RunOutcome(
             status=task.status,
             tokens=task.usage.tokens,
@@ -324,10 +325,6 @@ class Scheduler:
 
     # ---- what clients ask --------------------------------------------------------------------
 
-    def check(self, trigger: ScheduleSpec) -> Trigger:
-        """Validate a trigger now (raises `TriggerError` naming the field)."""
-        return parse_trigger(trigger, self._clock())
-
     async def create(
         self,
         owner_uid: int,
@@ -337,9 +334,11 @@ class Scheduler:
         idempotency_key: str | None = None,
         name: str | None = None,
     ) -> tuple[ScheduleRecord, bool]:
-        """Journal a new schedule (after `parse_trigger` accepted it) and arm it."""
+        """Check a client's trigger (off the event loop, bounded: raises `TriggerError` naming
+        the field, or `CheckTimedOut`), journal the new schedule and arm it."""
         now = self._clock()
-        first = first_fire(parse_trigger(trigger, now))
+        checked = await run_check(lambda: parse_trigger(trigger, now))
+        first = first_fire(checked)
         record, created = await self.journal.create_schedule(
             owner_uid, trigger, spec, next_fire_at=first, now=now, idempotency_key=idempotency_key, name=name
         )
@@ -372,7 +371,7 @@ class Scheduler:
         if current.state == "active":
             return current
         now = self._clock()
-        trigger = parse_trigger(current.trigger, current.created_at)
+        trigger = trigger_of(current.trigger, current.created_at)
         if current.trigger.kind == "loop":
             at = None if await self._last_running(current) else now
         else:

@@ -25,9 +25,14 @@ from protocol.result import TerminalStatus
 # A fire this late (the daemon was down, or busy) counts as missed and follows the `missed`
 # policy; within it, it is simply on time.
 MISFIRE_GRACE_S = 1.0
-# Bounds the walk over cron candidates (each a local wall time): a gap or a repeated hour skips
-# at most a few dozen, so this is only a guard against a pathological expression.
-MAX_CANDIDATES = 10_000
+# Bounds the search for a cron expression's next fire, so no expression a client sends costs the
+# daemon more than a few milliseconds: a fire further out than the horizon counts as none (the
+# schedule is refused at creation, or ends), and so does one behind more skipped candidates (local
+# times in a daylight-saving gap or a repeated hour) than any real expression has: a gap or a
+# repeated hour skips at most a few dozen.
+HORIZON_YEARS = 50
+HORIZON_S = HORIZON_YEARS * 365.25 * 86400
+MAX_CANDIDATES = 4000
 # Missed occurrences are counted up to this many (the count is reported, never fired).
 MAX_COUNTED_MISSES = 1000
 # The first pause of an idle backoff when a loop has no interval of its own.
@@ -58,8 +63,16 @@ class Trigger:
     zone: ZoneInfo | None = None
 
 
+def trigger_of(spec: ScheduleSpec, anchor: float) -> Trigger:
+    """A journaled schedule's trigger: `parse_trigger` accepted it when it was created."""
+    return Trigger(spec, anchor, load_zone(spec.tz) if spec.tz is not None else None)
+
+
 def parse_trigger(spec: ScheduleSpec, anchor: float) -> Trigger:
-    """Check what the wire model cannot (cron syntax, the zone's name). Raises `TriggerError`."""
+    """Check a client's trigger for what the wire model cannot (cron syntax, the zone's name, a
+    cron expression that fires within the horizon after `anchor`). Raises `TriggerError`.
+
+    Bounded: a cron expression costs at most `MAX_CANDIDATES` steps of its search."""
     zone = None
     if spec.tz is not None:
         if problem := zone_problem(spec.tz):
@@ -69,10 +82,10 @@ def parse_trigger(spec: ScheduleSpec, anchor: float) -> Trigger:
         assert spec.cron is not None  # the wire model requires it for this kind
         if problem := cron_problem(spec.cron):
             raise TriggerError("cron", problem)
-    trigger = Trigger(spec, anchor, zone)
-    if spec.kind == "cron" and next_fire(trigger, anchor) is None:
-        raise TriggerError("cron", f"{spec.cron!r} never fires")
-    return trigger
+        search = search_cron(spec.cron, zone, anchor)
+        if search.at is None:
+            raise TriggerError("cron", search.why_none(spec.cron, spec.tz))
+    return Trigger(spec, anchor, zone)
 
 
 def first_fire(trigger: Trigger) -> float | None:
@@ -85,7 +98,7 @@ def first_fire(trigger: Trigger) -> float | None:
 
 def next_fire(trigger: Trigger, after: float) -> float | None:
     """The first occurrence strictly after `after`, or None (a loop has no clock-driven fires;
-    a cron expression with no match in 50 years has none either)."""
+    a cron expression with no match within the horizon has none either)."""
     spec = trigger.spec
     if spec.kind == "loop":
         return None
@@ -94,33 +107,60 @@ def next_fire(trigger: Trigger, after: float) -> float | None:
         periods = math.floor((after - trigger.anchor) / spec.every_s) + 1
         return trigger.anchor + max(periods, 1) * spec.every_s
     assert spec.cron is not None
-    return _next_cron(spec.cron, trigger.zone, after)
+    return search_cron(spec.cron, trigger.zone, after).at
 
 
-def _next_cron(expr: str, zone: ZoneInfo | None, after: float) -> float | None:
+@dataclass(frozen=True, slots=True)
+class CronSearch:
+    """The bounded search's answer: the next fire (None: none within the bounds), how many local
+    times it skipped because clocks jumped over them, and whether it ran out of candidates."""
+
+    at: float | None
+    in_gaps: int = 0
+    out_of_candidates: bool = False
+
+    def why_none(self, expr: str, tz: str | None) -> str:
+        if self.out_of_candidates:
+            return f"{expr!r} has no fire among its next {MAX_CANDIDATES} candidate times"
+        if self.in_gaps:
+            return (
+                f"{expr!r} never fires in the next {HORIZON_YEARS} years: every occurrence falls in a "
+                f"daylight-saving gap of {tz} (clocks skip that local time)"
+            )
+        return f"{expr!r} never fires in the next {HORIZON_YEARS} years"
+
+
+def search_cron(expr: str, zone: ZoneInfo | None, after: float) -> CronSearch:
+    """The first fire of a valid cron expression strictly after `after`, within `HORIZON_YEARS`
+    and `MAX_CANDIDATES`: each matching local wall time fires once, at its first instant."""
     instant = datetime.fromtimestamp(after, UTC)
+    horizon = after + HORIZON_S
     if zone is None:
         # UTC has no gaps or repeats: cronsim walks it directly.
         try:
-            return next(iter(CronSim(expr, instant))).timestamp()
-        except StopIteration:
-            return None
+            at = next(iter(CronSim(expr, instant))).timestamp()
+        except (StopIteration, OverflowError):
+            return CronSearch(None)
+        return CronSearch(at if at <= horizon else None)
     # Walk naive local wall times; cronsim yields each once, strictly after its start.
     local = instant.astimezone(zone).replace(tzinfo=None)
     candidates = CronSim(expr, local)
+    in_gaps = 0
     for _ in range(MAX_CANDIDATES):
         try:
             wall = next(candidates)
-        except StopIteration:
-            return None
-        at = wall.replace(tzinfo=zone, fold=0)
-        utc = at.astimezone(UTC)
+        except (StopIteration, OverflowError):
+            return CronSearch(None, in_gaps)
+        utc = wall.replace(tzinfo=zone, fold=0).astimezone(UTC)
+        if utc.timestamp() > horizon:
+            return CronSearch(None, in_gaps)
         if utc.astimezone(zone).replace(tzinfo=None) != wall:
+            in_gaps += 1
             continue  # this local time does not exist (clocks jumped over it): skipped
         if utc.timestamp() <= after:
             continue  # an ambiguous time whose first instant has passed: it fired once already
-        return utc.timestamp()
-    return None
+        return CronSearch(utc.timestamp(), in_gaps)
+    return CronSearch(None, in_gaps, out_of_candidates=True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -123,6 +123,38 @@ def test_an_unusable_trigger_names_its_field(spec: ScheduleSpec, field: str) -> 
     assert str(caught.value).startswith(f"{field}: ")
 
 
+@pytest.mark.parametrize(
+    ("expr", "tz", "why"),
+    [
+        pytest.param(
+            "30 2 * 3 SUN#5",
+            "Europe/Berlin",
+            "'30 2 * 3 SUN#5' never fires in the next 50 years: every occurrence falls in a "
+            "daylight-saving gap of Europe/Berlin (clocks skip that local time)",
+            id="fifth-march-sunday-in-the-berlin-gap",
+        ),
+        pytest.param(
+            "* 2 * 3 7L",
+            "Europe/Berlin",
+            "'* 2 * 3 7L' never fires in the next 50 years: every occurrence falls in a "
+            "daylight-saving gap of Europe/Berlin (clocks skip that local time)",
+            id="every-minute-of-the-berlin-gap",
+        ),
+    ],
+)
+def test_a_cron_with_no_fire_within_the_horizon_is_refused_saying_why(expr: str, tz: str, why: str) -> None:
+    with pytest.raises(TriggerError) as caught:
+        parse_trigger(_cron(expr, tz), _utc(2026, 12, 3))
+    assert str(caught.value) == f"cron: {why}"
+
+
+def test_a_rare_cron_within_the_horizon_is_accepted() -> None:
+    # The fifth Sunday of February: 29 Feb 2032, then every 28 years.
+    trigger = parse_trigger(_cron("0 0 * 2 SUN#5"), _utc(2026, 12, 3))
+    assert first_fire(trigger) == _utc(2032, 2, 29)
+    assert next_fire(trigger, _utc(2032, 2, 29)) == _utc(2060, 2, 29)
+
+
 def test_the_wire_model_refuses_fields_of_another_kind() -> None:
     with pytest.raises(ValueError, match="every_s does not apply"):
         ScheduleSpec.model_validate({"kind": "cron", "cron": "* * * * *", "every_s": 5})

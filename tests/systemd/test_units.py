@@ -26,7 +26,8 @@ STOP_SLACK_S = 10
 
 ANALYZE = shutil.which("systemd-analyze")
 needs_analyze = pytest.mark.skipif(
-    ANALYZE is None, reason="systemd-analyze is not installed (Debian package `systemd`; scripts/check installs it as root)"
+    ANALYZE is None,
+    reason="systemd-analyze is not installed (Debian package `systemd`; scripts/check installs it as root)",
 )
 
 
