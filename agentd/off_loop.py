@@ -35,6 +35,8 @@ async def run_check(check: Callable[[], T]) -> T:
     except LookupError:
         limiter = anyio.CapacityLimiter(1)
         _LIMITER.set(limiter)
-    with anyio.move_on_after(CHECK_TIMEOUT_S):
-        return await anyio.to_thread.run_sync(check, limiter=limiter, abandon_on_cancel=True)
+    # Each check waits its turn first (every check ahead of it is bounded), then gets its bound.
+    async with limiter:
+        with anyio.move_on_after(CHECK_TIMEOUT_S):
+            return await anyio.to_thread.run_sync(check, abandon_on_cancel=True)
     raise CheckTimedOut(f"the check did not finish within {CHECK_TIMEOUT_S:g} s")

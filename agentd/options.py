@@ -86,6 +86,7 @@ def supervisor_options(config: Config) -> SupervisorOptions:
     return SupervisorOptions(
         max_concurrent_tasks=config.daemon.max_concurrent_tasks,
         drain_timeout_s=config.daemon.drain_timeout_s,
+        on_stop=config.daemon.on_stop,
         orphan_sweep_interval_s=sup.orphan_sweep_interval_s,
         spawn_window=sup.spawn_window,
         run=run,

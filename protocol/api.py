@@ -17,8 +17,9 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, JsonValue, Tag
 
 from protocol.contract import OutputContract
 from protocol.jsonrpc import ErrorResponse, Message, RequestId, Response, message_kind
-from protocol.names import Name
+from protocol.names import Handle, Name
 from protocol.result import AbortKind, RunError, RunUsage, TerminalStatus
+from protocol.transcript import StepItem
 
 MAX_API_FRAME = 1024 * 1024
 
@@ -130,6 +131,8 @@ class TaskView(_Model):
     # Which executor ran the task (`local`, `temporal`) and where (host or Temporal worker identity).
     executor: str | None = None
     worker: str | None = None
+    # Runs that went on from the journaled transcript instead of starting again (docs/durability.md).
+    resumes: int = 0
 
 
 class NodeView(_Model):
@@ -199,6 +202,38 @@ class EventsParams(_Model):
     task_id: str = Field(min_length=1, max_length=64)
     after_seq: int = Field(default=0, ge=0)
     follow: bool = False
+
+
+class TranscriptParams(_Model):
+    """One page of a node's transcript (docs/durability.md): the items after `after_seq`. With
+    `wait_s`, an empty page waits that long for the next item (or the task's end) first."""
+
+    task_id: str = Field(min_length=1, max_length=64)
+    handle: Handle = "0"
+    after_seq: int = Field(default=0, ge=0)
+    limit: int = Field(default=200, ge=1, le=1000)
+    wait_s: float = Field(default=0.0, ge=0, le=30)
+
+
+class TranscriptStep(_Model):
+    seq: int
+    ts: float
+    item: StepItem
+
+
+class TranscriptView(_Model):
+    """A page of one node's transcript, with what a reader needs around it. `next_seq` is the
+    `after_seq` of the next page; `more` says whether items past it were held back (the page's
+    size bound)."""
+
+    task_id: str
+    handle: str
+    state: ViewState
+    instruction: str
+    handles: list[str] = Field(default_factory=list)
+    steps: list[TranscriptStep] = Field(default_factory=list)
+    next_seq: int = 0
+    more: bool = False
 
 
 class NoParams(_Model):
@@ -477,6 +512,11 @@ class ApprovalListRequest(Request[list[ApprovalView]]):
     params: ApprovalListParams = ApprovalListParams.model_construct()
 
 
+class TranscriptRequest(Request[TranscriptView]):
+    method: Literal["task.transcript"] = "task.transcript"
+    params: TranscriptParams
+
+
 class ApprovalDecideRequest(Request[ApprovalView]):
     method: Literal["approval.decide"] = "approval.decide"
     params: ApprovalDecideParams
@@ -549,6 +589,7 @@ ApiRequest = Annotated[
     | WaitRequest
     | EventsRequest
     | TreeRequest
+    | TranscriptRequest
     | StatusRequest
     | ScheduleCreateRequest
     | ScheduleListRequest

@@ -16,6 +16,7 @@ from protocol.events import EventName
 from protocol.jsonrpc import ErrorResponse, Message, RequestId, Response, message_kind
 from protocol.result import RunResult, RunUsage, TerminalStatus
 from protocol.spawn import Handle, OutputContract, SeedMessage, SpawnPayload
+from protocol.transcript import MAX_ITEMS_PER_RECORD, StepItem
 
 
 class _Params(BaseModel):
@@ -218,6 +219,25 @@ class ApproveResult(_Params):
     call: str | None = Field(default=None, max_length=64)
 
 
+class RecordParams(_Params):
+    """Transcript items to journal (protocol/transcript.py); answered once they are committed,
+    so the child acts on a step (runs a tool, shows a result to its model) only after that."""
+
+    items: list[StepItem] = Field(min_length=1, max_length=MAX_ITEMS_PER_RECORD)
+
+
+class RecordResult(_Params):
+    """The number of items the node's transcript holds now."""
+
+    seq: int = Field(ge=0)
+
+
+class SupRecord(Message):
+    id: RequestId
+    method: Literal["sup/record"] = "sup/record"
+    params: RecordParams
+
+
 class SupCancel(Message):
     id: RequestId
     method: Literal["sup/cancel"] = "sup/cancel"
@@ -246,6 +266,7 @@ UpMessage = Annotated[
     | Annotated[SupStatus, Tag("sup/status")]
     | Annotated[SupCancel, Tag("sup/cancel")]
     | Annotated[SupApprove, Tag("sup/approve")]
+    | Annotated[SupRecord, Tag("sup/record")]
     | Annotated[Response, Tag("result")]
     | Annotated[ErrorResponse, Tag("error")],
     Discriminator(message_kind),

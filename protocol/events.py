@@ -84,6 +84,12 @@ EventName = Literal[
     "task.attempt",
     "task.events_lost",
     "executor.error",
+    # Resume (docs/durability.md): a run goes on from its journaled transcript (the supervisor's
+    # `task.resumed`, with the step it starts from), a stop parks a running task, and the
+    # subagent's replay of the journal ended (how many steps, and why it diverged, if it did).
+    "task.resumed",
+    "task.parked",
+    "loop.resumed",
 ]
 
 EVENT_NAMES: frozenset[str] = frozenset(get_args(EventName))

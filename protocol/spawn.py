@@ -25,6 +25,7 @@ from protocol.contract import OutputContract as OutputContract
 from protocol.mcp_catalogue import MAX_PAYLOAD_CATALOGUES, McpCatalogue
 from protocol.names import Handle as Handle
 from protocol.names import Name as Name
+from protocol.transcript import StepItem
 
 REVEAL_SECRETS: dict[str, object] = {"reveal_secrets": True}
 
@@ -157,6 +158,11 @@ class McpServerSpec(_Wire):
     )
     # Each approval request is denied once this passes without a decision.
     approval_timeout_s: float = Field(default=3600.0, gt=0)
+    # Tool-name globs safe to run again: a call of one that was in flight when its run was
+    # interrupted is run again on resume; any other gets "interrupted: outcome unknown".
+    idempotent: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
+        default_factory=list, max_length=128
+    )
 
     @field_serializer("env", "headers")
     def _ser_secret_map(self, value: dict[str, SecretStr], info: SerializationInfo) -> dict[str, str | None]:
@@ -243,6 +249,13 @@ class SpawnPayload(_Wire):
     # the model client and the hinted tools, then wait for `ctrl/go` — at most this many seconds,
     # else end without running — before anything the task does (no model call, no MCP connect).
     hold_s: float | None = Field(default=None, gt=0, le=3600)
+    # A resumed run: the node's journaled transcript, in order. The loop replays it (no model
+    # call is asked again, no journaled tool call runs again) and goes on live from its end
+    # (docs/durability.md).
+    replay: list[StepItem] = Field(default_factory=list, max_length=1_000_000)
+    # Hand each step to the supervisor to journal (`sup/record`), waiting for each commit. Off
+    # only where nothing journals (the zygote's warm-up run) and for warm sessions.
+    record_steps: bool = True
 
     @model_validator(mode="after")
     def _unique_servers(self) -> SpawnPayload:

@@ -23,6 +23,9 @@ AgentError
  │    └── LoginRequired         an `authorization_code` server has no usable stored login: its
  │                              connect fails asking for `agentd mcp login NAME`
  │                              (subagent/tools/oauth_store.py, subagent/oauth_login.py)
+ ├── StepNotRecorded            the supervisor could not journal a step: the run ends `crashed`
+ │                              rather than act on a step that would not survive a restart
+ │                              (subagent/resume.py)
  ├── WatchEnded                 a resource watcher's session cannot go on (subagent/watch/run.py)
  │    ├── WatchUnsupported      the server cannot notify about resource changes: exit 0, once
  │    └── WatchLost             the session died (server exit, transport error): exit 6
@@ -106,6 +109,12 @@ class McpFatal(McpError):
 class LoginRequired(McpError):
     """No usable stored OAuth login for a server (none, for another URL, unreadable, or refused and
     not refreshable); `str()` tells the operator what to run."""
+
+
+class StepNotRecorded(AgentError):
+    """A transcript step was not journaled (refused, or no answer in time); `str()` says why."""
+
+    kind = "journal"
 
 
 class WatchEnded(AgentError):

@@ -33,9 +33,10 @@ from protocol.result import (
     interrupted_status,
 )
 from protocol.spawn import SpawnPayload
+from protocol.transcript import OverflowItem, ResultItem, StartItem, ToolsRejectedItem
 from subagent import faults
 from subagent.channel import ControlChannel
-from subagent.errors import ContextOverflow, ContextTooSmall, IntelError, McpFatal
+from subagent.errors import ContextOverflow, ContextTooSmall, IntelError, McpFatal, StepNotRecorded
 from subagent.intel import Intelligence, open_intelligence
 from subagent.intel.classify import ToolsRejected
 from subagent.intel.tool_memory import needs_json_actions, remember_json_actions
@@ -54,6 +55,17 @@ from subagent.loop.machine import (
 )
 from subagent.loop.state import CallModel, CallTools, Finish, LoopState, Terminal
 from subagent.messages import ToolOutcome, ToolSpec
+from subagent.resume import (
+    IN_FLIGHT,
+    INTERRUPTED,
+    ModelOutcome,
+    Replay,
+    StepRecorder,
+    model_reply,
+    reply_item,
+    result_item,
+    tool_outcome,
+)
 from subagent.scheduling import leave_batch
 from subagent.session import Inbox, run_session
 from subagent.telemetry import describe
@@ -89,6 +101,10 @@ class Driver:
     tools: ToolRouter | None = None
     # A warm session's usage in turns already ended (`state.budgets` holds the current turn's).
     base_usage: RunUsage = field(default_factory=RunUsage)
+    # A resumed run's journaled steps, and where this run's new steps go (subagent/resume.py).
+    replay: Replay = field(default_factory=lambda: Replay(()))
+    recorder: StepRecorder = field(default_factory=lambda: StepRecorder(None))
+    _replay_reported: bool = False
 
     @property
     def cancelled(self) -> bool:
@@ -149,24 +165,37 @@ class Driver:
 
     async def _call_model(self, intel: Intelligence, action: CallModel) -> None:
         mode_before = self.state.config.tool_mode
-        with self._interruptible() as scope:
-            try:
-                reply = await intel.complete(action.request)
-            except ContextOverflow:
-                self.state, fatal = on_context_overflow(self.state, action)
-                self.emit_notes()
-                if fatal:
-                    raise
-                return
-            except ToolsRejected as exc:
-                self.state, fatal = on_tools_rejected(self.state, action, str(exc))
-                self.emit_notes()
-                if fatal:
-                    raise
-                self.remember_tool_mode(mode_before)
-                return
-        if scope.cancelled_caught:
+        purpose = action.request.purpose
+        journaled = self._replayed_model(purpose)
+        if isinstance(journaled, OverflowItem):
+            if self._on_overflow(action):
+                raise ContextOverflow("the request did not fit the context window, even after compaction")
             return
+        if isinstance(journaled, ToolsRejectedItem):
+            if self._on_tools_rejected(action, journaled.detail, mode_before):
+                raise ToolsRejected(journaled.detail)
+            return
+        if journaled is not None:
+            reply = model_reply(journaled)
+        else:
+            # What this run journaled so far (the last tool results) is durable before the model sees it.
+            await self.recorder.flush()
+            with self._interruptible() as scope:
+                try:
+                    reply = await intel.complete(action.request)
+                except ContextOverflow:
+                    await self.recorder.flush(OverflowItem(purpose=purpose))
+                    if self._on_overflow(action):
+                        raise
+                    return
+                except ToolsRejected as exc:
+                    await self.recorder.flush(ToolsRejectedItem(detail=str(exc)[:2000]))
+                    if self._on_tools_rejected(action, str(exc), mode_before):
+                        raise
+                    return
+            if scope.cancelled_caught:
+                return
+            self.recorder.later(reply_item(reply, purpose))
         self.state = on_model_reply(
             self.state, action, reply, now=anyio.current_time(), cancelled=self.cancelled
         )
@@ -179,17 +208,66 @@ class Driver:
             steps=call.steps,
             model=reply.model or self.payload.intelligence[0].model,
         )
+        # A replayed reply's usage is sent too: the supervisor's tree counts the run from its start.
         self.channel.send(control.Usage(params=usage))
         self.emit_notes()
+
+    def _on_overflow(self, action: CallModel) -> bool:
+        """Compact and ask again; True when that cannot help (the run ends)."""
+        self.state, fatal = on_context_overflow(self.state, action)
+        self.emit_notes()
+        return fatal
+
+    def _on_tools_rejected(self, action: CallModel, detail: str, mode_before: str) -> bool:
+        """Switch to JSON actions and ask again; True when that cannot help (the run ends)."""
+        self.state, fatal = on_tools_rejected(self.state, action, detail)
+        self.emit_notes()
+        if not fatal:
+            self.remember_tool_mode(mode_before)
+        return fatal
+
+    def _replayed_model(self, purpose: str) -> ModelOutcome | None:
+        if not self.replay.active:
+            return None
+        journaled = self.replay.model_outcome(purpose)
+        self._replay_moved()
+        return journaled
+
+    def _replay_moved(self) -> None:
+        """Once the replay is over, say how far it went; one that diverged voids the rest."""
+        if self.replay.active or self._replay_reported:
+            return
+        self._replay_reported = True
+        fields: dict[str, JsonValue] = {"steps": self.replay.steps, "items": self.replay.position}
+        if self.replay.diverged is not None:
+            fields["diverged"] = self.replay.diverged[:300]
+            self.recorder.later(self.replay.rewind())
+        self.channel.emit("loop.resumed", fields)
 
     async def _call_tools(self, tools: ToolRouter, action: CallTools) -> None:
         outcomes: list[ToolOutcome] = []
         for call in action.calls:
+            journaled = self.replay.tool_outcome(call) if self.replay.active else None
+            self._replay_moved()
+            if isinstance(journaled, ResultItem):
+                outcomes.append(tool_outcome(journaled))  # it ran before: never again
+                continue
+            if journaled == IN_FLIGHT and not tools.idempotent(call):
+                outcome = ToolOutcome(INTERRUPTED, is_error=True)
+                self.recorder.later(result_item(call, outcome))
+                outcomes.append(outcome)
+                continue
+            # Its intent is durable before it runs (an in-flight call's `start` is journaled already).
+            if journaled == IN_FLIGHT:
+                await self.recorder.flush()
+            else:
+                await self.recorder.flush(StartItem(call_id=call.id, name=call.name))
             timeout_s = max(MIN_CALL_TIMEOUT_S, self.state.config.deadline - anyio.current_time())
             with self._interruptible() as scope:
                 outcome = await tools.call(call, timeout_s=timeout_s)
             if scope.cancelled_caught:
                 return  # the state keeps its pending calls; next_action sees cancel or deadline
+            self.recorder.later(result_item(call, outcome))
             outcomes.append(outcome)
         self.state = on_tool_results(self.state, outcomes, now=anyio.current_time(), cancelled=self.cancelled)
         self.emit_notes()
@@ -300,6 +378,8 @@ async def run_async(payload: SpawnPayload, channel: ControlChannel) -> RunResult
     nothing (docs/triggers.md)."""
     state = _start_state(payload)
     driver = Driver(payload, channel, state)
+    driver.replay = Replay(payload.replay)
+    driver.recorder = StepRecorder(channel.request if payload.record_steps and not payload.warm else None)
     capture = payload.telemetry.capture_content
     go = anyio.Event()
     go_params: list[control.GoParams] = []
@@ -353,6 +433,7 @@ async def run_async(payload: SpawnPayload, channel: ControlChannel) -> RunResult
                     sink=emit,
                     capture_content=capture,
                     on_sent=sent,
+                    turns_played=driver.replay.turns,
                 )
             )
             if hold_s is not None and not all_hinted and not await wait_go(hold_s):
@@ -379,7 +460,9 @@ async def run_async(payload: SpawnPayload, channel: ControlChannel) -> RunResult
             if payload.warm:
                 driver.report(await run_session(driver, intel, tools, inbox))
             else:
-                driver.report(driver.result(await driver.drive(intel, tools)))
+                terminal = await driver.drive(intel, tools)
+                await driver.recorder.flush()  # the last reply belongs to the transcript too
+                driver.report(driver.result(terminal))
             # The result is out; MCP servers are torn down (bounded, shielded) as the block exits.
 
     # Injections reach only a warm session; any other run ignores them (nothing to append them to).
@@ -401,6 +484,8 @@ async def run_async(payload: SpawnPayload, channel: ControlChannel) -> RunResult
             driver.report(abort(driver, "mcp", group.exceptions[0]))
         except* IntelError as group:
             driver.report(abort(driver, "intelligence", group.exceptions[0]))
+        except* StepNotRecorded as group:
+            driver.report(not_recorded(driver, group.exceptions[0]))
         tg.cancel_scope.cancel()
     assert driver.sent is not None
     return driver.sent
@@ -428,6 +513,17 @@ def abort(driver: Driver, kind: str, exc: Exception) -> RunResult:
         usage=driver.usage(),
         abort="mcp" if kind == "mcp" else "intelligence",
         error=RunError(kind=str(error_kind)[:64], message=cap_text(str(exc), 4000)),
+    )
+
+
+def not_recorded(driver: Driver, exc: Exception) -> RunResult:
+    """The run stops rather than act on a step that would not survive a restart."""
+    return RunResult(
+        status=TerminalStatus.CRASHED,
+        result=distill(driver.state.partial),
+        partial=driver.state.partial is not None,
+        usage=driver.usage(),
+        error=RunError(kind="journal", message=cap_text(str(exc), 4000)),
     )
 
 

@@ -215,7 +215,9 @@ async def _warm_task(kind: str, tmp: str, channel: ControlChannel) -> None:
 def _warm_payload(endpoint: EndpointSpec) -> SpawnPayload:
     from protocol.spawn import SpawnPayload
 
-    return SpawnPayload(task_id="t_warm", run_id="r_warm", instruction="warm", intelligence=[endpoint])
+    return SpawnPayload(
+        task_id="t_warm", run_id="r_warm", instruction="warm", intelligence=[endpoint], record_steps=False
+    )
 
 
 async def _warm_async() -> None:

@@ -50,6 +50,7 @@ from protocol.api import (
     SubmitRequest,
     TaskRef,
     TaskView,
+    TranscriptRequest,
     TreeRequest,
     TriggerListRequest,
     TriggerPauseRequest,
@@ -301,6 +302,8 @@ class Connection:
                 return request.dump_result(await self._stream_events(request.params))
             case TreeRequest():
                 return request.dump_result(await backend.tree(caller, request.params))
+            case TranscriptRequest():
+                return request.dump_result(await backend.transcript(caller, request.params))
             case StatusRequest():
                 return request.dump_result(await backend.status(caller))
             case ScheduleCreateRequest():

@@ -28,6 +28,7 @@ from agentd.errors import (
 )
 from agentd.journal.records import ScheduleRecord, TaskRecord, new_task_id
 from agentd.journal.store import Journal
+from agentd.journal.transcripts import StepRecord
 from agentd.off_loop import CheckTimedOut, run_check
 from agentd.options import submit_quota
 from agentd.scheduling.driver import Scheduler
@@ -61,14 +62,21 @@ from protocol.api import (
     TaskRef,
     TaskSpec,
     TaskView,
+    TranscriptParams,
+    TranscriptStep,
+    TranscriptView,
     TriggerRef,
     TriggerView,
     WaitParams,
 )
+from protocol.transcript import approx_bytes
 
 VERSION = "0.1.0"
 WAIT_CAP_S = 24 * 3600.0
 FOLLOW_POLL_S = 5.0
+# A transcript page holds items of about this many bytes at most (at least one item), well within
+# what a client reads in one reply.
+TRANSCRIPT_PAGE_BYTES = 8 * 1024 * 1024
 # `daemon.status` counts the daemon's children at most this often: the count walks every live
 # child, which with 1,000 tasks cost each status call milliseconds of the loop (issue 16).
 CHILDREN_MAX_AGE_S = 1.0
@@ -224,6 +232,40 @@ class DaemonBackend:
                     yield event.to_view()
                 return
             await self.journal.wait_events(params.task_id, seq, timeout_s=FOLLOW_POLL_S)
+
+    async def transcript(self, caller: Caller, params: TranscriptParams) -> TranscriptView:
+        record = await self._owned(caller, params.task_id)
+        transcripts = self.journal.transcripts
+
+        async def page() -> builtins.list[StepRecord]:
+            return await transcripts.items(
+                params.task_id, params.handle, after_seq=params.after_seq, limit=params.limit
+            )
+
+        with self.journal.following(params.task_id) as changed:
+            steps = await page()
+            if not steps and params.wait_s > 0 and record.state != "terminal":
+                with anyio.move_on_after(params.wait_s):
+                    await changed.wait()
+                record = await self.journal.get(params.task_id) or record
+                steps = await page()
+        shown: builtins.list[TranscriptStep] = []
+        size = 0
+        for step in steps:
+            size += approx_bytes(step.item)
+            if shown and size > TRANSCRIPT_PAGE_BYTES:
+                break
+            shown.append(TranscriptStep(seq=step.seq, ts=step.ts, item=step.item))
+        return TranscriptView(
+            task_id=record.task_id,
+            handle=params.handle,
+            state=self._view(record).state,
+            instruction=record.spec.instruction,
+            handles=await transcripts.handles(params.task_id),
+            steps=shown,
+            next_seq=shown[-1].seq if shown else params.after_seq,
+            more=len(shown) < len(steps) or len(steps) == params.limit,
+        )
 
     async def tree(self, caller: Caller, params: TaskRef) -> builtins.list[NodeView]:
         record = await self._owned(caller, params.task_id)

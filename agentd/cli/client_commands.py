@@ -21,7 +21,7 @@ from typing import TextIO
 from pydantic import JsonValue, ValidationError
 
 from agentd.api.client import ApiClient
-from agentd.cli import approval_commands
+from agentd.cli import approval_commands, transcript_command
 from agentd.cli.outcome import outcome_line
 from agentd.errors import AgentdError, ApiClientError
 from protocol.api import (
@@ -554,6 +554,7 @@ COMMANDS: dict[str, Callable[[ApiClient, argparse.Namespace, TextIO], int]] = {
     "list": cmd_list,
     "logs": cmd_logs,
     "tree": cmd_tree,
+    "transcript": transcript_command.cmd_transcript,
     "schedules": cmd_schedules,
     "approvals": approval_commands.cmd_approvals,
     "approve": approval_commands.cmd_decide,

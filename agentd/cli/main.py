@@ -214,6 +214,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", nargs="?", metavar="NAME", help="the trigger's name")
     _socket_arg(p)
     _json_arg(p)
+    p = sub.add_parser(
+        "transcript",
+        help="show what a task's model was asked and answered, and its tool calls with their results",
+        description="Prints the instruction, every model reply, every tool call with its arguments "
+        "and every tool result, as journaled (docs/durability.md). Bodies are cut unless --full. "
+        "The same rule as `status`: your own tasks (admins: all).",
+    )
+    p.add_argument("task", metavar="TASK", help="task id")
+    p.add_argument(
+        "--node", default="0", metavar="HANDLE", help="a nested subagent's handle (default 0, the root)"
+    )
+    p.add_argument("--full", action="store_true", help="print long bodies whole")
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing new steps until the task ends")
+    _socket_arg(p)
+    _json_arg(p)
     p = sub.add_parser("logs", help="show a task's events")
     p.add_argument("task", metavar="TASK")
     p.add_argument("-f", "--follow", action="store_true", help="keep showing new events until the task ends")

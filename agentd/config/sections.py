@@ -89,6 +89,12 @@ class DaemonSection(Section):
         description="On SIGTERM, how long running tasks get to finish before the kill ladder. Must stay "
         "below systemd's TimeoutStopSec (default 90 s) and leave room for the ladder.",
     )
+    on_stop: Literal["park", "cancel"] = Field(
+        default="park",
+        description="What a stop (SIGTERM) does to running tasks: `park` stops their subagents and "
+        "queues them again with their transcripts, to resume from their last step at the next start; "
+        "`cancel` ends them `cancelled` (docs/durability.md).",
+    )
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         default="info", description="Daemon log level; also passed to subagents."
     )

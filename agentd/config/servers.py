@@ -263,7 +263,15 @@ class McpSection(Section):
         description="How long one approval request waits for a decision; then the call is denied.",
     )
 
-    @field_validator("approval")
+    idempotent: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_PATTERNS,
+        description="Tool names (shell-style globs: `get_*`) safe to run twice: a call of one that was "
+        "running when its task was stopped runs again when the task resumes; any other call is "
+        "reported to the model as interrupted, its outcome unknown (docs/durability.md).",
+    )
+
+    @field_validator("approval", "idempotent")
     @classmethod
     def _check_approval(cls, value: list[str]) -> list[str]:
         for pattern in value:
@@ -392,4 +400,5 @@ class McpServer:
             log_level=section.log_level,
             approval=list(section.approval),
             approval_timeout_s=section.approval_timeout,
+            idempotent=list(section.idempotent),
         )

@@ -99,6 +99,9 @@ class TemporalExecutor:
     def start(self, ports: RunPorts, record: TaskRecord, payload: SpawnPayload) -> Run:
         return RemoteRun(self, record)
 
+    # The worker runs the task and its activity's next attempt starts it again.
+    resumes_here = False
+
     def requeue_on_recovery(self, record: TaskRecord) -> bool:
         # The workflow goes on without this daemon: a requeued task is simply followed again.
         return True

@@ -32,7 +32,7 @@ ROOT_HANDLE = "0"
 _TASK_COLUMNS = (
     "task_id, run_id, owner_uid, idempotency_key, spec, state, status, exit_code, result, partial, "
     "usage, abort, error, attempts, pid, pid_start_time, created_at, started_at, ended_at, schedule_id, "
-    "fire_at, idle, trigger, uri, executor, worker"
+    "fire_at, idle, trigger, uri, executor, worker, resumes, first_started_at"
 )
 
 
@@ -68,6 +68,8 @@ def task_from_row(row: sqlite3.Row) -> TaskRecord:
         uri=row["uri"],
         executor=row["executor"],
         worker=row["worker"],
+        resumes=row["resumes"],
+        first_started_at=row["first_started_at"],
     )
 
 
@@ -246,8 +248,9 @@ def mark_starting(
         task_id,
         allowed=("queued",),
         wanted="starting",
-        assignments="started_at = ?, pid = NULL, pid_start_time = NULL",
-        params=(now,),
+        assignments="started_at = ?, first_started_at = COALESCE(first_started_at, ?), pid = NULL,"
+        " pid_start_time = NULL",
+        params=(now, now),
     )
     # Any node of a task that was queued is an earlier attempt's (restart recovery requeued it):
     # this attempt grows its own tree. A node that ended before the crash — the root itself, when
@@ -392,7 +395,21 @@ def requeue(conn: sqlite3.Connection, task_id: str) -> TaskRecord:
         task_id,
         allowed=("starting", "running"),
         wanted="queued",
-        assignments="attempts = attempts + 1, pid = NULL, pid_start_time = NULL, started_at = NULL",
+        assignments="attempts = attempts + 1, resumes = resumes + 1, pid = NULL, pid_start_time = NULL,"
+        " started_at = NULL",
+        params=(),
+    )
+
+
+def park(conn: sqlite3.Connection, task_id: str) -> TaskRecord:
+    """starting/running → queued for a run that goes on from its transcript: a stop of the
+    daemon, not a failure of the task, so it spends no attempt (docs/durability.md)."""
+    return _transition(
+        conn,
+        task_id,
+        allowed=("starting", "running"),
+        wanted="queued",
+        assignments="resumes = resumes + 1, pid = NULL, pid_start_time = NULL, started_at = NULL",
         params=(),
     )
 

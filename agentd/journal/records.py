@@ -104,6 +104,10 @@ class TaskRecord:
     # Which executor ran the task (`local`, `temporal`) and where: the host, or the Temporal worker.
     executor: str | None = None
     worker: str | None = None
+    # Runs that went on from the journaled transcript (after a restart, or a park at a stop), and
+    # when the first run started: the deadline counts from there, in wall time.
+    resumes: int = 0
+    first_started_at: float | None = None
 
     @property
     def may_requeue(self) -> bool:
@@ -136,6 +140,7 @@ class TaskRecord:
             uri=self.uri,
             executor=self.executor,
             worker=self.worker,
+            resumes=self.resumes,
         )
 
 

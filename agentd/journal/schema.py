@@ -13,7 +13,7 @@ from pathlib import Path
 
 from agentd.errors import JournalError
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 BUSY_TIMEOUT_MS = 5000
 
 # Invariant: `seq` is the rowid alias, so it is the submission order and survives VACUUM (an
@@ -185,8 +185,27 @@ DROP INDEX tasks_by_state_owner;
 CREATE INDEX tasks_by_state_owner ON tasks (state, owner_uid, spec_bytes);
 """
 
+# v8: resume (docs/durability.md). `steps` holds each node's transcript, item by item, in the order
+# its subagent handed them over (protocol/transcript.py); a resumed run replays them. A task's
+# `resumes` counts its runs that went on from a journaled transcript (after a restart or a park),
+# and `first_started_at` keeps when its first run started, so its deadline runs in wall time
+# across them.
+_V8 = """
+CREATE TABLE steps (
+    task_id TEXT    NOT NULL REFERENCES tasks (task_id),
+    handle  TEXT    NOT NULL,
+    seq     INTEGER NOT NULL,
+    ts      REAL    NOT NULL,
+    kind    TEXT    NOT NULL,
+    body    TEXT    NOT NULL,
+    PRIMARY KEY (task_id, handle, seq)
+) WITHOUT ROWID;
+ALTER TABLE tasks ADD COLUMN resumes INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE tasks ADD COLUMN first_started_at REAL;
+"""
+
 # Index i holds the script that takes a database from version i to i + 1.
-_MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
+_MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8)
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 
 # SQLite primary result codes (the low byte of an extended code) that describe the environment

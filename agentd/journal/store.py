@@ -16,8 +16,8 @@ import socket
 import sqlite3
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from contextlib import asynccontextmanager, suppress
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -45,6 +45,7 @@ from agentd.journal.records import (
 )
 from agentd.journal.schedule_store import ScheduleJournal
 from agentd.journal.schema import unavailable_reason
+from agentd.journal.transcripts import Transcripts
 from agentd.journal.trigger_store import TriggerJournal
 from agentd.journal.writer import Completion, JournalWriter, Pending
 from protocol.api import TaskSpec, TaskState
@@ -130,6 +131,7 @@ class Journal(ScheduleJournal, ApprovalJournal, TriggerJournal):
         self._watch_idle: anyio.Event | None = None
         # Invariant: once set, no new write reaches the writer queue (the stop sentinel is last).
         self._closing = False
+        self.transcripts = Transcripts(self._write, self._read)
 
     # ---- health ----------------------------------------------------------------------------------
 
@@ -318,6 +320,10 @@ class Journal(ScheduleJournal, ApprovalJournal, TriggerJournal):
         """starting|running → queued with `attempts + 1`, keeping the `run_id`."""
         return await self._write(functools.partial(q.requeue, task_id=task_id))
 
+    async def park(self, task_id: str) -> TaskRecord:
+        """starting|running → queued to go on from its transcript (a stop), spending no attempt."""
+        return await self._write(functools.partial(q.park, task_id=task_id), wakes=task_id)
+
     async def upsert_node(
         self,
         task_id: str,
@@ -444,19 +450,27 @@ class Journal(ScheduleJournal, ApprovalJournal, TriggerJournal):
         with nothing new, or when the journal closes). For `agentd logs --follow`: read, then
         wait, then read again.
         """
+        # Registered before looking, so a flush landing between the two cannot be missed.
+        with self.following(task_id) as landed:
+            with anyio.move_on_after(timeout_s):
+                if await self._last_seq(task_id) > after_seq:
+                    return True
+                await landed.wait()
+            if self._closing:
+                return False
+            return await self._last_seq(task_id) > after_seq
+
+    @contextmanager
+    def following(self, task_id: str) -> Iterator[anyio.Event]:
+        """An event set by the next write that concerns `task_id` (an event or a transcript step
+        committed, the task ended). Enter before reading, so a write between the read and the
+        wait is not missed."""
         followers = self._followers.get(task_id)
         if followers is None:
             followers = self._followers[task_id] = _Followers()
         followers.count += 1
         try:
-            # Registered before looking, so a flush landing between the two cannot be missed.
-            with anyio.move_on_after(timeout_s):
-                if await self._last_seq(task_id) > after_seq:
-                    return True
-                await followers.event.wait()
-            if self._closing:
-                return False
-            return await self._last_seq(task_id) > after_seq
+            yield followers.event
         finally:
             followers.count -= 1
             if followers.count == 0 and self._followers.get(task_id) is followers:

@@ -32,7 +32,7 @@ MISFIRE_GRACE_S = 1.0
 # repeated hour skips at most a few dozen.
 HORIZON_YEARS = 50
 HORIZON_S = HORIZON_YEARS * 365.25 * 86400
-MAX_CANDIDATES = 4000
+MAX_CANDIDATES = 1000
 # Missed occurrences are counted up to this many (the count is reported, never fired).
 MAX_COUNTED_MISSES = 1000
 # The first pause of an idle backoff when a loop has no interval of its own.
@@ -121,6 +121,11 @@ class CronSearch:
 
     def why_none(self, expr: str, tz: str | None) -> str:
         if self.out_of_candidates:
+            if self.in_gaps == MAX_CANDIDATES:
+                return (
+                    f"{expr!r} has no fire among its next {MAX_CANDIDATES} candidate times: each falls "
+                    f"in a daylight-saving gap of {tz} (clocks skip that local time)"
+                )
             return f"{expr!r} has no fire among its next {MAX_CANDIDATES} candidate times"
         if self.in_gaps:
             return (

@@ -50,6 +50,9 @@ class Executor(Protocol):
     """How a task runs: `name` is what the journal records as the task's executor."""
 
     name: str
+    # This host's supervisor runs the task itself and resumes it from its journaled transcript
+    # (after a restart, or a park at a stop); a remote executor's worker does that on its side.
+    resumes_here: bool
 
     async def accept(self, record: TaskRecord) -> None:
         """Make the just-journaled task durable with the executor before its submit is
@@ -71,6 +74,7 @@ class LocalExecutor:
     def __init__(self, *, requeue: bool = True) -> None:
         # A Temporal worker's supervisor never requeues: Temporal retries the task elsewhere.
         self.requeue = requeue
+        self.resumes_here = requeue
 
     async def accept(self, record: TaskRecord) -> None:
         return None  # the journal's commit is the whole acceptance

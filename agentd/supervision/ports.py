@@ -7,7 +7,7 @@ The real journal and spawners satisfy the protocols structurally.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -24,6 +24,7 @@ from agentd.supervision.watch_clock import WatchClock
 from processes.ladder import LadderPolicy
 from protocol.result import RunUsage, TerminalStatus
 from protocol.spawn import SpawnPayload
+from protocol.transcript import StepItem
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +89,14 @@ class RunJournal(Protocol):
     ) -> None: ...
 
 
+class StepJournal(Protocol):
+    """Where each node's transcript is journaled (agentd/journal/transcripts.py)."""
+
+    async def append(self, task_id: str, handle: str, items: Sequence[StepItem]) -> int:
+        """Commit `items` after the node's last; how many the node's transcript holds now."""
+        ...
+
+
 class ChildSpawner(Protocol):
     """Starts one subagent process (or raises `SpawnError`)."""
 
@@ -150,3 +159,6 @@ class RunPorts:
     clock: WatchClock | None = None
     # Trigger tasks' prestarted children, taken by their root instead of a fork; None: none.
     parking: ParkedChildren | None = None
+    # Where subagents' steps are journaled (`sup/record`); None: they are acknowledged and
+    # dropped (a run nothing will resume).
+    steps: StepJournal | None = None

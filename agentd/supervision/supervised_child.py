@@ -54,7 +54,14 @@ WRITE_TIMEOUT_S = 5.0
 DRAIN_AFTER_EXIT_S = 1.0
 RTT_SAMPLES = 256
 
-SupRequest = control.SupSpawn | control.SupWait | control.SupStatus | control.SupCancel | control.SupApprove
+SupRequest = (
+    control.SupSpawn
+    | control.SupWait
+    | control.SupStatus
+    | control.SupCancel
+    | control.SupApprove
+    | control.SupRecord
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 import anyio
 import anyio.lowlevel
@@ -41,6 +42,7 @@ from agentd.tracing import NULL_TRACING, TaskSpan, Tracing
 from protocol.environment import RUN_MARKER_ENV, ZYGOTE_RUN_ID
 from protocol.result import RunError, RunResult, TerminalStatus, exit_code
 from protocol.spawn import SpawnPayload
+from protocol.transcript import replayable, steps_of
 
 PayloadBuilder = Callable[[TaskRecord], SpawnPayload]
 # Told of every schedule fire that reached its terminal state: the record, and whether the daemon
@@ -66,6 +68,10 @@ class SupervisorOptions:
     # Each task runs under the options current when it starts, to its end (a reload does not
     # change a running task).
     run: RunOptions = field(default_factory=RunOptions)
+    # What a stop (SIGTERM) does to running tasks: "park" them (their children are stopped and
+    # they go back to the queue with their transcripts, to resume at the next start) or
+    # "cancel" them (docs/durability.md).
+    on_stop: Literal["park", "cancel"] = "park"
 
 
 @dataclass
@@ -76,6 +82,8 @@ class _Slot:
     run: Run | None = None
     span: TaskSpan | None = None
     cancel_reason: str | None = None
+    # The drain stopped it to resume later (`on_stop = "park"`); a client's cancel clears it.
+    park: bool = False
 
 
 class Supervisor:
@@ -161,6 +169,7 @@ class Supervisor:
             window=self.window,
             clock=self.clock,
             parking=self.parking,
+            steps=self.journal.transcripts,
         )
 
     def adopt(self, task_id: str, cancel: Callable[[str], None], pids: Callable[[], set[int]]) -> None:
@@ -225,6 +234,7 @@ class Supervisor:
                 # a read while it was being written may have copied it still queued.
                 self.queue_changed()
         slot.cancel_reason = slot.cancel_reason or reason
+        slot.park = False  # a client's cancel ends it, even during a drain
         if slot.run is not None:
             slot.run.cancel(reason)
         return await self.journal.get(task_id)
@@ -237,7 +247,10 @@ class Supervisor:
         if first:
             self.log.info("proc.drain", running=len(self.running))
             self.parking.begin_close()
+        park = self.options.on_stop == "park" and self.executor.resumes_here
         for slot in self.running.values():
+            if slot.cancel_reason is None:
+                slot.park = park
             slot.cancel_reason = slot.cancel_reason or "agentd is shutting down"
             if slot.run is not None:
                 slot.run.cancel("agentd is shutting down", cause="drain", force=force)
@@ -371,7 +384,9 @@ class Supervisor:
                 result = RunResult(
                     status=TerminalStatus.CRASHED, error=RunError(kind="internal", message=message)
                 )
-            if result is not None:  # None: it was cancelled while queued, and recorded then
+            if slot.park and result is not None and result.status is TerminalStatus.CANCELLED:
+                await self._park(record)
+            elif result is not None:  # None: it was cancelled while queued, and recorded then
                 # A forced kill (a second signal) is not a clean drain. The root node's end (a
                 # local run leaves it to us) commits in the same transaction as the task's.
                 root = slot.run.root_end if slot.run is not None else None
@@ -390,6 +405,33 @@ class Supervisor:
             self._wake.set()
             self.sweep_soon()
 
+    async def _park(self, record: TaskRecord) -> None:
+        """Back to the queue, to resume from its transcript when the daemon starts again."""
+        parked = await self.journal.park(record.task_id)
+        self.journal.append_event(record.task_id, "task.parked", {"resumes": parked.resumes})
+        self.log.info("task.parked", task_id=record.task_id, run_id=record.run_id)
+
+    async def _resumed(self, record: TaskRecord, payload: SpawnPayload) -> SpawnPayload | RunResult:
+        """A task that ran before: its payload with the root's journaled transcript to replay and
+        what is left of its deadline (it runs in wall time across stops); or its `deadline` result."""
+        elapsed = time.time() - (record.first_started_at or time.time())
+        left = payload.limits.deadline_s - max(0.0, elapsed)
+        if left <= 0:
+            deadline_s = payload.limits.deadline_s
+            message = f"its deadline ({deadline_s:g} s from its first start) passed while it was stopped"
+            return RunResult(status=TerminalStatus.DEADLINE, error=RunError(kind="deadline", message=message))
+        steps = await self.journal.transcripts.items(record.task_id, "0")
+        items = [step.item for step in steps]
+        from_step = steps_of(replayable(items))
+        self.journal.append_event(
+            record.task_id,
+            "task.resumed",
+            {"from_step": from_step, "items": len(items), "resumes": record.resumes},
+        )
+        self.log.info("task.resumed", task_id=record.task_id, from_step=from_step, items=len(items))
+        limits = payload.limits.model_copy(update={"deadline_s": left})
+        return payload.model_copy(update={"replay": items, "limits": limits})
+
     async def _start_and_supervise(self, slot: _Slot) -> RunResult | None:
         try:
             payload = self.build_payload(slot.record)
@@ -403,6 +445,11 @@ class Supervisor:
             return RunResult(
                 status=TerminalStatus.CANCELLED, error=RunError(kind="cancelled", message=slot.cancel_reason)
             )
+        if slot.record.resumes and self.executor.resumes_here:
+            resumed = await self._resumed(slot.record, payload)
+            if isinstance(resumed, RunResult):
+                return resumed
+            payload = resumed
         slot.run = self.executor.start(self.run_ports(), slot.record, payload)
         if self.draining:
             slot.run.cancel("agentd is shutting down", cause="drain", force=self.forced)

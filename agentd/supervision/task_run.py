@@ -184,6 +184,8 @@ class NodeListener:
             return await self.run.spawn(self.node.handle, request.params)
         if isinstance(request, control.SupApprove):
             return await self.run.approve(self.node, request.params)
+        if isinstance(request, control.SupRecord):
+            return await self.run.record_steps(self.node, request.params)
         target = request.params.handle
         if not self.run.is_descendant(target, of=self.node.handle):
             return {"refused": f"no subagent {target} under node {self.node.handle}"}
@@ -687,6 +689,17 @@ class TaskRun:
                 outcome="denied", reason=f"the request could not be journaled ({exc})"
             )
         return result_json(result)
+
+    async def record_steps(self, node: NodeRun, params: control.RecordParams) -> JsonValue:
+        """Journal a node's new transcript items; answered once committed (docs/durability.md)."""
+        steps = self.ports.steps
+        if steps is None:
+            return {"seq": 0}
+        try:
+            seq = await steps.append(self.record.task_id, node.handle, params.items)
+        except JournalError as exc:
+            return {"refused": f"the journal did not commit it ({exc})"[:1000]}
+        return {"seq": seq}
 
     async def wait(self, handle: str, timeout_s: float | None) -> JsonValue:
         node = self.nodes[handle]

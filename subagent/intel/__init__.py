@@ -38,16 +38,23 @@ async def open_intelligence(
     sink: EventSink,
     capture_content: bool = False,
     on_sent: Callable[[], None] | None = None,
+    turns_played: int = 0,
 ) -> AsyncIterator[Intelligence]:
     """Open the endpoints (one pooled HTTP client shared by the HTTP ones) for the block's lifetime.
     `on_sent` is called whenever an HTTP request's body is on the wire (not for a scripted model).
+    `turns_played`: a resumed run's turns replayed from its journal, which a scripted model counts
+    as played (it goes on with the next turn of its script).
 
     Raises:
         IntelFatal: the list is empty, or a scripted endpoint's script is missing or invalid.
     """
     if not endpoints:
         raise IntelFatal("no intelligence endpoint is configured")
-    scripted = {i: ScriptedModel.open(spec) for i, spec in enumerate(endpoints) if spec.kind == "scripted"}
+    scripted = {
+        i: ScriptedModel.open(spec, turns_played=turns_played)
+        for i, spec in enumerate(endpoints)
+        if spec.kind == "scripted"
+    }
     if len(scripted) == len(endpoints):
         # No HTTP endpoint: do not import or start the HTTP stack at all.
         yield _build(list(scripted.values()), knobs, sink, capture_content)

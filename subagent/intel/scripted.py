@@ -178,17 +178,24 @@ def _with_usage(reply: ModelReply, request: ModelRequest, override: ScriptedUsag
 class ScriptedModel:
     """An `Endpoint` that plays a `Script`. Turn numbering counts `purpose="turn"` calls from 0."""
 
-    def __init__(self, spec: EndpointSpec, script: Script) -> None:
+    def __init__(self, spec: EndpointSpec, script: Script, *, turns_played: int = 0) -> None:
         self._spec = spec
         self._file = script
-        # The role this run plays is chosen at its first turn, from its instruction.
-        self._script: Script | Role = script
-        self._turns_played = 0
+        # The role this run plays is chosen at its first call, from its instruction.
+        self._script: Script | Role | None = None
+        # A resumed run starts after the turns its journal replayed.
+        self._turns_played = turns_played
 
     @classmethod
-    def open(cls, spec: EndpointSpec) -> ScriptedModel:
+    def open(cls, spec: EndpointSpec, *, turns_played: int = 0) -> ScriptedModel:
         """Load `spec.script_path` (raises `IntelFatal` on a missing or invalid script)."""
-        return cls(spec, load_script(spec.script_path or ""))
+        return cls(spec, load_script(spec.script_path or ""), turns_played=turns_played)
+
+    def _role(self, request: ModelRequest) -> Script | Role:
+        if self._script is None:
+            instruction = next((m.text for m in request.messages if isinstance(m, UserMessage)), "")
+            self._script = self._file.for_instruction(instruction)
+        return self._script
 
     @property
     def spec(self) -> EndpointSpec:
@@ -203,17 +210,15 @@ class ScriptedModel:
 
     async def send(self, prepared: Prepared) -> Sent:
         request = prepared.request
+        script = self._role(request)
         if request.purpose == "compact":
-            summary = fill(self._script.summary or DEFAULT_SUMMARY, request)
+            summary = fill(script.summary or DEFAULT_SUMMARY, request)
             return Sent(
                 _with_usage(ModelReply(text=summary, finish_reason="stop", model=self.model), request, None),
                 None,
             )
         turn_no = self._turns_played
-        if turn_no == 0:
-            instruction = next((m.text for m in request.messages if isinstance(m, UserMessage)), "")
-            self._script = self._file.for_instruction(instruction)
-        turn = self._pick(turn_no)
+        turn = self._pick(script, turn_no)
         # Advance before any await: a cancelled turn is spent, as a real model call would be.
         self._turns_played += 1
         if turn.delay_s > 0:
@@ -226,12 +231,13 @@ class ScriptedModel:
             raise ContextOverflow("scripted failure: context overflow")
         return Sent(play_turn(turn, turn_no, request, self.model), None)
 
-    def _pick(self, turn_no: int) -> ScriptedTurn:
-        turns = self._script.turns
+    @staticmethod
+    def _pick(script: Script | Role, turn_no: int) -> ScriptedTurn:
+        turns = script.turns
         if turn_no < len(turns):
             return turns[turn_no]
-        if self._script.after_end == "cycle":
+        if script.after_end == "cycle":
             return turns[turn_no % len(turns)]
-        if self._script.after_end == "error":
+        if script.after_end == "error":
             raise EndpointFatal(f"script exhausted after {len(turns)} turns", kind="config")
         return turns[-1]

@@ -16,6 +16,7 @@ it cannot connect, it is as if it had failed at the start: a required one ends t
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
 import secrets
@@ -316,6 +317,17 @@ class ToolRouter:
             link.withdrawn = True
         self._rebuild()
         return error
+
+    def idempotent(self, call: ToolCall) -> bool:
+        """Whether `call` may run again after its run stopped during it: a read-only self-tool,
+        or a tool its server declares idempotent (`[mcp.NAME] idempotent`)."""
+        route = self._routes.get(call.name)
+        if route is None:
+            return False
+        if route.server is None:
+            return route.tool in (RESOURCE_READ, NOTE_READ)
+        link = next(link for link in self._links if link.name == route.server)
+        return any(fnmatch.fnmatchcase(route.tool, glob) for glob in link.spec.idempotent)
 
     async def call(self, call: ToolCall, *, timeout_s: float) -> ToolOutcome:
         """Run one tool call; every failure is an observation, except `McpFatal` and cancellation.

@@ -38,6 +38,8 @@ from protocol.api import (
     SubmitResult,
     TaskRef,
     TaskView,
+    TranscriptParams,
+    TranscriptView,
     TriggerRef,
     TriggerView,
     WaitParams,
@@ -166,6 +168,13 @@ class InMemoryBackend:
         self.callers.append(caller)
         self._owned(caller, params.task_id)
         return [NodeView(handle="0", parent=None, depth=0)]
+
+    async def transcript(self, caller: Caller, params: TranscriptParams) -> TranscriptView:
+        self.callers.append(caller)
+        view = self._owned(caller, params.task_id).view
+        return TranscriptView(
+            task_id=view.task_id, handle=params.handle, state=view.state, instruction=view.instruction
+        )
 
     async def status(self, caller: Caller) -> DaemonStatus:
         self.callers.append(caller)

@@ -84,7 +84,7 @@ def test_migrating_a_current_database_changes_nothing(tmp_path: Path) -> None:
     try:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        assert tables == {"tasks", "nodes", "events", "schedules", "approvals", "trigger_state"}
+        assert tables == {"tasks", "nodes", "events", "schedules", "approvals", "trigger_state", "steps"}
     finally:
         conn.close()
 
@@ -103,7 +103,7 @@ def test_a_v1_journal_migrates_to_v2_with_the_spec_sizes_filled_in(tmp_path: Pat
 def test_a_v2_journal_migrates_to_the_current_schema_keeping_its_tasks_as_plain_tasks(tmp_path: Path) -> None:
     migrated = connect_writer(journal_at(tmp_path, 2))
     try:
-        assert migrated.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
+        assert migrated.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
         row = migrated.execute(
             "SELECT schedule_id, fire_at, idle, trigger, uri, executor, worker FROM tasks WHERE task_id = 't1'"
         ).fetchone()
@@ -148,5 +148,17 @@ def test_a_v6_journal_migrates_to_v7_where_the_quota_sum_reads_only_the_index(tm
         )
         assert "COVERING INDEX tasks_by_state_owner" in plan
         assert tuple(migrated.execute(QUOTA_SUM, (7,)).fetchone()) == (1, 2)
+    finally:
+        migrated.close()
+
+
+def test_a_v7_journal_migrates_to_v8_with_no_transcripts_and_no_resumes(tmp_path: Path) -> None:
+    row = "INSERT INTO tasks (task_id, run_id, owner_uid, spec, created_at) VALUES ('t1', 'r1', 7, '{}', 0)"
+    migrated = connect_writer(journal_at(tmp_path, 7, row))
+    try:
+        assert migrated.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        row = migrated.execute("SELECT resumes, first_started_at FROM tasks WHERE task_id = 't1'").fetchone()
+        assert tuple(row) == (0, None)
+        assert migrated.execute("SELECT count(*) FROM steps").fetchone()[0] == 0
     finally:
         migrated.close()

@@ -51,6 +51,10 @@ from protocol.api import (
     TaskSpec,
     TaskState,
     TaskView,
+    TranscriptParams,
+    TranscriptRequest,
+    TranscriptStep,
+    TranscriptView,
     TreeRequest,
     TriggerListRequest,
     TriggerPauseRequest,
@@ -63,6 +67,7 @@ from protocol.api import (
     build_all,
 )
 from protocol.result import RunError, RunUsage, TerminalStatus
+from protocol.transcript import CallItem, ReplyItem, ResultItem, RewindItem, StartItem
 from tests.protocol.strategies import (
     finite_floats,
     json_objects,
@@ -155,6 +160,19 @@ events_requests = st.builds(
     params=st.builds(EventsParams, task_id=task_ids, after_seq=non_negative, follow=st.booleans()),
 )
 tree_requests = st.builds(TreeRequest, id=request_ids, params=task_refs)
+node_handles = st.from_regex(r"\A0(\.[0-9]{1,4}){0,3}\Z")
+transcript_requests = st.builds(
+    TranscriptRequest,
+    id=request_ids,
+    params=st.builds(
+        TranscriptParams,
+        task_id=task_ids,
+        handle=node_handles,
+        after_seq=non_negative,
+        limit=st.integers(1, 1000),
+        wait_s=st.floats(0.0, 30.0),
+    ),
+)
 status_requests = st.builds(StatusRequest, id=request_ids)
 
 # ---- results -------------------------------------------------------------------------------
@@ -193,6 +211,36 @@ task_views = st.builds(
     schedule_id=_maybe(task_ids),
     trigger=_maybe(short_text),
     uri=_maybe(short_text),
+)
+step_items = st.one_of(
+    st.builds(
+        ReplyItem,
+        text=st.text(max_size=40),
+        tool_calls=st.lists(
+            st.builds(CallItem, id=short_text, name=short_text, arguments=_maybe(st.just({"a": 1}))),
+            max_size=2,
+        ),
+        tokens_in=_maybe(non_negative),
+        tokens_out=_maybe(non_negative),
+    ),
+    st.builds(StartItem, call_id=short_text, name=short_text),
+    st.builds(
+        ResultItem, call_id=short_text, name=short_text, text=st.text(max_size=40), is_error=st.booleans()
+    ),
+    st.builds(RewindItem, to=non_negative, why=st.text(max_size=40)),
+)
+transcript_views = st.builds(
+    TranscriptView,
+    task_id=task_ids,
+    handle=short_text,
+    state=task_states,
+    instruction=short_text,
+    handles=st.lists(short_text, max_size=3),
+    steps=st.lists(
+        st.builds(TranscriptStep, seq=non_negative, ts=finite_floats, item=step_items), max_size=3
+    ),
+    next_seq=non_negative,
+    more=st.booleans(),
 )
 node_views = st.builds(
     NodeView,
@@ -368,6 +416,7 @@ METHOD_STRATEGIES: dict[str, tuple[st.SearchStrategy[Request[Any]], st.SearchStr
     "task.wait": (wait_requests, task_views),
     "task.events": (events_requests, task_views),
     "task.tree": (tree_requests, st.lists(node_views, max_size=3)),
+    "task.transcript": (transcript_requests, transcript_views),
     "daemon.status": (status_requests, daemon_statuses),
     "schedule.create": (schedule_create_requests, schedule_create_results),
     "schedule.list": (schedule_list_requests, st.lists(schedule_views, max_size=3)),

@@ -80,6 +80,8 @@ class FakeExecutor:
         self.changed = anyio.Event()
         return run
 
+    resumes_here = False
+
     def requeue_on_recovery(self, record: TaskRecord) -> bool:
         return True
 

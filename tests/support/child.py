@@ -23,6 +23,7 @@ from protocol import control, jsonrpc
 from protocol.framing import FrameError, LineSplitter, decode, encode
 from protocol.result import RunResult
 from protocol.spawn import REVEAL_SECRETS, SpawnPayload
+from protocol.transcript import StepItem
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -33,6 +34,7 @@ class ChildHarness:
     def __init__(self, process: anyio.abc.Process, sup_handler: SupHandler | None) -> None:
         self.process = process
         self.frames: list[control.UpMessage] = []
+        self.steps: list[StepItem] = []
         self.bad_frames: list[FrameError] = []
         self.stderr = bytearray()
         self._changed = anyio.Event()
@@ -53,7 +55,11 @@ class ChildHarness:
                 for line in splitter.feed(chunk):
                     message = decode(line, control.UP_ADAPTER)
                     self._accept(message)
-                    if isinstance(
+                    if isinstance(message, control.SupRecord):
+                        # The supervisor's journal, kept in memory: every step, answered at once.
+                        self.steps.extend(message.params.items)
+                        await self.send(jsonrpc.Response(id=message.id, result={"seq": len(self.steps)}))
+                    elif isinstance(
                         message, control.SupSpawn | control.SupWait | control.SupStatus | control.SupCancel
                     ):
                         await self._answer(message)

@@ -1,0 +1,88 @@
+"""Each task's transcripts (docs/durability.md): the steps every node's subagent handed over, in
+order, one row per item (protocol/transcript.py). A small repository over the journal's one
+writer: appends commit in the writer's group commit, reads run on the read connections.
+"""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from protocol.transcript import STEP_ITEM_ADAPTER, StepItem
+
+Run = Callable[..., Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    """One journaled item of a node's transcript: its place (`seq`, from 1) and when it came."""
+
+    task_id: str
+    handle: str
+    seq: int
+    ts: float
+    item: StepItem
+
+
+def _append(
+    conn: sqlite3.Connection, *, task_id: str, handle: str, items: Sequence[StepItem], now: float
+) -> int:
+    last = conn.execute(
+        "SELECT COALESCE(MAX(seq), 0) FROM steps WHERE task_id = ? AND handle = ?", (task_id, handle)
+    ).fetchone()[0]
+    conn.executemany(
+        "INSERT INTO steps (task_id, handle, seq, ts, kind, body) VALUES (?, ?, ?, ?, ?, ?)",
+        [
+            (task_id, handle, last + i, now, item.kind, item.model_dump_json())
+            for i, item in enumerate(items, start=1)
+        ],
+    )
+    return int(last) + len(items)
+
+
+def _read(
+    conn: sqlite3.Connection, *, task_id: str, handle: str, after_seq: int, limit: int | None
+) -> list[StepRecord]:
+    rows = conn.execute(
+        "SELECT seq, ts, body FROM steps WHERE task_id = ? AND handle = ? AND seq > ? ORDER BY seq LIMIT ?",
+        (task_id, handle, after_seq, -1 if limit is None else limit),
+    )
+    return [
+        StepRecord(task_id, handle, row[0], row[1], STEP_ITEM_ADAPTER.validate_json(row[2])) for row in rows
+    ]
+
+
+def _handles(conn: sqlite3.Connection, *, task_id: str) -> list[str]:
+    rows = conn.execute("SELECT DISTINCT handle FROM steps WHERE task_id = ?", (task_id,))
+    return sorted((row[0] for row in rows), key=lambda h: [int(p) for p in h.split(".")])
+
+
+class Transcripts:
+    """Append and read nodes' transcripts. `write` and `read` are the journal's own."""
+
+    def __init__(self, write: Run, read: Run) -> None:
+        self._write = write
+        self._read = read
+
+    async def append(self, task_id: str, handle: str, items: Sequence[StepItem]) -> int:
+        """Journal `items` after the node's last; returns how many it holds now (committed)."""
+        fn = functools.partial(_append, task_id=task_id, handle=handle, items=items, now=time.time())
+        # Wakes the task's followers (`agentd transcript --follow`).
+        return int(await self._write(fn, wakes=task_id))
+
+    async def items(
+        self, task_id: str, handle: str = "0", *, after_seq: int = 0, limit: int | None = None
+    ) -> list[StepRecord]:
+        """The node's items with `seq > after_seq`, oldest first (all of them without `limit`)."""
+        fn = functools.partial(_read, task_id=task_id, handle=handle, after_seq=after_seq, limit=limit)
+        records: list[StepRecord] = await self._read(fn)
+        return records
+
+    async def handles(self, task_id: str) -> list[str]:
+        """The nodes of the task that have a transcript, root first."""
+        handles: list[str] = await self._read(functools.partial(_handles, task_id=task_id))
+        return handles
