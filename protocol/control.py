@@ -165,6 +165,9 @@ class SpawnRequestParams(_Params):
     wait: bool = True
     # The W3C trace context of the delegating tool call; the child's spans are traced under it.
     traceparent: str | None = Field(default=None, max_length=128)
+    # The parent's tool call that asks: a resumed parent asking again for the same call is given
+    # the child that call started, resumed from its own transcript (docs/durability.md).
+    call_id: str | None = Field(default=None, max_length=256)
 
     # A forged identity claim is tolerated on the wire and ignored (never trusted).
     model_config = ConfigDict(extra="ignore", frozen=True)

@@ -10,6 +10,9 @@ Items are appended in the order they happened, per node of a task:
 - `start`: a tool call is about to run. Journaled before it runs, so a call that has a `start`
   and no `result` is known to have been in flight.
 - `result`: a tool call's outcome, journaled before the model sees it.
+- `spawned`: the first item of a nested subagent's transcript, written by the supervisor: the
+  tool call of its parent that asked for it. A resumed parent asking again for that call gets
+  this child's resumed run, not a new child.
 - `rewind`: a resumed run could not follow its journal past item `to` (its loop decided
   otherwise, e.g. its deadline now called for a wrap-up): the items after `to` are not replayed
   again; what follows the rewind is.
@@ -88,6 +91,11 @@ class ResultItem(_Item):
     is_error: bool = False
 
 
+class SpawnedItem(_Item):
+    kind: Literal["spawned"] = "spawned"
+    call_id: str = Field(max_length=256)
+
+
 class RewindItem(_Item):
     kind: Literal["rewind"] = "rewind"
     to: int = Field(ge=0)
@@ -95,7 +103,7 @@ class RewindItem(_Item):
 
 
 StepItem = Annotated[
-    ReplyItem | OverflowItem | ToolsRejectedItem | StartItem | ResultItem | RewindItem,
+    ReplyItem | OverflowItem | ToolsRejectedItem | StartItem | ResultItem | SpawnedItem | RewindItem,
     Discriminator("kind"),
 ]
 STEP_ITEM_ADAPTER: TypeAdapter[StepItem] = TypeAdapter(StepItem)
@@ -117,12 +125,12 @@ def steps_of(items: list[StepItem]) -> int:
 
 def replayable(items: list[StepItem]) -> list[StepItem]:
     """The items a resumed run replays, in order: every rewind cuts what came before it to its
-    first `to` items."""
+    first `to` items; the supervisor's `spawned` marker is not the loop's."""
     kept: list[StepItem] = []
     for item in items:
         if isinstance(item, RewindItem):
             del kept[item.to :]
-        else:
+        elif not isinstance(item, SpawnedItem):
             kept.append(item)
     return kept
 

@@ -252,10 +252,11 @@ def mark_starting(
         " pid_start_time = NULL",
         params=(now, now),
     )
-    # Any node of a task that was queued is an earlier attempt's (restart recovery requeued it):
-    # this attempt grows its own tree. A node that ended before the crash — the root itself, when
-    # the kill landed between its end and the task's — would otherwise refuse to start, forever.
-    conn.execute("DELETE FROM nodes WHERE task_id = ?", (task_id,))
+    # Any node of a task that was queued is an earlier run's (restart recovery requeued it, or a
+    # stop parked it). The root starts again — it would otherwise refuse to, forever, had it ended
+    # just before the crash — and so does every node that had not ended; the nested ones that
+    # ended stay: their usage is the task's (the resumed run carries it over).
+    conn.execute("DELETE FROM nodes WHERE task_id = ? AND (handle = '0' OR state != 'terminal')", (task_id,))
     _upsert_root(conn, task_id, "starting", now=now, grant_steps=grant_steps, grant_tokens=grant_tokens)
     return record
 
@@ -428,10 +429,18 @@ def upsert_node(
     grant_steps: int | None,
     grant_tokens: int | None,
     now: float,
+    revive: bool = False,
 ) -> NodeRecord:
-    """Create or update a live node; a node that already ended is never revived."""
+    """Create or update a live node; a node that already ended is revived only with `revive` (a
+    resumed run's nested subagent going on from its transcript)."""
     if not conn.execute("SELECT 1 FROM tasks WHERE task_id = ?", (task_id,)).fetchall():
         raise TaskNotFound(task_id)
+    if revive:
+        conn.execute(
+            "UPDATE nodes SET state = 'starting', status = NULL, ended_at = NULL"
+            " WHERE task_id = ? AND handle = ? AND state = 'terminal'",
+            (task_id, handle),
+        )
     return _write_node(
         conn,
         task_id=task_id,

@@ -337,8 +337,10 @@ class Journal(ScheduleJournal, ApprovalJournal, TriggerJournal):
         usage: RunUsage | None = None,
         grant_steps: int | None = None,
         grant_tokens: int | None = None,
+        revive: bool = False,
     ) -> NodeRecord:
-        """Create or update a live node of a task's tree (None leaves a stored value unchanged)."""
+        """Create or update a live node of a task's tree (None leaves a stored value unchanged);
+        `revive` starts again a node that ended in an earlier run (a resumed nested subagent)."""
         op = functools.partial(
             q.upsert_node,
             task_id=task_id,
@@ -352,6 +354,7 @@ class Journal(ScheduleJournal, ApprovalJournal, TriggerJournal):
             grant_steps=grant_steps,
             grant_tokens=grant_tokens,
             now=time.time(),
+            revive=revive,
         )
         return await self._write(op)
 

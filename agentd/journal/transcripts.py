@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from protocol.transcript import STEP_ITEM_ADAPTER, StepItem
+from protocol.transcript import STEP_ITEM_ADAPTER, SpawnedItem, StepItem
 
 Run = Callable[..., Awaitable[Any]]
 
@@ -61,6 +61,17 @@ def _handles(conn: sqlite3.Connection, *, task_id: str) -> list[str]:
     return sorted((row[0] for row in rows), key=lambda h: [int(p) for p in h.split(".")])
 
 
+def _children(conn: sqlite3.Connection, *, task_id: str) -> dict[str, str | None]:
+    rows = conn.execute(
+        "SELECT handle, kind, body FROM steps WHERE task_id = ? AND seq = 1 AND handle != '0'", (task_id,)
+    )
+    children: dict[str, str | None] = {}
+    for handle, kind, body in rows:
+        item = STEP_ITEM_ADAPTER.validate_json(body) if kind == "spawned" else None
+        children[handle] = item.call_id if isinstance(item, SpawnedItem) else None
+    return children
+
+
 class Transcripts:
     """Append and read nodes' transcripts. `write` and `read` are the journal's own."""
 
@@ -81,6 +92,12 @@ class Transcripts:
         fn = functools.partial(_read, task_id=task_id, handle=handle, after_seq=after_seq, limit=limit)
         records: list[StepRecord] = await self._read(fn)
         return records
+
+    async def children(self, task_id: str) -> dict[str, str | None]:
+        """Every nested node of the task with a transcript, and the parent's tool call that
+        spawned it (None: not known)."""
+        children: dict[str, str | None] = await self._read(functools.partial(_children, task_id=task_id))
+        return children
 
     async def handles(self, task_id: str) -> list[str]:
         """The nodes of the task that have a transcript, root first."""

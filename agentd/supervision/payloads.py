@@ -94,6 +94,8 @@ def child_payload(
             ),
             "notes_path": notes,
             "warm": False,
+            # A child has a transcript of its own (none yet), never its parent's.
+            "replay": [],
             # Only the root run speaks for a schedule's fire.
             "idle_signal": False,
             "telemetry": telemetry,

@@ -78,6 +78,7 @@ class RunJournal(Protocol):
         usage: RunUsage | None = None,
         grant_steps: int | None = None,
         grant_tokens: int | None = None,
+        revive: bool = False,
     ) -> NodeRecord: ...
 
     async def end_node(
@@ -88,6 +89,10 @@ class RunJournal(Protocol):
         self, task_id: str, event: str, fields: Mapping[str, JsonValue] | None = None
     ) -> None: ...
 
+    async def nodes(self, task_id: str) -> tuple[NodeRecord, ...]:
+        """The task's nodes as journaled (a resumed run reads those its earlier runs ended)."""
+        ...
+
 
 class StepJournal(Protocol):
     """Where each node's transcript is journaled (agentd/journal/transcripts.py)."""
@@ -95,6 +100,19 @@ class StepJournal(Protocol):
     async def append(self, task_id: str, handle: str, items: Sequence[StepItem]) -> int:
         """Commit `items` after the node's last; how many the node's transcript holds now."""
         ...
+
+    async def items(self, task_id: str, handle: str = "0") -> Sequence[JournaledStep]:
+        """The node's transcript, oldest first."""
+        ...
+
+    async def children(self, task_id: str) -> dict[str, str | None]:
+        """The task's nested nodes with a transcript, each with its parent's spawning call id."""
+        ...
+
+
+class JournaledStep(Protocol):
+    @property
+    def item(self) -> StepItem: ...
 
 
 class ChildSpawner(Protocol):

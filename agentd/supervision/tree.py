@@ -140,6 +140,11 @@ class Tree:
                 over = ancestor  # keep walking up: the highest one wins
         return over
 
+    def uncount(self, handle: str, delta: Budget) -> None:
+        """Take back usage counted with `record_usage` that is now counted again elsewhere."""
+        node = self.nodes[handle]
+        node.own = node.own - delta
+
     def ancestry(self, handle: str) -> Iterator[str]:
         """`handle`, its parent, …, the root."""
         current: str | None = handle
@@ -210,8 +215,11 @@ class Tree:
                 scope[server] = current
         return {s: (None if t is None else frozenset(t)) for s, t in scope.items()}
 
-    def decide_spawn(self, parent_handle: str, request: ChildRequest, *, now: float) -> Grant | Refusal:
-        """Check every cap, then mint the child's handle and grant (nothing is recorded on refusal)."""
+    def decide_spawn(
+        self, parent_handle: str, request: ChildRequest, *, now: float, handle: str | None = None
+    ) -> Grant | Refusal:
+        """Check every cap, then mint the child's handle and grant (nothing is recorded on refusal).
+        `handle`: the one a resumed child had (its transcript goes on under it)."""
         parent = self.nodes.get(parent_handle)
         if parent is None or not parent.live:
             return Refusal(f"node {parent_handle} is not live")
@@ -251,8 +259,14 @@ class Tree:
                 f"spawn rate limit: burst {BUCKET_BURST:g}, refill {BUCKET_REFILL_PER_S:g}/s "
                 f"(next in {wait_s:.1f}s)"
             )
-        handle = f"{parent_handle}.{parent.next_index}"
+        handle = handle or f"{parent_handle}.{parent.next_index}"
         return Grant(handle, parent.depth + 1, Budget(steps, tokens), now + deadline_s, scope)
+
+    def skip_indexes(self, parent_handle: str, used: int) -> None:
+        """New children of `parent_handle` get indexes above `used` (an earlier run's handles,
+        whose transcripts are journaled, are never given to another child)."""
+        node = self.nodes[parent_handle]
+        node.next_index = max(node.next_index, used + 1)
 
     def add(self, parent_handle: str, grant: Grant) -> Node:
         """Record a granted child (call right after `decide_spawn` returned the grant)."""

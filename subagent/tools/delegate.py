@@ -120,7 +120,7 @@ Method = Literal["sup/spawn", "sup/wait", "sup/status", "sup/cancel"]
 
 
 def _params(
-    tool: str, arguments: JsonObject, canonical: Callable[[str], str]
+    tool: str, arguments: JsonObject, canonical: Callable[[str], str], call_id: str | None
 ) -> tuple[Method, dict[str, JsonValue]]:
     if tool == SPAWN:
         args = SpawnArgs.model_validate(arguments)
@@ -142,6 +142,7 @@ def _params(
             "wait": args.wait,
             # The current span is this call's: the child's run is traced under it (if tracing).
             "traceparent": current_traceparent(),
+            "call_id": call_id,
         }
         return "sup/spawn", params
     handle = HandleArgs.model_validate(arguments)
@@ -157,6 +158,7 @@ async def call(
     timeout_s: float,
     canonical: Callable[[str], str] = str,
     schemas: Schemas | None = None,
+    call_id: str | None = None,
 ) -> ToolOutcome:
     """Run one delegation tool through the supervisor; every failure is an observation.
 
@@ -164,7 +166,7 @@ async def call(
     when a distillate arrives); without it a distillate is passed on unchecked.
     """
     try:
-        method, params = _params(tool, arguments, canonical)
+        method, params = _params(tool, arguments, canonical, call_id)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"

@@ -325,7 +325,9 @@ class ToolRouter:
         if route is None:
             return False
         if route.server is None:
-            return route.tool in (RESOURCE_READ, NOTE_READ)
+            # Asking again for a child resumes the child that call started; waiting and status
+            # only read.
+            return route.tool in (RESOURCE_READ, NOTE_READ, delegate.SPAWN, delegate.WAIT, delegate.STATUS)
         link = next(link for link in self._links if link.name == route.server)
         return any(fnmatch.fnmatchcase(route.tool, glob) for glob in link.spec.idempotent)
 
@@ -368,7 +370,7 @@ class ToolRouter:
             text = f"tool `{call.name}` was not run: invalid arguments ({problem}); send a JSON object"
             return ToolOutcome(text, is_error=True), "arguments"
         if route.server is None:
-            outcome = await self._self_tool(route.tool, call.arguments, timeout_s)
+            outcome = await self._self_tool(route.tool, call.arguments, timeout_s, call.id)
             return outcome, "tool_error" if outcome.is_error else None
         link = next(link for link in self._links if link.name == route.server)
         if link.hinted:
@@ -472,7 +474,9 @@ class ToolRouter:
         text = f"{crashed} could not be restarted ({error}); its tools are no longer available."
         return ToolOutcome(text, is_error=True), "server_withdrawn"
 
-    async def _self_tool(self, tool: str, arguments: JsonObject, timeout_s: float) -> ToolOutcome:
+    async def _self_tool(
+        self, tool: str, arguments: JsonObject, timeout_s: float, call_id: str
+    ) -> ToolOutcome:
         if tool in delegate.TOOLS and self._supervisor is not None:
             return await delegate.call(
                 tool,
@@ -481,6 +485,7 @@ class ToolRouter:
                 timeout_s=timeout_s,
                 canonical=self._canonical,
                 schemas=self._child_schemas,
+                call_id=call_id,
             )
         try:
             if tool == RESOURCE_READ:

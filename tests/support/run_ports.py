@@ -86,6 +86,7 @@ class RecordingJournal:
         usage: RunUsage | None = None,
         grant_steps: int | None = None,
         grant_tokens: int | None = None,
+        revive: bool = False,
     ) -> NodeRecord:
         self.ledger.append(f"{state} {handle}")
         return NodeRecord(task_id, handle, parent, depth, state, time.time(), pid, pid_start_time)
@@ -98,6 +99,9 @@ class RecordingJournal:
 
     def append_event(self, task_id: str, event: str, fields: Mapping[str, JsonValue] | None = None) -> None:
         self.ledger.append(f"event {event}")
+
+    async def nodes(self, task_id: str) -> tuple[NodeRecord, ...]:
+        return ()
 
 
 class RecordingSpawner:

@@ -1,0 +1,238 @@
+"""Resume, not restart (docs/durability.md): a real daemon, real subagents, a nested child, and a
+real stdio MCP server that appends every call it runs to `calls.log`.
+
+Seeded rounds kill the daemon with SIGKILL at a step boundary or in the middle of a tool call,
+start it again on the same state directory, and check that the task went on from its journaled
+steps: it completes; no call whose result was journaled ran twice, and the one in flight is not
+run again (it is not declared idempotent); no completed model turn was asked again (the task's
+steps are exactly those of an uninterrupted run); the run says it resumed. A stop (SIGTERM)
+parks a running task instead of cancelling it, and the next start resumes it; a tool declared
+idempotent that was in flight runs again. `AGENTD_RESUME_SEED` replays the rounds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from protocol.api import TaskView
+from protocol.result import TerminalStatus
+from tests.support.daemon import FIXTURES, Daemon, scripted, start_daemon, write_config
+
+pytestmark = pytest.mark.processes
+
+SLOW_S = 1.0
+# The root: two recorded calls, a slow one (a kill lands while it runs), a nested child that
+# records its own call, one more call, then the answer. Arguments carry the instruction, so each
+# round's calls are told apart in the one log.
+ROOT_TURNS: list[dict[str, object]] = [
+    {"tool_calls": [{"name": "demo__record", "arguments": {"text": "{instruction}/R1"}}]},
+    {"tool_calls": [{"name": "demo__record", "arguments": {"text": "{instruction}/R2"}}]},
+    {
+        "tool_calls": [
+            {"name": "demo__slow_record", "arguments": {"text": "{instruction}/R3", "seconds": SLOW_S}}
+        ]
+    },
+    {"tool_calls": [{"name": "subagent_spawn", "arguments": {"instruction": "child of {instruction}"}}]},
+    {"tool_calls": [{"name": "demo__record", "arguments": {"text": "{instruction}/R4"}}]},
+    {"text": "done: {last_tool_result}"},
+]
+ROLES = [
+    {
+        "match": "^child of",
+        "turns": [
+            {"tool_calls": [{"name": "demo__record", "arguments": {"text": "{instruction}/C1"}}]},
+            {"text": "child done"},
+        ],
+    }
+]
+# Where a round's kill lands: once this line is in calls.log (the call ran; its result may or may
+# not be journaled yet), or once the slow call started (it is in flight).
+KILL_POINTS = ("R1", "R2", "started-R3", "C1", "R4")
+ROUNDS = int(os.environ.get("AGENTD_RESUME_ROUNDS", "20"))
+WAIT_S = 60.0
+
+
+def _config(tmp_path: Path, *, idempotent: str = "") -> Path:
+    calls = tmp_path / "calls"
+    calls.mkdir(exist_ok=True)
+    body = (
+        scripted("work", ROOT_TURNS, tmp_path, roles=ROLES)
+        + f'[mcp.demo]\ncommand = ["{sys.executable}", "{FIXTURES / "mcp_basic.py"}"]\ntrust = []\n'
+        + f'env = {{ AGENTD_TEST_SENTINEL_DIR = "{calls}" }}\n'
+        + idempotent
+        + '[defaults]\nmodel = "work"\nmcp = ["demo"]\n'
+    )
+    return write_config(tmp_path, body)
+
+
+def _calls(tmp_path: Path, instruction: str) -> Counter[str]:
+    log = tmp_path / "calls" / "calls.log"
+    lines = log.read_text().splitlines() if log.exists() else []
+    calls: Counter[str] = Counter()
+    for line in lines:
+        for prefix in (f"{instruction}/", f"child of {instruction}/"):
+            if line.startswith(prefix):
+                calls[line.removeprefix(prefix)] += 1
+    return calls
+
+
+def _wait_for(what: str, ready: Callable[[], bool], daemon: Daemon, timeout_s: float = WAIT_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not ready():
+        assert daemon.proc.poll() is None, f"the daemon exited waiting for {what}"
+        assert time.monotonic() < deadline, f"no {what} within {timeout_s} s"
+        time.sleep(0.01)
+
+
+def _kill_point_reached(tmp_path: Path, instruction: str, point: str) -> bool:
+    if point.startswith("started-"):
+        return (tmp_path / "calls" / f"started-{instruction}_{point.removeprefix('started-')}").exists()
+    return _calls(tmp_path, instruction)[point] > 0
+
+
+def _events(daemon: Daemon, task_id: str) -> list[dict[str, object]]:
+    done = daemon.cli("logs", task_id, "--json")
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def _handle(event: dict[str, object]) -> object:
+    fields = event["fields"]
+    return fields.get("handle") if isinstance(fields, dict) else None
+
+
+def _restart(daemon: Daemon, tmp_path: Path, config: Path, sig: int) -> Daemon:
+    daemon.proc.send_signal(sig)
+    code = daemon.proc.wait(timeout=40)
+    if sig == signal.SIGTERM:
+        assert code == 0, daemon.log_path.read_text()[-3000:]
+    return start_daemon(tmp_path, config)
+
+
+def _stop(daemon: Daemon) -> None:
+    if daemon.proc.poll() is None:
+        daemon.proc.send_signal(signal.SIGTERM)
+        daemon.proc.wait(timeout=40)
+
+
+@pytest.mark.timeout(900)
+def test_kill_9_rounds_resume_each_task_from_its_journal_without_running_a_call_twice(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seed = int(os.environ.get("AGENTD_RESUME_SEED", random.randrange(2**32)))
+    with capsys.disabled():
+        print(f"\nresume rounds: AGENTD_RESUME_SEED={seed}", flush=True)
+    rng = random.Random(seed)
+    config = _config(tmp_path)
+    daemon = start_daemon(tmp_path, config)
+    resumed_from: Counter[int] = Counter()
+    try:
+        # An uninterrupted run: the steps and calls every resumed one must match.
+        clean = daemon.submit("clean", retry={"max_attempts": 2})
+        baseline = daemon.wait(clean, timeout_s=WAIT_S)
+        assert baseline.status is TerminalStatus.COMPLETED, baseline
+        assert _calls(tmp_path, "clean") == Counter({"R1": 1, "R2": 1, "R3": 1, "C1": 1, "R4": 1})
+
+        for round_no in range(ROUNDS):
+            instruction = f"round-{round_no}"
+            point = (
+                KILL_POINTS[round_no % len(KILL_POINTS)]
+                if round_no < len(KILL_POINTS)
+                else rng.choice(KILL_POINTS)
+            )
+            task_id = daemon.submit(instruction, retry={"max_attempts": 2})
+            _wait_for(
+                f"{point} of {instruction}",
+                lambda: _kill_point_reached(tmp_path, instruction, point),  # noqa: B023
+                daemon,
+            )
+            time.sleep(rng.uniform(0, 0.05))  # lands before or after the result is journaled
+            daemon = _restart(daemon, tmp_path, config, signal.SIGKILL)
+            view = daemon.wait(task_id, timeout_s=WAIT_S)
+
+            where = f"round {round_no} (kill after {point})"
+            assert view.status is TerminalStatus.COMPLETED, (where, view)
+            calls = _calls(tmp_path, instruction)
+            # No call ran twice: neither one whose result was journaled nor the one in flight.
+            assert calls and max(calls.values()) == 1, (where, calls)
+            # The same work as the uninterrupted run, nothing asked of the model again.
+            assert view.usage.steps == baseline.usage.steps, (where, view.usage, baseline.usage)
+            assert view.resumes == 1, (where, view)
+            events = _events(daemon, task_id)
+            resumed = [e for e in events if e["event"] == "task.resumed" and _handle(e) is None]
+            assert len(resumed) == 1, (where, resumed)
+            fields = resumed[0]["fields"]
+            assert isinstance(fields, dict)
+            resumed_from[int(str(fields["from_step"]))] += 1
+            asked = sum(1 for e in events if e["event"] == "intel.call" and _handle(e) == "0")
+            # At most the one model call that was on the wire at the kill is asked again.
+            assert asked <= len(ROOT_TURNS) + 1, (where, asked)
+    finally:
+        _stop(daemon)
+    with capsys.disabled():
+        print(f"resume rounds: {ROUNDS} rounds, resumed from steps {dict(sorted(resumed_from.items()))}")
+    assert len(resumed_from) >= 3  # the kills landed at several different steps
+
+
+def test_a_stop_parks_a_running_task_and_the_next_start_resumes_it(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    daemon = start_daemon(tmp_path, config)
+    try:
+        task_id = daemon.submit("parked", retry={"max_attempts": 1})
+        _wait_for("the slow call", lambda: _kill_point_reached(tmp_path, "parked", "started-R3"), daemon)
+        daemon = _restart(daemon, tmp_path, config, signal.SIGTERM)
+        view = daemon.wait(task_id, timeout_s=WAIT_S)
+        # Not cancelled, and no attempt spent (max_attempts 1 would have ended it `crashed`).
+        assert view.status is TerminalStatus.COMPLETED, view
+        assert (view.attempts, view.resumes) == (0, 1)
+        assert _calls(tmp_path, "parked") == Counter({"R1": 1, "R2": 1, "R3": 1, "C1": 1, "R4": 1})
+        events = [e["event"] for e in _events(daemon, task_id)]
+        assert events.index("task.parked") < events.index("task.resumed")
+        transcript = daemon.cli("transcript", task_id)
+        assert transcript.returncode == 0, transcript.stderr
+        # The slow call was cut by the stop: the model was told so, and it was not run again.
+        assert "interrupted: this call was running when the task was stopped" in transcript.stdout
+        assert "demo__slow_record" in transcript.stdout
+    finally:
+        _stop(daemon)
+
+
+def test_an_in_flight_call_of_a_tool_declared_idempotent_runs_again_on_resume(tmp_path: Path) -> None:
+    config = _config(tmp_path, idempotent='idempotent = ["slow_*"]\n')
+    daemon = start_daemon(tmp_path, config)
+    try:
+        task_id = daemon.submit("again", retry={"max_attempts": 2})
+        _wait_for("the slow call", lambda: _kill_point_reached(tmp_path, "again", "started-R3"), daemon)
+        daemon = _restart(daemon, tmp_path, config, signal.SIGTERM)
+        view = daemon.wait(task_id, timeout_s=WAIT_S)
+        assert view.status is TerminalStatus.COMPLETED, view
+        calls = _calls(tmp_path, "again")
+        assert calls["R3"] == 2, calls  # in flight at the stop, and safe to run twice
+        assert (calls["R1"], calls["R2"], calls["R4"]) == (1, 1, 1), calls
+    finally:
+        _stop(daemon)
+
+
+def test_with_on_stop_cancel_a_stop_ends_running_tasks_cancelled(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    config.write_text(config.read_text().replace("[daemon]\n", '[daemon]\non_stop = "cancel"\n', 1))
+    daemon = start_daemon(tmp_path, config)
+    try:
+        task_id = daemon.submit("cancelled", retry={"max_attempts": 2})
+        _wait_for("the slow call", lambda: _kill_point_reached(tmp_path, "cancelled", "started-R3"), daemon)
+        daemon = _restart(daemon, tmp_path, config, signal.SIGTERM)
+        view: TaskView = daemon.wait(task_id, timeout_s=WAIT_S)
+        assert view.status is TerminalStatus.CANCELLED, view
+        assert view.resumes == 0
+    finally:
+        _stop(daemon)
