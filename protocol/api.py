@@ -81,6 +81,13 @@ class RetryPolicy(_Model):
     max_attempts: int = Field(default=2, ge=1, le=10)
 
 
+class ForkOrigin(_Model):
+    """The task and step a forked task's transcript was copied from (`agentd fork`)."""
+
+    task_id: str = Field(min_length=1, max_length=64)
+    step: int = Field(ge=0)
+
+
 class TaskSpec(_Model):
     """What a client submits. Names refer to the daemon's config; nothing here is executable."""
 
@@ -99,6 +106,8 @@ class TaskSpec(_Model):
     approve: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
         default_factory=list, max_length=64
     )
+    # Set by `task.fork`: the new task's run starts from a copy of that task's first steps.
+    forked_from: ForkOrigin | None = None
 
 
 class TaskView(_Model):
@@ -133,6 +142,8 @@ class TaskView(_Model):
     worker: str | None = None
     # Runs that went on from the journaled transcript instead of starting again (docs/durability.md).
     resumes: int = 0
+    # The task and step this one was forked from (`agentd fork`).
+    forked_from: ForkOrigin | None = None
 
 
 class NodeView(_Model):
@@ -174,6 +185,17 @@ class SubmitResult(_Model):
 
 class TaskRef(_Model):
     task_id: str = Field(min_length=1, max_length=64)
+
+
+class ForkParams(_Model):
+    """A new task whose run starts from the first `from_step` steps of `task_id`'s (the same
+    servers and budgets), on another model or with another instruction if given."""
+
+    task_id: str = Field(min_length=1, max_length=64)
+    from_step: int = Field(ge=0)
+    model: Name | None = None
+    instruction: str | None = Field(default=None, min_length=1, max_length=1_000_000)
+    idempotency_key: str | None = Field(default=None, min_length=1, max_length=128)
 
 
 class CancelParams(_Model):
@@ -512,6 +534,11 @@ class ApprovalListRequest(Request[list[ApprovalView]]):
     params: ApprovalListParams = ApprovalListParams.model_construct()
 
 
+class ForkRequest(Request[SubmitResult]):
+    method: Literal["task.fork"] = "task.fork"
+    params: ForkParams
+
+
 class TranscriptRequest(Request[TranscriptView]):
     method: Literal["task.transcript"] = "task.transcript"
     params: TranscriptParams
@@ -590,6 +617,7 @@ ApiRequest = Annotated[
     | EventsRequest
     | TreeRequest
     | TranscriptRequest
+    | ForkRequest
     | StatusRequest
     | ScheduleCreateRequest
     | ScheduleListRequest

@@ -143,3 +143,17 @@ def approx_bytes(item: StepItem) -> int:
     if isinstance(item, ResultItem):
         return len(item.text) + 128
     return 128
+
+
+def first_steps(items: list[StepItem], steps: int) -> list[StepItem]:
+    """The replayable items of a run's first `steps` model steps, each with its tool calls and
+    their results: what a fork from step `steps` replays (`agentd fork`)."""
+    kept: list[StepItem] = []
+    seen = 0
+    for item in replayable(items):
+        if isinstance(item, ReplyItem) and item.purpose != "compact":
+            if seen == steps:
+                break
+            seen += 1
+        kept.append(item)
+    return kept

@@ -38,6 +38,7 @@ from protocol.api import (
     EventsParams,
     EventsRequest,
     EventView,
+    ForkRequest,
     GetRequest,
     ListRequest,
     ScheduleCreateRequest,
@@ -304,6 +305,8 @@ class Connection:
                 return request.dump_result(await backend.tree(caller, request.params))
             case TranscriptRequest():
                 return request.dump_result(await backend.transcript(caller, request.params))
+            case ForkRequest():
+                return request.dump_result(await backend.fork(caller, request.params))
             case StatusRequest():
                 return request.dump_result(await backend.status(caller))
             case ScheduleCreateRequest():

@@ -50,6 +50,8 @@ from protocol.api import (
     DaemonStatus,
     EventsParams,
     EventView,
+    ForkOrigin,
+    ForkParams,
     ListParams,
     NodeView,
     ScheduleCreateParams,
@@ -69,7 +71,8 @@ from protocol.api import (
     TriggerView,
     WaitParams,
 )
-from protocol.transcript import approx_bytes
+from protocol.jsonrpc import INVALID_PARAMS
+from protocol.transcript import StepItem, approx_bytes, first_steps, steps_of
 
 VERSION = "0.1.0"
 WAIT_CAP_S = 24 * 3600.0
@@ -126,21 +129,54 @@ class DaemonBackend:
             raise ApiError(INVALID_SPEC, str(exc)) from None
 
     async def submit(self, caller: Caller, params: SubmitParams) -> SubmitResult:
+        return await self._submit(caller, params.spec, params.idempotency_key)
+
+    async def fork(self, caller: Caller, params: ForkParams) -> SubmitResult:
+        """A new task of the caller's whose run starts from a copy of `params.task_id`'s first
+        `from_step` steps (its root's transcript; docs/durability.md)."""
+        origin = await self._owned(caller, params.task_id)
+        steps = await self.journal.transcripts.items(origin.task_id, "0")
+        items = first_steps([step.item for step in steps], params.from_step)
+        held = steps_of(items)
+        if held < params.from_step:
+            raise ApiError(
+                INVALID_PARAMS,
+                f"task {origin.task_id!r} has {held} journaled steps; --from-step must be at most {held}",
+            )
+        update: dict[str, object] = {"forked_from": ForkOrigin(task_id=origin.task_id, step=params.from_step)}
+        if params.model is not None:
+            update["model"] = params.model
+        if params.instruction is not None:
+            update["instruction"] = params.instruction
+        spec = origin.spec.model_copy(update=update)
+        return await self._submit(caller, spec, params.idempotency_key, transcript=items)
+
+    async def _submit(
+        self,
+        caller: Caller,
+        spec: TaskSpec,
+        idempotency_key: str | None,
+        *,
+        transcript: builtins.list[StepItem] | None = None,
+    ) -> SubmitResult:
         if self.supervisor.draining:
             raise ApiError(DRAINING, "agentd is shutting down and accepts no new tasks", retryable=True)
-        await self._check_spec(params.spec)
-        # Named before it is committed: the scheduler leaves it alone until the executor accepted it.
+        await self._check_spec(spec)
+        # Named before it is committed: the scheduler leaves it alone until the executor accepted it
+        # (and a fork's transcript is journaled).
         task_id = new_task_id()
         self.supervisor.accepting.add(task_id)
         try:
             try:
                 record, created = await self.journal.submit(
-                    params.spec,
+                    spec,
                     caller.uid,
-                    params.idempotency_key,
+                    idempotency_key,
                     quota=submit_quota(self._config()),
                     task_id=task_id,
                 )
+                if created and transcript:
+                    await self.journal.transcripts.append(task_id, "0", transcript)
             except QuotaExceeded as exc:
                 raise ApiError(QUOTA_EXCEEDED, f"the task was not accepted: {exc}", retryable=True) from None
             except IdempotencyConflict as exc:

@@ -21,7 +21,7 @@ from typing import TextIO
 from pydantic import JsonValue, ValidationError
 
 from agentd.api.client import ApiClient
-from agentd.cli import approval_commands, transcript_command
+from agentd.cli import approval_commands, resume_commands
 from agentd.cli.outcome import outcome_line
 from agentd.errors import AgentdError, ApiClientError
 from protocol.api import (
@@ -228,6 +228,10 @@ def describe(view: TaskView) -> str:
         parts.append(f"exit {view.exit_code}")
     parts.append(f"steps {view.usage.steps}")
     parts.append(f"tokens {view.usage.tokens}")
+    if view.resumes:
+        parts.append(f"resumed {view.resumes}×")
+    if view.forked_from is not None:
+        parts.append(f"forked from {view.forked_from.task_id} step {view.forked_from.step}")
     if view.schedule_id:
         parts.append(f"schedule {view.schedule_id}")
     if view.trigger:
@@ -277,6 +281,11 @@ def render_event(event: EventView) -> str | None:
         return f"  model {f.get('endpoint')}: {f.get('outcome')} (status {f.get('status')}, {f.get('err')})"
     if name == "loop.final":
         return f"■ {f.get('status')} after {f.get('steps')} steps, {f.get('tokens')} tokens"
+    if name == "task.parked":
+        return "⏸ parked: the daemon is stopping; the task resumes from its last step at the next start"
+    if name == "task.resumed":
+        node = f" node {f.get('handle')}" if f.get("handle") else ""
+        return f"↻ resumed{node} from step {f.get('from_step')} (journaled steps replayed, not run again)"
     if name in ("subagent.stuck", "subagent.signal", "subagent.exit"):
         return f"  [{name}] " + " ".join(f"{k}={v}" for k, v in f.items() if k != "handle")
     return approval_commands.render_approval(event)
@@ -554,7 +563,8 @@ COMMANDS: dict[str, Callable[[ApiClient, argparse.Namespace, TextIO], int]] = {
     "list": cmd_list,
     "logs": cmd_logs,
     "tree": cmd_tree,
-    "transcript": transcript_command.cmd_transcript,
+    "transcript": resume_commands.cmd_transcript,
+    "fork": resume_commands.cmd_fork,
     "schedules": cmd_schedules,
     "approvals": approval_commands.cmd_approvals,
     "approve": approval_commands.cmd_decide,

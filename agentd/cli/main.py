@@ -229,6 +229,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new steps until the task ends")
     _socket_arg(p)
     _json_arg(p)
+    p = sub.add_parser(
+        "fork",
+        help="start a new task from a copy of a task's first N steps",
+        description="The new task has TASK's servers and budgets; its run replays the first N model "
+        "steps of TASK (each with its tool calls and results: nothing is asked or run again) and goes "
+        "on from there, on another model or with another instruction if given (docs/durability.md).",
+    )
+    p.add_argument("task", metavar="TASK", help="the task to fork")
+    p.add_argument("--from-step", type=int, required=True, metavar="N", help="how many of its steps to keep")
+    p.add_argument("--model", metavar="NAME", help="a configured endpoint for the new task")
+    p.add_argument("--instruction", metavar="TEXT", help="a new instruction for the new task")
+    p.add_argument("--idempotency-key", metavar="KEY", help="the same key returns the same fork")
+    _socket_arg(p)
+    _json_arg(p)
     p = sub.add_parser("logs", help="show a task's events")
     p.add_argument("task", metavar="TASK")
     p.add_argument("-f", "--follow", action="store_true", help="keep showing new events until the task ends")

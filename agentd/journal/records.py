@@ -141,6 +141,7 @@ class TaskRecord:
             executor=self.executor,
             worker=self.worker,
             resumes=self.resumes,
+            forked_from=self.spec.forked_from,
         )
 
 

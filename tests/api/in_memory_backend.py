@@ -27,6 +27,7 @@ from protocol.api import (
     DaemonStatus,
     EventsParams,
     EventView,
+    ForkParams,
     ListParams,
     NodeView,
     ScheduleCreateParams,
@@ -37,6 +38,7 @@ from protocol.api import (
     SubmitParams,
     SubmitResult,
     TaskRef,
+    TaskSpec,
     TaskView,
     TranscriptParams,
     TranscriptView,
@@ -175,6 +177,11 @@ class InMemoryBackend:
         return TranscriptView(
             task_id=view.task_id, handle=params.handle, state=view.state, instruction=view.instruction
         )
+
+    async def fork(self, caller: Caller, params: ForkParams) -> SubmitResult:
+        view = self._owned(caller, params.task_id).view
+        spec = TaskSpec(instruction=params.instruction or view.instruction)
+        return await self.submit(caller, SubmitParams(spec=spec, idempotency_key=params.idempotency_key))
 
     async def status(self, caller: Caller) -> DaemonStatus:
         self.callers.append(caller)

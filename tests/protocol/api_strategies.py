@@ -23,6 +23,8 @@ from protocol.api import (
     EventsParams,
     EventsRequest,
     EventView,
+    ForkParams,
+    ForkRequest,
     GetRequest,
     ListParams,
     ListRequest,
@@ -211,6 +213,18 @@ task_views = st.builds(
     schedule_id=_maybe(task_ids),
     trigger=_maybe(short_text),
     uri=_maybe(short_text),
+)
+fork_requests = st.builds(
+    ForkRequest,
+    id=request_ids,
+    params=st.builds(
+        ForkParams,
+        task_id=task_ids,
+        from_step=non_negative,
+        model=_maybe(names),
+        instruction=_maybe(st.text(min_size=1, max_size=40)),
+        idempotency_key=_maybe(st.text(min_size=1, max_size=128)),
+    ),
 )
 step_items = st.one_of(
     st.builds(
@@ -417,6 +431,7 @@ METHOD_STRATEGIES: dict[str, tuple[st.SearchStrategy[Request[Any]], st.SearchStr
     "task.events": (events_requests, task_views),
     "task.tree": (tree_requests, st.lists(node_views, max_size=3)),
     "task.transcript": (transcript_requests, transcript_views),
+    "task.fork": (fork_requests, submit_results),
     "daemon.status": (status_requests, daemon_statuses),
     "schedule.create": (schedule_create_requests, schedule_create_results),
     "schedule.list": (schedule_list_requests, st.lists(schedule_views, max_size=3)),

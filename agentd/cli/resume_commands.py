@@ -1,7 +1,8 @@
-"""`agentd transcript TASK`: what a task's model was asked and answered, and every tool call it
-made with its result, from the journal (docs/durability.md). Long bodies are cut unless `--full`;
-`--follow` keeps printing new steps until the task ends; `--json` prints each journaled step as
-one exact JSON line."""
+"""The commands over journaled transcripts (docs/durability.md). `agentd transcript TASK`: what a
+task's model was asked and answered, and every tool call it made with its result (long bodies cut
+unless `--full`; `--follow` keeps printing new steps until the task ends; `--json` prints each
+journaled step as one exact JSON line). `agentd fork TASK --from-step N`: a new task that starts
+from a copy of TASK's first N steps."""
 
 from __future__ import annotations
 
@@ -11,7 +12,14 @@ from typing import TextIO
 
 from agentd.api.client import ApiClient
 from agentd.cli.display import cut, safe
-from protocol.api import TranscriptParams, TranscriptRequest, TranscriptStep, TranscriptView
+from protocol.api import (
+    ForkParams,
+    ForkRequest,
+    TranscriptParams,
+    TranscriptRequest,
+    TranscriptStep,
+    TranscriptView,
+)
 from protocol.exit_codes import ExitCode
 from protocol.transcript import (
     OverflowItem,
@@ -50,6 +58,22 @@ def cmd_transcript(client: ApiClient, args: argparse.Namespace, out: TextIO) -> 
             continue
         if not args.follow or (page.state == "terminal" and not page.steps):
             return ExitCode.OK
+
+
+def cmd_fork(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
+    params = ForkParams(
+        task_id=args.task,
+        from_step=args.from_step,
+        model=args.model,
+        instruction=args.instruction,
+        idempotency_key=args.idempotency_key,
+    )
+    result = client.call(ForkRequest(params=params))
+    if args.json:
+        out.write(result.model_dump_json() + "\n")
+    else:
+        out.write(f"{result.task_id}  forked from {args.task} at step {args.from_step}\n")
+    return ExitCode.OK
 
 
 def _header(page: TranscriptView, out: TextIO, *, full: bool) -> None:
