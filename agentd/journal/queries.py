@@ -587,7 +587,10 @@ def list_tasks(
         clauses.append("schedule_id = :schedule")
         params["schedule"] = schedule_id
     if before is not None:
-        clauses.append("seq < coalesce((SELECT seq FROM tasks WHERE task_id = :before), -1)")
+        # A cursor the caller may not see is a missing one: its answer must not tell another
+        # user's task id from an unknown one.
+        seen = " AND owner_uid = :owner" if owner_uid is not None else ""
+        clauses.append(f"seq < coalesce((SELECT seq FROM tasks WHERE task_id = :before{seen}), -1)")
         params["before"] = before
     where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
     rows = conn.execute(

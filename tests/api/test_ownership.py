@@ -8,7 +8,6 @@ because the test's temporary tree above it is closed to other users.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -18,8 +17,7 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from agentd.api.client import UNREACHABLE, ApiClient
-from agentd.errors import ApiClientError
+from agentd.api.client import UNREACHABLE
 from protocol.api import (
     NOT_FOUND,
     CancelParams,
@@ -37,7 +35,7 @@ from protocol.api import (
 from tests.api.harness import RawConnection, serving
 from tests.support.as_user import NOBODY as NOBODY  # re-exported: other tests import the uids from here
 from tests.support.as_user import NOGROUP as NOGROUP
-from tests.support.as_user import forked_as
+from tests.support.as_user import forked_as, outcomes
 from tests.support.privilege import AS_ANOTHER_USER
 
 pytestmark = [pytest.mark.anyio, pytest.mark.processes]
@@ -55,15 +53,7 @@ def _scenario(root_task: str, path: str) -> dict[str, Any]:
         ("list", ListRequest()),
         ("cancel", CancelRequest(params=CancelParams(task_id=root_task))),
     ]
-    out: dict[str, Any] = {}
-    with ApiClient(path, timeout_s=10) as client:
-        for name, request in steps:
-            try:
-                # As JSON: the outcome crosses back to the test through a pipe.
-                out[name] = {"result": json.loads(request.dump_result(client.call(request)))}
-            except ApiClientError as exc:
-                out[name] = {"code": exc.code, "message": exc.message}
-    return out
+    return outcomes(path, steps)
 
 
 def _fork_as_nobody(

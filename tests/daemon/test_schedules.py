@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from agentd.api.client import ApiClient
 from agentd.errors import ApiClientError
 from protocol.api import (
     INVALID_SPEC,
@@ -30,6 +29,7 @@ from protocol.api import (
 )
 from tests.api.test_ownership import NOBODY, NOGROUP, _fork_as_nobody
 from tests.daemon.test_chaos import rogue_daemon
+from tests.support.as_user import outcomes
 from tests.support.daemon import Daemon, running_daemon, scripted, start_daemon, write_config
 
 pytestmark = pytest.mark.processes
@@ -267,14 +267,7 @@ def _other_uid_scenario(schedule_id: str, path: str) -> dict[str, Any]:
         ("list", ScheduleListRequest()),
         ("fires", ListRequest(params=ListParams(schedule_id=schedule_id))),
     ]
-    out: dict[str, Any] = {}
-    with ApiClient(path, timeout_s=10) as client:
-        for name, request in steps:
-            try:
-                out[name] = {"result": json.loads(request.dump_result(client.call(request)))}
-            except ApiClientError as exc:
-                out[name] = {"code": exc.code, "message": exc.message}
-    return out
+    return outcomes(path, steps)
 
 
 def test_another_uid_cannot_see_or_delete_a_schedule(tmp_path: Path) -> None:

@@ -69,6 +69,17 @@ async def test_list_is_newest_first_and_filters_by_owner_and_state(journal: Jour
     assert await journal.list(owner_uid=3) == ()
 
 
+async def test_a_before_cursor_of_another_users_task_is_a_missing_one(journal: Journal) -> None:
+    mine, _ = await journal.submit(spec("mine"), owner_uid=1)
+    theirs, _ = await journal.submit(spec("theirs"), owner_uid=2)
+    # The answer must not tell another user's task id from an unknown one.
+    assert await journal.list(owner_uid=1, before=theirs.task_id) == ()
+    assert await journal.list(owner_uid=1, before="t_unknown") == ()
+    assert [t.task_id for t in await journal.list(owner_uid=2, before=theirs.task_id)] == []
+    # An admin's cursor (no owner filter) may be anyone's.
+    assert [t.task_id for t in await journal.list(before=theirs.task_id)] == [mine.task_id]
+
+
 async def test_the_same_key_from_the_same_uid_returns_the_existing_task(journal: Journal) -> None:
     first, created = await journal.submit(spec("one"), owner_uid=7, idempotency_key="k1")
     again, created_again = await journal.submit(spec("one"), owner_uid=7, idempotency_key="k1")

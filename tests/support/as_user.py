@@ -1,4 +1,5 @@
 """`forked_as`: run a function in a forked child that has become another user; return its JSON.
+`outcomes`: what such a user gets for each of a list of API requests (run in that child).
 
 A fork, not an exec: the interpreter lives under /root, which `nobody` cannot enter. The child
 changes into `cwd` while still root (the test's temporary tree above it is closed to other users),
@@ -18,6 +19,10 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from agentd.api.client import ApiClient
+from agentd.errors import ApiClientError
+from protocol.api import Request
 
 NOBODY = 65534
 NOGROUP = 65534
@@ -64,3 +69,16 @@ def forked_as(
     result = json.loads(data)
     assert isinstance(result, dict), result
     return result
+
+
+def outcomes(path: str, steps: list[tuple[str, Request[Any]]]) -> dict[str, Any]:
+    """Each named request's outcome on the socket at `path`: `{"result": …}` or `{"code", "message"}`.
+    As JSON: it crosses back to the test through `forked_as`'s pipe."""
+    out: dict[str, Any] = {}
+    with ApiClient(path, timeout_s=10) as client:
+        for name, request in steps:
+            try:
+                out[name] = {"result": json.loads(request.dump_result(client.call(request)))}
+            except ApiClientError as exc:
+                out[name] = {"code": exc.code, "message": exc.message}
+    return out
