@@ -106,8 +106,6 @@ class TaskSpec(_Model):
     approve: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
         default_factory=list, max_length=64
     )
-    # Set by `task.fork`: the new task's run starts from a copy of that task's first steps.
-    forked_from: ForkOrigin | None = None
 
 
 class TaskView(_Model):

@@ -50,7 +50,6 @@ from protocol.api import (
     DaemonStatus,
     EventsParams,
     EventView,
-    ForkOrigin,
     ForkParams,
     ListParams,
     NodeView,
@@ -143,13 +142,15 @@ class DaemonBackend:
                 INVALID_PARAMS,
                 f"task {origin.task_id!r} has {held} journaled steps; --from-step must be at most {held}",
             )
-        update: dict[str, object] = {"forked_from": ForkOrigin(task_id=origin.task_id, step=params.from_step)}
+        update: dict[str, object] = {}
         if params.model is not None:
             update["model"] = params.model
         if params.instruction is not None:
             update["instruction"] = params.instruction
         spec = origin.spec.model_copy(update=update)
-        return await self._submit(caller, spec, params.idempotency_key, transcript=items)
+        return await self._submit(
+            caller, spec, params.idempotency_key, fork=(origin.task_id, params.from_step, items)
+        )
 
     async def _submit(
         self,
@@ -157,26 +158,33 @@ class DaemonBackend:
         spec: TaskSpec,
         idempotency_key: str | None,
         *,
-        transcript: builtins.list[StepItem] | None = None,
+        fork: tuple[str, int, builtins.list[StepItem]] | None = None,
     ) -> SubmitResult:
         if self.supervisor.draining:
             raise ApiError(DRAINING, "agentd is shutting down and accepts no new tasks", retryable=True)
         await self._check_spec(spec)
-        # Named before it is committed: the scheduler leaves it alone until the executor accepted it
-        # (and a fork's transcript is journaled).
+        # Named before it is committed: the scheduler leaves it alone until the executor accepted it.
         task_id = new_task_id()
         self.supervisor.accepting.add(task_id)
         try:
             try:
-                record, created = await self.journal.submit(
-                    spec,
-                    caller.uid,
-                    idempotency_key,
-                    quota=submit_quota(self._config()),
-                    task_id=task_id,
-                )
-                if created and transcript:
-                    await self.journal.transcripts.append(task_id, "0", transcript)
+                quota = submit_quota(self._config())
+                if fork is None:
+                    record, created = await self.journal.submit(
+                        spec, caller.uid, idempotency_key, quota=quota, task_id=task_id
+                    )
+                else:
+                    origin, step, items = fork
+                    record, created = await self.journal.fork(
+                        spec,
+                        caller.uid,
+                        idempotency_key,
+                        quota,
+                        origin=origin,
+                        step=step,
+                        items=items,
+                        task_id=task_id,
+                    )
             except QuotaExceeded as exc:
                 raise ApiError(QUOTA_EXCEEDED, f"the task was not accepted: {exc}", retryable=True) from None
             except IdempotencyConflict as exc:

@@ -8,9 +8,11 @@ here, so every JSON column is parsed exactly once.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from pydantic import JsonValue
 
@@ -24,15 +26,17 @@ from agentd.journal.records import (
     NodeState,
     TaskRecord,
 )
+from agentd.journal.transcripts import append_items
 from protocol.api import TaskSpec, TaskState
 from protocol.result import AbortKind, RunError, RunUsage, TerminalStatus
+from protocol.transcript import StepItem
 
 ROOT_HANDLE = "0"
 
 _TASK_COLUMNS = (
     "task_id, run_id, owner_uid, idempotency_key, spec, state, status, exit_code, result, partial, "
     "usage, abort, error, attempts, pid, pid_start_time, created_at, started_at, ended_at, schedule_id, "
-    "fire_at, idle, trigger, uri, executor, worker, resumes, first_started_at"
+    "fire_at, idle, trigger, uri, executor, worker, resumes, first_started_at, forked_from, forked_step"
 )
 
 
@@ -70,6 +74,8 @@ def task_from_row(row: sqlite3.Row) -> TaskRecord:
         worker=row["worker"],
         resumes=row["resumes"],
         first_started_at=row["first_started_at"],
+        forked_from=row["forked_from"],
+        forked_step=row["forked_step"],
     )
 
 
@@ -165,6 +171,21 @@ def insert_task(
         uri=uri,
     )
     return record, True
+
+
+def insert_fork(
+    conn: sqlite3.Connection, *, origin: str, step: int, items: Sequence[StepItem], **task: Any
+) -> tuple[TaskRecord, bool]:
+    """`insert_task` for a fork of `origin` at `step`: the new task, the origin it names and its
+    copy of the transcript (`items`, its root's) commit together."""
+    record, created = insert_task(conn, **task)
+    if not created:
+        return record, False
+    conn.execute(
+        "UPDATE tasks SET forked_from = ?, forked_step = ? WHERE task_id = ?", (origin, step, record.task_id)
+    )
+    append_items(conn, task_id=record.task_id, handle=ROOT_HANDLE, items=items, now=record.created_at)
+    return dataclasses.replace(record, forked_from=origin, forked_step=step), True
 
 
 def insert_claimed_task(

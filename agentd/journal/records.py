@@ -19,6 +19,7 @@ from protocol.api import (
     ApprovalState,
     ApprovalView,
     EventView,
+    ForkOrigin,
     NodeView,
     ScheduleSpec,
     ScheduleState,
@@ -108,6 +109,9 @@ class TaskRecord:
     # when the first run started: the deadline counts from there, in wall time.
     resumes: int = 0
     first_started_at: float | None = None
+    # A fork (`agentd fork`): the task and step its root's transcript was copied from.
+    forked_from: str | None = None
+    forked_step: int | None = None
 
     @property
     def may_requeue(self) -> bool:
@@ -141,7 +145,11 @@ class TaskRecord:
             executor=self.executor,
             worker=self.worker,
             resumes=self.resumes,
-            forked_from=self.spec.forked_from,
+            forked_from=(
+                ForkOrigin(task_id=self.forked_from, step=self.forked_step or 0)
+                if self.forked_from is not None
+                else None
+            ),
         )
 
 

@@ -16,7 +16,7 @@ import socket
 import sqlite3
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +50,7 @@ from agentd.journal.trigger_store import TriggerJournal
 from agentd.journal.writer import Completion, JournalWriter, Pending
 from protocol.api import TaskSpec, TaskState
 from protocol.result import AbortKind, RunError, RunUsage, TerminalStatus
+from protocol.transcript import StepItem
 
 __all__ = [
     "EventRecord",
@@ -191,6 +192,36 @@ class Journal(ScheduleJournal, ApprovalJournal, TriggerJournal):
             now=time.time(),
             trigger=trigger,
             uri=uri,
+        )
+        return await self._write(op)
+
+    async def fork(
+        self,
+        spec: TaskSpec,
+        owner_uid: int,
+        idempotency_key: str | None,
+        quota: Quota,
+        *,
+        origin: str,
+        step: int,
+        items: Sequence[StepItem],
+        task_id: str,
+    ) -> tuple[TaskRecord, bool]:
+        """`submit` for a fork of `origin` at `step`: the task and its copy of the root's
+        transcript (`items`) commit together (`agentd fork`; docs/durability.md)."""
+        op = functools.partial(
+            q.insert_fork,
+            origin=origin,
+            step=step,
+            items=items,
+            task_id=task_id,
+            run_id=new_run_id(),
+            spec=spec,
+            spec_json=spec.model_dump_json(),
+            owner_uid=owner_uid,
+            idempotency_key=idempotency_key,
+            quota=quota,
+            now=time.time(),
         )
         return await self._write(op)
 

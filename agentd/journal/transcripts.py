@@ -28,7 +28,7 @@ class StepRecord:
     item: StepItem
 
 
-def _append(
+def append_items(
     conn: sqlite3.Connection, *, task_id: str, handle: str, items: Sequence[StepItem], now: float
 ) -> int:
     last = conn.execute(
@@ -81,7 +81,7 @@ class Transcripts:
 
     async def append(self, task_id: str, handle: str, items: Sequence[StepItem]) -> int:
         """Journal `items` after the node's last; returns how many it holds now (committed)."""
-        fn = functools.partial(_append, task_id=task_id, handle=handle, items=items, now=time.time())
+        fn = functools.partial(append_items, task_id=task_id, handle=handle, items=items, now=time.time())
         # Wakes the task's followers (`agentd transcript --follow`).
         return int(await self._write(fn, wakes=task_id))
 

@@ -445,7 +445,7 @@ class Supervisor:
             return RunResult(
                 status=TerminalStatus.CANCELLED, error=RunError(kind="cancelled", message=slot.cancel_reason)
             )
-        if (slot.record.resumes or slot.record.spec.forked_from) and self.executor.resumes_here:
+        if (slot.record.resumes or slot.record.forked_from) and self.executor.resumes_here:
             resumed = await self._resumed(slot.record, payload)
             if isinstance(resumed, RunResult):
                 return resumed

@@ -30,6 +30,7 @@ from agentd.supervision.liveness import KillCause, Verdict
 from agentd.supervision.parking import same_task
 from agentd.supervision.payloads import child_payload, scope_of
 from agentd.supervision.ports import ParkedChild, RunPorts
+from agentd.supervision.resumption import Resumption
 from agentd.supervision.spawn_window import HOLD_AFTER_READY_S, Place
 from agentd.supervision.supervised_child import ChildIdentity, SupervisedChild, SupRequest
 from agentd.supervision.tree import Budget, ChildRequest, Defaults, Refusal, Tree
@@ -40,7 +41,6 @@ from protocol.contract import reference_problem
 from protocol.events import EventName
 from protocol.result import RunError, RunResult, RunUsage, TerminalStatus
 from protocol.spawn import SpawnPayload
-from protocol.transcript import SpawnedItem, replayable, steps_of
 
 FIELD_CAP = 2000
 INFO_EVENTS = frozenset({"loop.start", "loop.final", "loop.error", "mcp.connect"})
@@ -186,7 +186,7 @@ class NodeListener:
         if isinstance(request, control.SupApprove):
             return await self.run.approve(self.node, request.params)
         if isinstance(request, control.SupRecord):
-            return await self.run.record_steps(self.node, request.params)
+            return await self.run.resumption.record_steps(self.node.handle, request.params)
         target = request.params.handle
         if not self.run.is_descendant(target, of=self.node.handle):
             return {"refused": f"no subagent {target} under node {self.node.handle}"}
@@ -237,11 +237,8 @@ class TaskRun:
         )
         self.nodes: dict[str, NodeRun] = {"0": NodeRun("0", root)}
         self.cancel_reason: str | None = None
-        # A resumed task's nested nodes of earlier runs (journaled transcripts), each with the
-        # parent's call that spawned it; read at its first spawn request (None: not yet).
-        self._journaled: dict[str, str | None] | None = None
-        # What those of them that ended spent (handle → usage), carried into the task's usage.
-        self._earlier: dict[str, RunUsage] = {}
+        # Journals the nodes' steps; in a resumed task, what its earlier runs left.
+        self.resumption = Resumption(record, self.tree, ports.journal, ports.steps)
         self.log = logs.get(task_id=record.task_id, run_id=record.run_id)
         self._tg: anyio.abc.TaskGroup | None = None
 
@@ -292,8 +289,7 @@ class TaskRun:
         Returns None, having done nothing, when the task is no longer queued: it was cancelled
         (and its terminal status recorded) before this run could claim it.
         """
-        if self.record.resumes:
-            await self._carry_earlier_usage()
+        await self.resumption.carry_earlier_usage()
         async with anyio.create_task_group() as tg:
             self._tg = tg
             try:
@@ -314,20 +310,8 @@ class TaskRun:
     def total_usage(self) -> RunUsage:
         """The whole tree's usage: each node's own, summed (the rolled-up task usage), with that of
         nested nodes an earlier run of a resumed task ended and this run did not resume."""
-        earlier = (usage for handle, usage in self._earlier.items() if handle not in self.nodes)
-        own = (self._node_usage(node) for node in self.nodes.values())
-        return sum((*own, *earlier), RunUsage())
-
-    async def _carry_earlier_usage(self) -> None:
-        """A resumed task: what its earlier runs' ended nested nodes spent counts toward the tree's
-        ceiling (taken back for one that is resumed: it replays its own)."""
-        try:
-            nodes = await self.ports.journal.nodes(self.record.task_id)
-        except JournalError:
-            return
-        self._earlier = {n.handle: n.usage for n in nodes if n.handle != "0" and n.state == "terminal"}
-        spent = sum(self._earlier.values(), RunUsage())
-        self.tree.record_usage("0", Budget(spent.steps, spent.tokens))
+        own = sum((self._node_usage(node) for node in self.nodes.values()), RunUsage())
+        return own + self.resumption.earlier_usage(self.nodes)
 
     def release_place_later(self, node: NodeRun) -> None:
         """A ready child that shows no sign of work within `HOLD_AFTER_READY_S` gives its place up."""
@@ -665,7 +649,7 @@ class TaskRun:
             deadline_s=params.limits.deadline_s,
             tool_scope=tuple(params.tool_scope) if params.tool_scope is not None else None,
         )
-        resumed = await self._earlier_child(parent, params.call_id)
+        resumed = await self.resumption.earlier_child(parent, params.call_id)
         decision = self.tree.decide_spawn(parent, request, now=anyio.current_time(), handle=resumed)
         if isinstance(decision, Refusal):
             self.log.info("limit.exceeded", handle=parent, refused=decision.reason)
@@ -678,7 +662,7 @@ class TaskRun:
             root_notes=self.nodes["0"].payload.notes_path,
             now=anyio.current_time(),
         )
-        payload = await self._journal_child(payload, params.call_id, resumed=resumed is not None)
+        payload = await self.resumption.child_payload(payload, params.call_id, resumed=resumed is not None)
         node = NodeRun(decision.handle, payload)
         self.nodes[decision.handle] = node
         assert self._tg is not None
@@ -691,50 +675,6 @@ class TaskRun:
             }
         await node.done.wait()
         return self.distillate(decision.handle)
-
-    async def _earlier_child(self, parent: str, call_id: str | None) -> str | None:
-        """In a resumed task: the handle of the child an earlier run started for the parent's call
-        `call_id` (to resume it), and no journaled handle ever given to a new child."""
-        steps = self.ports.steps
-        if not self.record.resumes or steps is None:
-            return None
-        if self._journaled is None:
-            try:
-                self._journaled = await steps.children(self.record.task_id)
-            except JournalError:
-                self._journaled = {}
-        siblings = {h: c for h, c in self._journaled.items() if h.rsplit(".", 1)[0] == parent}
-        if siblings:
-            self.tree.skip_indexes(parent, max(int(h.rsplit(".", 1)[1]) for h in siblings))
-        if call_id is None:
-            return None
-        return next((h for h, c in siblings.items() if c == call_id and h not in self.tree.nodes), None)
-
-    async def _journal_child(
-        self, payload: SpawnPayload, call_id: str | None, *, resumed: bool
-    ) -> SpawnPayload:
-        """A new child's transcript starts with the call that asked for it; a resumed one's is
-        given back to it to replay."""
-        steps = self.ports.steps
-        if steps is None or call_id is None:
-            return payload
-        task_id, handle = self.record.task_id, payload.handle
-        try:
-            if not resumed:
-                await steps.append(task_id, handle, [SpawnedItem(call_id=call_id)])
-                return payload
-            items = [step.item for step in await steps.items(task_id, handle)]
-        except JournalError as exc:
-            self.log.warning("subagent.spawn", handle=handle, err=f"transcript not journaled: {exc}")
-            return payload
-        if (spent := self._earlier.get(handle)) is not None:
-            self.tree.uncount("0", Budget(spent.steps, spent.tokens))
-        from_step = steps_of(replayable(items))
-        self.log.info("task.resumed", handle=handle, from_step=from_step, items=len(items))
-        self.ports.journal.append_event(
-            task_id, "task.resumed", {"handle": handle, "from_step": from_step, "items": len(items)}
-        )
-        return payload.model_copy(update={"replay": items})
 
     async def approve(self, node: NodeRun, params: control.ApproveParams) -> JsonValue:
         """A gated tool call of `node`, held until a person decides (issue 18); fails closed."""
@@ -759,17 +699,6 @@ class TaskRun:
                 outcome="denied", reason=f"the request could not be journaled ({exc})"
             )
         return result_json(result)
-
-    async def record_steps(self, node: NodeRun, params: control.RecordParams) -> JsonValue:
-        """Journal a node's new transcript items; answered once committed (docs/durability.md)."""
-        steps = self.ports.steps
-        if steps is None:
-            return {"seq": 0}
-        try:
-            seq = await steps.append(self.record.task_id, node.handle, params.items)
-        except JournalError as exc:
-            return {"refused": f"the journal did not commit it ({exc})"[:1000]}
-        return {"seq": seq}
 
     async def wait(self, handle: str, timeout_s: float | None) -> JsonValue:
         node = self.nodes[handle]

@@ -245,7 +245,7 @@ async def test_requeue_keeps_the_run_id_and_counts_the_attempt(journal: Journal)
     assert not requeued.may_requeue
 
 
-async def test_a_task_requeued_after_its_root_node_ended_starts_again_with_a_new_tree(
+async def test_a_task_requeued_after_its_root_node_ended_starts_again_keeping_its_ended_children(
     journal: Journal,
 ) -> None:
     # A kill -9 between the root's end and the task's: the task is still `running`, its nodes ended.
@@ -258,12 +258,20 @@ async def test_a_task_requeued_after_its_root_node_ended_starts_again_with_a_new
 
     await journal.requeue(record.task_id)
 
-    assert len(await journal.nodes(record.task_id)) == 2  # the last attempt's tree, until the next starts
-    started = await journal.mark_starting(record.task_id)  # was: "…/0 is terminal", forever queued
+    assert len(await journal.nodes(record.task_id)) == 2  # the last run's tree, until the next starts
+    started = await journal.mark_starting(record.task_id)  # the ended root must not block it
     assert started.state == "starting"
-    assert [(n.handle, n.state) for n in await journal.nodes(record.task_id)] == [("0", "starting")]
-    await journal.upsert_node(record.task_id, "0.1", parent="0", depth=1, grant_steps=5)
-    assert [n.handle for n in await journal.nodes(record.task_id)] == ["0", "0.1"]
+    # The root starts again; the nested node that ended stays (its usage is the task's) ...
+    assert [(n.handle, n.state) for n in await journal.nodes(record.task_id)] == [
+        ("0", "starting"),
+        ("0.1", "terminal"),
+    ]
+    # ... and starts again only when the resumed run resumes it.
+    await journal.upsert_node(record.task_id, "0.1", parent="0", depth=1, grant_steps=5, revive=True)
+    assert [(n.handle, n.state) for n in await journal.nodes(record.task_id)] == [
+        ("0", "starting"),
+        ("0.1", "starting"),
+    ]
 
 
 async def test_next_queued_is_fifo_and_unfinished_lists_started_tasks(journal: Journal) -> None:
