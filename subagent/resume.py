@@ -140,6 +140,11 @@ class Replay:
         return self.diverged is None and self._at < len(self._items)
 
     @property
+    def resumed(self) -> bool:
+        """Whether this run goes on from a journal (it had items to replay)."""
+        return bool(self._items)
+
+    @property
     def position(self) -> int:
         """How many of the replayable items have been consumed."""
         return self._at

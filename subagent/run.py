@@ -235,7 +235,7 @@ class Driver:
 
     def _replay_moved(self) -> None:
         """Once the replay is over, say how far it went; one that diverged voids the rest."""
-        if self.replay.active or self._replay_reported:
+        if self.replay.active or self._replay_reported or not self.replay.resumed:
             return
         self._replay_reported = True
         fields: dict[str, JsonValue] = {"steps": self.replay.steps, "items": self.replay.position}
