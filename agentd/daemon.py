@@ -36,11 +36,13 @@ from agentd.api.server import serve_api
 from agentd.config.load import Config, ConfigError, load_config
 from agentd.errors import ExecutorUnavailable, JournalError, ListenerError, UnsafeDirectory
 from agentd.journal.records import TaskRecord
+from agentd.journal.retention import serve_retention
 from agentd.journal.store import Journal, open_journal
 from agentd.options import (
     build_spawner,
     config_schedules,
     journal_options,
+    retention,
     submit_quota,
     supervisor_options,
     temporal_settings,
@@ -451,6 +453,7 @@ async def serve(
                 await tg.start(_signals, supervisor, reload, on_drain, wedge_seconds())
                 tg.start_soon(run_watchdog, notifier)
                 tg.start_soon(status.run)
+                tg.start_soon(serve_retention, journal, retention(holder.get()))
                 tg.start_soon(exporter.run, supervisor, triggers.summary)
                 if config.daemon.gc_freeze:
                     collector = Collector(lambda: supervisor.live)

@@ -12,6 +12,7 @@ from agentd.config.load import Config
 from agentd.config.sections import ScheduleSection, TriggerSection
 from agentd.executors.remote import TemporalSettings
 from agentd.journal.quota import Quota
+from agentd.journal.retention import Retention
 from agentd.journal.store import JournalOptions
 from agentd.spawning.spawner import ExecSpawner, RLimits
 from agentd.spawning.zygote_spawner import ZygoteSpawner
@@ -48,6 +49,11 @@ def submit_quota(config: Config) -> Quota:
         max_queued=_finite(config.daemon.max_queued_per_uid),
         max_pending_bytes=_finite(config.daemon.max_pending_bytes_per_uid),
     )
+
+
+def retention(config: Config) -> Retention:
+    journal = config.file.journal
+    return Retention(task_s=journal.task_retention, transcript_s=journal.transcript_retention)
 
 
 def journal_options(config: Config) -> JournalOptions:

@@ -90,6 +90,8 @@ EventName = Literal[
     "task.resumed",
     "task.parked",
     "loop.resumed",
+    # Retention (docs/durability.md): ended tasks and transcripts past their retention deleted.
+    "journal.pruned",
 ]
 
 EVENT_NAMES: frozenset[str] = frozenset(get_args(EventName))

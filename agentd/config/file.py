@@ -15,6 +15,7 @@ from agentd.config.sections import (
     DaemonSection,
     DefaultsSection,
     ExecutorSection,
+    JournalSection,
     LimitsSection,
     LoopSection,
     MetricsSection,
@@ -58,6 +59,9 @@ class AgentdFile(Section):
     )
     loop: LoopSection = Field(default_factory=LoopSection, description="Agentic loop knobs for every task.")
     security: SecuritySection = Field(default_factory=SecuritySection, description="Daemon-wide policy.")
+    journal: JournalSection = Field(
+        default_factory=JournalSection, description="What the journal keeps of ended tasks."
+    )
     metrics: MetricsSection = Field(
         default_factory=MetricsSection, description="Prometheus metrics outputs (off by default)."
     )

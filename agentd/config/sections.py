@@ -348,6 +348,22 @@ class SecuritySection(Section):
     )
 
 
+class JournalSection(Section):
+    """What the journal keeps of ended tasks (docs/durability.md, "Retention")."""
+
+    task_retention: Duration = Field(
+        default=30 * 86400.0,
+        gt=0,
+        description="How long an ended task (its row, events, nodes, approvals, transcript) is kept "
+        "after it ended; then it is deleted and its pages given back to the file system.",
+    )
+    transcript_retention: Duration = Field(
+        default=30 * 86400.0,
+        gt=0,
+        description="How long an ended task's transcript (`agentd transcript`) is kept after it ended.",
+    )
+
+
 class MetricsSection(Section):
     """Prometheus metrics (docs/metrics.md); both outputs are off unless set."""
 

@@ -249,6 +249,9 @@ def connect_writer(path: Path) -> sqlite3.Connection:
     try:
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        # Takes effect only on a new (empty) database: retention's deletes then give their pages
+        # back to the file system a batch at a time (agentd/journal/retention.py).
+        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if mode != "wal":
             raise JournalError(f"journal {path}: cannot enable WAL mode (got {mode!r})")

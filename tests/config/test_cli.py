@@ -97,6 +97,7 @@ def test_schema_is_json_schema_of_every_table() -> None:
         "supervision",
         "loop",
         "security",
+        "journal",
         "metrics",
         "executor",
         "intelligence",

@@ -1,0 +1,83 @@
+"""Retention of ended tasks (docs/durability.md, "Retention"): a transcript goes after
+`transcript_retention`, the task with everything it owns after `task_retention`; unfinished
+tasks stay however old, and the journal file gives the freed pages back."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from agentd.journal.retention import BATCH, Retention, prune_now
+from agentd.journal.store import Journal, open_journal
+from protocol.api import TaskSpec
+from protocol.result import TerminalStatus
+from protocol.transcript import ReplyItem, ResultItem
+from tests.journal.conftest import FAST
+
+pytestmark = pytest.mark.anyio
+
+DAY_S = 86400.0
+
+
+async def _ended(journal: Journal, text: str, *, days_ago: float, body: str = "x") -> str:
+    record, _ = await journal.submit(TaskSpec(instruction=text), owner_uid=1)
+    await journal.mark_starting(record.task_id)
+    await journal.transcripts.append(
+        record.task_id, "0", [ReplyItem(text=body), ResultItem(call_id="c", name="t", text=body)]
+    )
+    journal.append_event(record.task_id, "task.started", {})
+    await journal.mark_terminal(record.task_id, TerminalStatus.COMPLETED)
+    ended_at = time.time() - days_ago * DAY_S
+    await journal.run_on_writer(
+        lambda conn: conn.execute(
+            "UPDATE tasks SET ended_at = ? WHERE task_id = ?", (ended_at, record.task_id)
+        )
+    )
+    return record.task_id
+
+
+async def test_transcripts_then_tasks_are_pruned_past_their_retention_and_running_ones_stay(
+    journal: Journal,
+) -> None:
+    fresh = await _ended(journal, "fresh", days_ago=1)
+    middle = await _ended(journal, "middle", days_ago=10)
+    old = await _ended(journal, "old", days_ago=40)
+    running, _ = await journal.submit(TaskSpec(instruction="running"), owner_uid=1)
+    await journal.mark_starting(running.task_id)
+    await journal.transcripts.append(running.task_id, "0", [ReplyItem(text="still going")])
+
+    pruned = await prune_now(journal, Retention(task_s=30 * DAY_S, transcript_s=7 * DAY_S))
+
+    assert (pruned.tasks, pruned.transcripts) == (1, 2)
+    assert await journal.get(old) is None
+    assert await journal.events_after(old) == ()
+    # The middle task keeps its status and result, not its steps.
+    assert (await journal.get(middle)) is not None
+    assert await journal.transcripts.items(middle) == []
+    assert len(await journal.transcripts.items(fresh)) == 2
+    assert len(await journal.transcripts.items(running.task_id)) == 1
+
+
+async def test_a_backlog_is_pruned_in_batches_and_the_file_shrinks(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    async with open_journal(state, FAST) as journal:
+        body = "y" * 4000
+        for i in range(BATCH + 20):
+            await _ended(journal, f"t{i}", days_ago=60, body=body)
+        await journal.flush_events()
+        before = await journal.run_on_writer(_pages)
+
+        pruned = await prune_now(journal, Retention())
+        after = await journal.run_on_writer(_pages)
+
+    assert pruned.tasks == BATCH + 20
+    # The database's pages, free ones included: given back, not kept on a free list.
+    assert after < before / 2, (before, after)
+
+
+def _pages(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA page_count").fetchone()[0])
