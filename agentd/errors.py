@@ -110,12 +110,13 @@ class QuotaExceeded(JournalError):
 
 
 class IdempotencyConflict(JournalError):
-    """A submit reused an idempotency key of the same uid with a different spec: nothing written."""
+    """A submit (or a schedule's creation: `what`) reused an idempotency key of the same uid with
+    a different spec: nothing written."""
 
-    def __init__(self, key: str, task_id: str) -> None:
+    def __init__(self, key: str, task_id: str, *, what: str = "task") -> None:
         super().__init__(
-            f"idempotency key {key!r} was already used for task {task_id} with a different spec; "
-            "use a new key for a different task"
+            f"idempotency key {key!r} was already used for {what} {task_id} with a different spec; "
+            f"use a new key for a different {what}"
         )
         self.key = key
         self.task_id = task_id

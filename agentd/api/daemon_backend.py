@@ -374,6 +374,8 @@ class DaemonBackend:
             )
         except (TriggerError, CheckTimedOut) as exc:
             raise ApiError(INVALID_SPEC, f"invalid schedule: {exc}") from None
+        except IdempotencyConflict as exc:
+            raise ApiError(IDEMPOTENCY_CONFLICT, f"the schedule was not accepted: {exc}") from None
         except JournalUnavailable as exc:
             raise ApiError(UNAVAILABLE, f"the schedule was not accepted: {exc}", retryable=True) from None
         return ScheduleCreateResult(

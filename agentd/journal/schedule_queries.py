@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from agentd.errors import ScheduleNotFound
+from agentd.errors import IdempotencyConflict, ScheduleNotFound
 from agentd.journal.queries import insert_task
 from agentd.journal.quota import Quota
 from agentd.journal.records import ScheduleRecord, TaskRecord
@@ -65,14 +65,21 @@ def insert_schedule(
     next_fire_at: float | None,
     now: float,
 ) -> tuple[ScheduleRecord, bool]:
-    """Insert an active schedule, or return the one this owner created under the same key."""
+    """Insert an active schedule, or return the one this owner created under the same key.
+
+    Raises:
+        IdempotencyConflict: the key names this owner's schedule with another trigger or spec.
+    """
     if idempotency_key is not None:
         rows = conn.execute(
             f"SELECT {_COLUMNS} FROM schedules WHERE owner_uid = ? AND idempotency_key = ?",
             (owner_uid, idempotency_key),
         ).fetchall()
         if rows:
-            return schedule_from_row(rows[0]), False
+            existing = schedule_from_row(rows[0])
+            if existing.trigger != trigger or existing.spec != spec:
+                raise IdempotencyConflict(idempotency_key, existing.schedule_id, what="schedule")
+            return existing, False
     rows = conn.execute(
         "INSERT INTO schedules (schedule_id, owner_uid, idempotency_key, name, kind, trigger_spec, spec,"
         f" next_fire_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING {_COLUMNS}",

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import structlog
 
+from agentd.errors import IdempotencyConflict
 from agentd.journal.quota import Quota
 from agentd.journal.store import Journal, JournalOptions, open_journal
 from agentd.scheduling.driver import Scheduler
@@ -194,4 +195,12 @@ async def test_the_same_idempotency_key_from_the_same_owner_returns_the_same_sch
     other, created_other = await scheduler.create(8, trigger, SPEC, idempotency_key="nightly")
     assert (created, created_again, created_other) == (True, False, True)
     assert again.schedule_id == first.schedule_id != other.schedule_id
+    assert scheduler.armed == 2
+    # The same key for another trigger or task is refused, as for tasks; nothing is written.
+    for trigger_, spec_ in (
+        (ScheduleSpec(kind="interval", every_s=30), SPEC),
+        (trigger, TaskSpec(instruction="other")),
+    ):
+        with pytest.raises(IdempotencyConflict, match=f"used for schedule {first.schedule_id}"):
+            await scheduler.create(7, trigger_, spec_, idempotency_key="nightly")
     assert scheduler.armed == 2
