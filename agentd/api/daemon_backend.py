@@ -322,8 +322,9 @@ class DaemonBackend:
         return [NodeView(handle="0", parent=None, depth=0, state="starting")]
 
     async def status(self, caller: Caller) -> DaemonStatus:
-        """The daemon's health for everyone; its load (counts) only for admins: a non-admin gets
-        the counts of its own tasks (`scope: caller`)."""
+        """The daemon's health for everyone; its load (counts) and its triggers only for admins:
+        a non-admin gets the counts of its own tasks (`scope: caller`) and no trigger (the
+        operator's configuration, and a failing one's error, are not every user's to read)."""
         owner = None if caller.is_admin else caller.uid
         counts = await self.journal.counts(owner)
         health = self.journal.health
@@ -346,8 +347,8 @@ class DaemonBackend:
             children=children,
             scope="daemon" if owner is None else "caller",
             zygote=self.supervisor.spawner.state,
-            triggers=self.triggers.summary() if self.triggers is not None else {},
-            failed_triggers=self.triggers.failed() if self.triggers is not None else [],
+            triggers=self.triggers.summary() if self.triggers is not None and owner is None else {},
+            failed_triggers=self.triggers.failed() if self.triggers is not None and owner is None else [],
         )
 
     # ---- schedules (DESIGN §11) ---------------------------------------------------------------

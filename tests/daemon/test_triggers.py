@@ -19,10 +19,16 @@ from typing import Any
 
 import pytest
 
-from agentd.api.client import ApiClient
-from agentd.errors import ApiClientError
-from protocol.api import FORBIDDEN, Request, TriggerListRequest, TriggerPauseRequest, TriggerRef
+from protocol.api import (
+    FORBIDDEN,
+    Request,
+    StatusRequest,
+    TriggerListRequest,
+    TriggerPauseRequest,
+    TriggerRef,
+)
 from tests.api.test_ownership import NOGROUP, _fork_as_nobody
+from tests.support.as_user import outcomes
 from tests.support.daemon import (
     FAST_SUPERVISION,
     FIXTURES,
@@ -127,18 +133,12 @@ def _watcher_pids(tmp_path: Path, server: str) -> list[int]:
 
 
 def _nobody_scenario(name: str, path: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    with ApiClient(path, timeout_s=10) as client:
-        steps: list[tuple[str, Request[Any]]] = [
-            ("list", TriggerListRequest()),
-            ("pause", TriggerPauseRequest(params=TriggerRef(name=name))),
-        ]
-        for key, request in steps:
-            try:
-                out[key] = {"result": json.loads(request.dump_result(client.call(request)))}
-            except ApiClientError as exc:
-                out[key] = {"code": exc.code, "message": exc.message}
-    return out
+    steps: list[tuple[str, Request[Any]]] = [
+        ("list", TriggerListRequest()),
+        ("pause", TriggerPauseRequest(params=TriggerRef(name=name))),
+        ("status", StatusRequest()),
+    ]
+    return outcomes(path, steps)
 
 
 def test_triggers_through_the_daemon_and_the_cli(tmp_path: Path) -> None:
@@ -188,6 +188,8 @@ def test_triggers_through_the_daemon_and_the_cli(tmp_path: Path) -> None:
         # Another uid sees nothing and changes nothing.
         seen = _fork_as_nobody(tmp_path, "inbox", "agentd.sock", [], _nobody_scenario)
         assert seen["list"]["code"] == FORBIDDEN and seen["pause"]["code"] == FORBIDDEN
+        # Its status says nothing of the operator's triggers, not even that one failed.
+        assert (seen["status"]["result"]["triggers"], seen["status"]["result"]["failed_triggers"]) == ({}, [])
         assert _triggers(daemon)["inbox"]["state"] == "armed"
 
         # A reload removes flaky and adds other; the files watcher keeps running.
