@@ -167,11 +167,15 @@ class Replay:
         return item
 
     def tool_outcome(self, call: ToolCall) -> ResultItem | InFlight | None:
-        """The journaled outcome of `call`: its result; `IN_FLIGHT` when it had started and has
-        no result (its run stopped during it); None when it never started (go live)."""
+        """The journaled outcome of `call`: its result (it ran, or was refused before it
+        started); `IN_FLIGHT` when it had started and has no result (its run stopped during it);
+        None when the journal has nothing of it (go live)."""
         if not self.active:
             return None
         item = self._items[self._at]
+        if isinstance(item, ResultItem) and item.call_id == call.id and item.name == call.name:
+            self._at += 1
+            return item
         if not (isinstance(item, StartItem) and item.call_id == call.id and item.name == call.name):
             self._diverge(f"the loop ran {call.name} where the journal has a {item.kind}")
             return None

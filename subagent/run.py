@@ -9,6 +9,7 @@ within milliseconds however slowly a tool server exits.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import os
@@ -257,14 +258,17 @@ class Driver:
                 self.recorder.later(result_item(call, outcome))
                 outcomes.append(outcome)
                 continue
-            # Its intent is durable before it runs (an in-flight call's `start` is journaled already).
-            if journaled == IN_FLIGHT:
-                await self.recorder.flush()
-            else:
-                await self.recorder.flush(StartItem(call_id=call.id, name=call.name))
             timeout_s = max(MIN_CALL_TIMEOUT_S, self.state.config.deadline - anyio.current_time())
             with self._interruptible() as scope:
-                outcome = await tools.call(call, timeout_s=timeout_s)
+                # Its intent is durable right before the tool runs (after any approval: a call
+                # that waited for a person and never ran is not in flight); an in-flight call's
+                # `start` is journaled already.
+                starting = (
+                    self.recorder.flush
+                    if journaled == IN_FLIGHT
+                    else functools.partial(self.recorder.flush, StartItem(call_id=call.id, name=call.name))
+                )
+                outcome = await tools.call(call, timeout_s=timeout_s, starting=starting)
             if scope.cancelled_caught:
                 return  # the state keeps its pending calls; next_action sees cancel or deadline
             self.recorder.later(result_item(call, outcome))

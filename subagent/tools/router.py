@@ -331,11 +331,15 @@ class ToolRouter:
         link = next(link for link in self._links if link.name == route.server)
         return any(fnmatch.fnmatchcase(route.tool, glob) for glob in link.spec.idempotent)
 
-    async def call(self, call: ToolCall, *, timeout_s: float) -> ToolOutcome:
+    async def call(
+        self, call: ToolCall, *, timeout_s: float, starting: Starting | None = None
+    ) -> ToolOutcome:
         """Run one tool call; every failure is an observation, except `McpFatal` and cancellation.
 
         `timeout_s` is the caller's bound (already clamped to the deadline); a server's own
-        `call_timeout_s` may shorten it.
+        `call_timeout_s` may shorten it. `starting` is awaited right before the tool itself runs
+        (after the scope and argument checks and any approval): a call refused before that never
+        started.
         """
         route = self._routes.get(call.name)
         server = route.server if route is not None else None
@@ -348,7 +352,7 @@ class ToolRouter:
         err: ErrorKind | None = "cancelled"
         outcome: ToolOutcome | None = None
         try:
-            outcome, err = await self._dispatch(route, call, timeout_s)
+            outcome, err = await self._dispatch(route, call, timeout_s, starting or _nothing)
             return outcome
         except McpFatal:
             err = "mcp_fatal"
@@ -361,7 +365,7 @@ class ToolRouter:
             self._sink("tool.result", {**fields, **result, **ending})
 
     async def _dispatch(
-        self, route: _Route | None, call: ToolCall, timeout_s: float
+        self, route: _Route | None, call: ToolCall, timeout_s: float, starting: Starting
     ) -> tuple[ToolOutcome, ErrorKind | None]:
         if route is None:
             return self._unknown(call.name), "scope"
@@ -370,6 +374,7 @@ class ToolRouter:
             text = f"tool `{call.name}` was not run: invalid arguments ({problem}); send a JSON object"
             return ToolOutcome(text, is_error=True), "arguments"
         if route.server is None:
+            await starting()
             outcome = await self._self_tool(route.tool, call.arguments, timeout_s, call.id)
             return outcome, "tool_error" if outcome.is_error else None
         link = next(link for link in self._links if link.name == route.server)
@@ -392,6 +397,7 @@ class ToolRouter:
                 return denied, "denied"
             # The wait counts against the deadline: the call gets only what is left of it.
             timeout_s -= anyio.current_time() - started
+        await starting()
         return await self._mcp_call(link, route.tool, call, timeout_s)
 
     @staticmethod
@@ -503,6 +509,13 @@ class ToolRouter:
             self.idle_reported = True
             return ToolOutcome("noted: this run did nothing; the next run will wait longer")
         return ToolOutcome(f"tool `{tool}` is not available yet", is_error=True)
+
+
+Starting = Callable[[], Awaitable[None]]
+
+
+async def _nothing() -> None:
+    return None
 
 
 def _sole_error(group: BaseExceptionGroup[BaseException]) -> BaseException:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -54,13 +55,18 @@ def test_kill_9_of_the_daemon_loses_no_task_and_leaves_no_survivor(tmp_path: Pat
     assert daemon.proc.returncode == 0
 
 
-def test_sigterm_drains_running_tasks_and_exits_0(tmp_path: Path) -> None:
-    with running_daemon(tmp_path, rogue_daemon(tmp_path)) as daemon:
+@pytest.mark.parametrize("on_stop", ["park", "cancel"])
+def test_sigterm_drains_running_tasks_and_exits_0(tmp_path: Path, on_stop: str) -> None:
+    lines = f'on_stop = "{on_stop}"\n'
+    with running_daemon(tmp_path, rogue_daemon(tmp_path), daemon_lines=lines) as daemon:
         tasks = [daemon.submit("ignore-cancel"), daemon.submit("ignore-cancel")]
         daemon.wait_ready(tasks)
         started = time.monotonic()
         assert daemon.stop(signal.SIGTERM, timeout_s=30) == 0
         assert time.monotonic() - started < 25
+    if on_stop == "park":  # queued again, to go on from its transcript; no attempt spent
+        assert [_journaled(tmp_path, t) for t in tasks] == [("queued", None, 1, 0)] * 2
+        return
     daemon = start_daemon(tmp_path, daemon.config)
     try:
         for task_id in tasks:
@@ -72,9 +78,20 @@ def test_sigterm_drains_running_tasks_and_exits_0(tmp_path: Path) -> None:
         assert daemon.stop() == 0
 
 
-def test_a_second_signal_kills_every_child_at_once(tmp_path: Path) -> None:
+def _journaled(tmp_path: Path, task_id: str) -> tuple[object, ...]:
+    """A stopped daemon's task as its journal holds it: state, status, resumes, attempts."""
+    with sqlite3.connect(f"file:{tmp_path / 'state' / 'agentd.db'}?mode=ro", uri=True) as conn:
+        row = conn.execute(
+            "SELECT state, status, resumes, attempts FROM tasks WHERE task_id = ?", (task_id,)
+        ).fetchone()
+    conn.close()
+    return tuple(row)
+
+
+@pytest.mark.parametrize("on_stop", ["park", "cancel"])
+def test_a_second_signal_kills_every_child_at_once(tmp_path: Path, on_stop: str) -> None:
     slow = rogue_daemon(tmp_path).replace("cancel_grace_s = 0.5", "cancel_grace_s = 20")
-    with running_daemon(tmp_path, slow) as daemon:
+    with running_daemon(tmp_path, slow, daemon_lines=f'on_stop = "{on_stop}"\n') as daemon:
         task_id = daemon.submit("ignore-cancel")
         pids = daemon.wait_ready([task_id])
         daemon.proc.send_signal(signal.SIGTERM)
@@ -86,6 +103,9 @@ def test_a_second_signal_kills_every_child_at_once(tmp_path: Path) -> None:
         assert daemon.proc.wait(timeout=10) == 0
         for pid in pids.values():
             assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    if on_stop == "park":  # killed at once, and still parked: it goes on at the next start
+        assert _journaled(tmp_path, task_id) == ("queued", None, 1, 0)
+        return
     daemon = start_daemon(tmp_path, daemon.config)
     try:
         view = daemon.call("task.get", {"task_id": task_id})
