@@ -93,6 +93,8 @@ def supervisor_options(config: Config) -> SupervisorOptions:
         max_concurrent_tasks=config.daemon.max_concurrent_tasks,
         drain_timeout_s=config.daemon.drain_timeout_s,
         on_stop=config.daemon.on_stop,
+        on_budget=config.defaults.on_budget,
+        budget_wait_timeout_s=config.defaults.budget_wait_timeout,
         orphan_sweep_interval_s=sup.orphan_sweep_interval_s,
         spawn_window=sup.spawn_window,
         run=run,

@@ -58,4 +58,6 @@ def build_payload(config: Config, record: TaskRecord) -> SpawnPayload:
         notes_path=str(notes),
         # A schedule's fire may report that it found nothing to do (a loop backs off on it).
         idle_signal=record.schedule_id is not None,
+        # A task that pauses at its budget goes on later: no last answer is asked of the model.
+        wrap_up=(spec.on_budget or config.defaults.on_budget) != "pause",
     )

@@ -89,10 +89,11 @@ def censused_daemon(
 
 
 def settled(bench: BenchDaemon, label: str) -> dict[str, object]:
-    """A census once every spawn-window hold has ended (each at most `HOLD_AFTER_READY_S`)."""
+    """A census once every spawn-window hold has ended (each at most `HOLD_AFTER_READY_S`) and the
+    collector policy has had two of its once-a-second steps since (what it freezes is counted)."""
     from agentd.supervision.spawn_window import HOLD_AFTER_READY_S
 
-    time.sleep(HOLD_AFTER_READY_S + 0.5)
+    time.sleep(HOLD_AFTER_READY_S + 2.5)
     return gc_census.take(bench.daemon.workdir / "census", label)
 
 

@@ -35,8 +35,9 @@ IDEMPOTENCY_CONFLICT = 1008  # the idempotency key was used for a different spec
 
 TaskState = Literal["queued", "starting", "running", "terminal"]
 # What a view shows: a running task (or node) holding a tool call for a person's approval is
-# `awaiting_approval` — a state of a live task, not a terminal status (issue 18).
-ViewState = Literal["queued", "starting", "running", "awaiting_approval", "terminal"]
+# `awaiting_approval`, and a task whose budget ran out with `on_budget = "pause"` is
+# `awaiting_budget` (it waits for `agentd extend`): states of a live task, not terminal statuses.
+ViewState = Literal["queued", "starting", "running", "awaiting_approval", "awaiting_budget", "terminal"]
 
 
 # The models and adapters of this module are built at their first use, not at import
@@ -106,6 +107,9 @@ class TaskSpec(_Model):
     approve: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
         default_factory=list, max_length=64
     )
+    # When the step or token budget runs out: end `exhausted_*`, or wait for `agentd extend`
+    # (`awaiting_budget`). None: the daemon's `[defaults] on_budget`.
+    on_budget: Literal["end", "pause"] | None = None
 
 
 class TaskView(_Model):
@@ -183,6 +187,15 @@ class SubmitResult(_Model):
 
 class TaskRef(_Model):
     task_id: str = Field(min_length=1, max_length=64)
+
+
+class ExtendParams(_Model):
+    """More budget for a task that waits for it (`awaiting_budget`): added to what it had."""
+
+    task_id: str = Field(min_length=1, max_length=64)
+    steps: int | None = Field(default=None, ge=1, le=100_000)
+    tokens: int | None = Field(default=None, ge=1)
+    deadline_s: float | None = Field(default=None, gt=0)
 
 
 class ForkParams(_Model):
@@ -532,6 +545,11 @@ class ApprovalListRequest(Request[list[ApprovalView]]):
     params: ApprovalListParams = ApprovalListParams.model_construct()
 
 
+class ExtendRequest(Request[TaskView]):
+    method: Literal["task.extend"] = "task.extend"
+    params: ExtendParams
+
+
 class ForkRequest(Request[SubmitResult]):
     method: Literal["task.fork"] = "task.fork"
     params: ForkParams
@@ -616,6 +634,7 @@ ApiRequest = Annotated[
     | TreeRequest
     | TranscriptRequest
     | ForkRequest
+    | ExtendRequest
     | StatusRequest
     | ScheduleCreateRequest
     | ScheduleListRequest

@@ -89,6 +89,8 @@ EventName = Literal[
     # subagent's replay of the journal ended (how many steps, and why it diverged, if it did).
     "task.resumed",
     "task.parked",
+    "task.paused",
+    "task.extended",
     "loop.resumed",
     # Retention (docs/durability.md): ended tasks and transcripts past their retention deleted.
     "journal.pruned",

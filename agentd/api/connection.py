@@ -38,6 +38,7 @@ from protocol.api import (
     EventsParams,
     EventsRequest,
     EventView,
+    ExtendRequest,
     ForkRequest,
     GetRequest,
     ListRequest,
@@ -307,6 +308,8 @@ class Connection:
                 return request.dump_result(await backend.transcript(caller, request.params))
             case ForkRequest():
                 return request.dump_result(await backend.fork(caller, request.params))
+            case ExtendRequest():
+                return request.dump_result(await backend.extend(caller, request.params))
             case StatusRequest():
                 return request.dump_result(await backend.status(caller))
             case ScheduleCreateRequest():

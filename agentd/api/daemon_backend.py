@@ -13,6 +13,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 
 import anyio
+from pydantic import JsonValue
 
 from agentd.admission import SpecRejected, check_spec
 from agentd.api.backend import check_owner, schedule_not_found, task_not_found
@@ -22,6 +23,7 @@ from agentd.errors import (
     ApiError,
     ExecutorUnavailable,
     IdempotencyConflict,
+    InvalidTransition,
     JournalUnavailable,
     QuotaExceeded,
     ScheduleNotFound,
@@ -50,6 +52,7 @@ from protocol.api import (
     DaemonStatus,
     EventsParams,
     EventView,
+    ExtendParams,
     ForkParams,
     ListParams,
     NodeView,
@@ -58,6 +61,7 @@ from protocol.api import (
     ScheduleListParams,
     ScheduleRef,
     ScheduleView,
+    SpecLimits,
     SubmitParams,
     SubmitResult,
     TaskRef,
@@ -151,6 +155,45 @@ class DaemonBackend:
         return await self._submit(
             caller, spec, params.idempotency_key, fork=(origin.task_id, params.from_step, items)
         )
+
+    async def extend(self, caller: Caller, params: ExtendParams) -> TaskView:
+        """Raise a paused task's budget (`awaiting_budget`) and queue it to resume from its
+        transcript; each amount is added to what the task had, within the ceilings."""
+        record = await self._owned(caller, params.task_id)
+        if record.paused_at is None:
+            state = self._view(record).state
+            raise ApiError(
+                INVALID_PARAMS, f"task {record.task_id!r} is not waiting for budget (it is {state})"
+            )
+        if params.steps is None and params.tokens is None and params.deadline_s is None:
+            raise ApiError(INVALID_PARAMS, "give at least one of --steps, --tokens or --deadline")
+        config = self._config()
+        had = config.limits_for(record.spec)
+        asked = SpecLimits(
+            max_steps=had.max_steps + (params.steps or 0),
+            max_tokens=had.max_tokens + (params.tokens or 0),
+            deadline_s=had.deadline_s + (params.deadline_s or 0.0),
+        )
+        granted = config.limits_for(record.spec.model_copy(update={"limits": asked}))
+        if (granted.max_steps, granted.max_tokens) == (had.max_steps, had.max_tokens):
+            raise ApiError(
+                INVALID_PARAMS,
+                f"task {record.task_id!r} is at the daemon's ceilings ({had.max_steps} steps, "
+                f"{had.max_tokens} tokens: [defaults] max_steps_ceiling, max_tokens_ceiling)",
+            )
+        try:
+            extended = await self.journal.extend(
+                record.task_id, record.spec.model_copy(update={"limits": asked})
+            )
+        except InvalidTransition:
+            raise ApiError(
+                INVALID_PARAMS, f"task {record.task_id!r} is no longer waiting for budget"
+            ) from None
+        fields: dict[str, JsonValue] = {"max_steps": granted.max_steps, "max_tokens": granted.max_tokens}
+        self.journal.append_event(record.task_id, "task.extended", {**fields, "uid": caller.uid})
+        self.supervisor.log.info("task.extended", task_id=record.task_id, uid=caller.uid, **fields)
+        self.supervisor.queue_changed()
+        return self._view(extended)
 
     async def _submit(
         self,

@@ -131,6 +131,7 @@ def spec_from_args(args: argparse.Namespace, *, model: str | None, mcp: list[str
             output_contract=contract,
             limits=SpecLimits(max_steps=args.max_steps, max_tokens=args.max_tokens, deadline_s=deadline_s),
             approve=list(getattr(args, "approve", None) or []),
+            on_budget=getattr(args, "on_budget", None),
         )
     except ValidationError as exc:
         raise UsageError(_invalid("task", exc)) from None
@@ -281,6 +282,10 @@ def render_event(event: EventView) -> str | None:
         return f"  model {f.get('endpoint')}: {f.get('outcome')} (status {f.get('status')}, {f.get('err')})"
     if name == "loop.final":
         return f"■ {f.get('status')} after {f.get('steps')} steps, {f.get('tokens')} tokens"
+    if name == "task.paused":
+        return f"⏸ {f.get('status')}: waiting for more budget (`agentd extend TASK --steps N`)"
+    if name == "task.extended":
+        return f"↑ extended to {f.get('max_steps')} steps, {f.get('max_tokens')} tokens"
     if name == "task.parked":
         return "⏸ parked: the daemon is stopping; the task resumes from its last step at the next start"
     if name == "task.resumed":
@@ -550,7 +555,17 @@ def preflight_triggers(args: argparse.Namespace) -> None:
         raise UsageError("give an action (pause, resume, restart) before the trigger NAME")
 
 
+def preflight_extend(args: argparse.Namespace) -> None:
+    from agentd.config.duration import DurationError, parse_duration
+
+    try:
+        args.deadline_s = parse_duration(args.deadline) if args.deadline is not None else None
+    except DurationError as exc:
+        raise UsageError(f"--deadline: {exc}") from None
+
+
 PREFLIGHT: dict[str, Callable[[argparse.Namespace], None]] = {
+    "extend": preflight_extend,
     "submit": preflight_submit,
     "schedules": preflight_schedules,
     "triggers": preflight_triggers,
@@ -565,6 +580,7 @@ COMMANDS: dict[str, Callable[[ApiClient, argparse.Namespace, TextIO], int]] = {
     "tree": cmd_tree,
     "transcript": resume_commands.cmd_transcript,
     "fork": resume_commands.cmd_fork,
+    "extend": resume_commands.cmd_extend,
     "schedules": cmd_schedules,
     "approvals": approval_commands.cmd_approvals,
     "approve": approval_commands.cmd_decide,

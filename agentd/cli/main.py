@@ -146,6 +146,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="tool calls that wait for your approval, added to the daemon's (SERVER/TOOL_GLOB, or "
         "TOOL_GLOB on every granted server; repeatable)",
     )
+    p.add_argument(
+        "--on-budget",
+        choices=["end", "pause"],
+        help="when the step or token budget runs out: end the task exhausted_* (the default), or pause "
+        "it until `agentd extend TASK` raises the budget",
+    )
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--wait", action="store_true", help="wait for the result and exit with the task's code")
     mode.add_argument("--follow", action="store_true", help="show progress live, then the result")
@@ -241,6 +247,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", metavar="NAME", help="a configured endpoint for the new task")
     p.add_argument("--instruction", metavar="TEXT", help="a new instruction for the new task")
     p.add_argument("--idempotency-key", metavar="KEY", help="the same key returns the same fork")
+    _socket_arg(p)
+    _json_arg(p)
+    p = sub.add_parser(
+        "extend",
+        help="raise the budget of a task that waits for it (awaiting_budget) so it goes on",
+        description="Each amount is added to what the task had (within the daemon's ceilings); the task "
+        "resumes from its last journaled step (docs/durability.md).",
+    )
+    p.add_argument("task", metavar="TASK", help="a task in awaiting_budget")
+    p.add_argument("--steps", type=int, metavar="N", help="more model turns")
+    p.add_argument("--tokens", type=int, metavar="N", help="more tokens")
+    p.add_argument("--deadline", metavar="DURATION", help="more wall-clock time: 30s, 5m, 2h or seconds")
     _socket_arg(p)
     _json_arg(p)
     p = sub.add_parser("logs", help="show a task's events")

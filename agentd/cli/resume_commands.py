@@ -13,6 +13,8 @@ from typing import TextIO
 from agentd.api.client import ApiClient
 from agentd.cli.display import cut, safe
 from protocol.api import (
+    ExtendParams,
+    ExtendRequest,
     ForkParams,
     ForkRequest,
     TranscriptParams,
@@ -73,6 +75,17 @@ def cmd_fork(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
         out.write(result.model_dump_json() + "\n")
     else:
         out.write(f"{result.task_id}  forked from {args.task} at step {args.from_step}\n")
+    return ExitCode.OK
+
+
+def cmd_extend(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
+    # `--deadline` was read as seconds by the command's preflight (`deadline_s`).
+    params = ExtendParams(task_id=args.task, steps=args.steps, tokens=args.tokens, deadline_s=args.deadline_s)
+    view = client.call(ExtendRequest(params=params))
+    if args.json:
+        out.write(view.model_dump_json() + "\n")
+    else:
+        out.write(f"{view.task_id}  extended: it goes on from its last step (queued)\n")
     return ExitCode.OK
 
 

@@ -78,10 +78,11 @@ class Collector:
         now = time.time()
         daemon = self.client.call(StatusRequest(), timeout_s=CALL_TIMEOUT_S)
         views: list[TaskView] = []
-        for state in ("starting", "running"):
+        for state in ("starting", "running", "queued"):
             request = ListRequest(params=ListParams(state=state, limit=MAX_TASKS))
             page: list[TaskView] = self.client.call(request, timeout_s=CALL_TIMEOUT_S)
-            views += page
+            # Of the queued ones, those that wait for more budget (`agentd extend`).
+            views += page if state != "queued" else [v for v in page if v.state == "awaiting_budget"]
         tasks: list[TopTask] = []
         pids: set[int] = set()
         for view in views:

@@ -137,6 +137,16 @@ class DefaultsSection(Section):
         description="MCP servers granted to tasks that name none.",
     )
     max_steps: int = Field(default=_LIMITS.max_steps, ge=1, le=100_000, description="Default step budget.")
+    on_budget: Literal["end", "pause"] = Field(
+        default="end",
+        description="When a task's step or token budget runs out: `end` it `exhausted_*`, or `pause` it "
+        "(`awaiting_budget`) until `agentd extend` raises the budget (docs/durability.md).",
+    )
+    budget_wait_timeout: Duration = Field(
+        default=86400.0,
+        gt=0,
+        description="How long a paused task waits for `agentd extend`; then it ends `exhausted_*`.",
+    )
     max_tokens: int = Field(default=_LIMITS.max_tokens, ge=1, description="Default token budget.")
     deadline_s: Duration = Field(
         default=_LIMITS.deadline_s, gt=0, alias="deadline", description="Default wall-clock deadline."

@@ -28,7 +28,7 @@ from agentd.journal.records import (
 )
 from agentd.journal.transcripts import append_items
 from protocol.api import TaskSpec, TaskState
-from protocol.result import AbortKind, RunError, RunUsage, TerminalStatus
+from protocol.result import AbortKind, RunError, RunResult, RunUsage, TerminalStatus
 from protocol.transcript import StepItem
 
 ROOT_HANDLE = "0"
@@ -36,7 +36,8 @@ ROOT_HANDLE = "0"
 _TASK_COLUMNS = (
     "task_id, run_id, owner_uid, idempotency_key, spec, state, status, exit_code, result, partial, "
     "usage, abort, error, attempts, pid, pid_start_time, created_at, started_at, ended_at, schedule_id, "
-    "fire_at, idle, trigger, uri, executor, worker, resumes, first_started_at, forked_from, forked_step"
+    "fire_at, idle, trigger, uri, executor, worker, resumes, first_started_at, forked_from, forked_step, "
+    "paused_at, paused_result"
 )
 
 
@@ -76,6 +77,10 @@ def task_from_row(row: sqlite3.Row) -> TaskRecord:
         first_started_at=row["first_started_at"],
         forked_from=row["forked_from"],
         forked_step=row["forked_step"],
+        paused_at=row["paused_at"],
+        paused_result=(
+            RunResult.model_validate_json(row["paused_result"]) if row["paused_result"] is not None else None
+        ),
     )
 
 
@@ -387,7 +392,7 @@ def mark_terminal(
         wanted="terminal",
         assignments=(
             "status = ?, exit_code = ?, result = ?, partial = ?, usage = ?, abort = ?, error = ?,"
-            " ended_at = ?, idle = ?"
+            " ended_at = ?, idle = ?, paused_at = NULL, paused_result = NULL"
         ),
         params=(
             status.value,
@@ -402,12 +407,17 @@ def mark_terminal(
         ),
     )
     if root is not None:
-        conn.execute(
-            "UPDATE nodes SET state = 'terminal', status = ?, usage = ?, ended_at = ?"
-            " WHERE task_id = ? AND handle = ? AND state != 'terminal'",
-            (root.status.value, root.usage.model_dump_json(), now, task_id, ROOT_HANDLE),
-        )
+        _end_root(conn, task_id, root, now)
     return record
+
+
+def _end_root(conn: sqlite3.Connection, task_id: str, root: NodeEnd, now: float) -> None:
+    """The root node's end, committed with the task's (the run deferred it to its owner)."""
+    conn.execute(
+        "UPDATE nodes SET state = 'terminal', status = ?, usage = ?, ended_at = ?"
+        " WHERE task_id = ? AND handle = ? AND state != 'terminal'",
+        (root.status.value, root.usage.model_dump_json(), now, task_id, ROOT_HANDLE),
+    )
 
 
 def requeue(conn: sqlite3.Connection, task_id: str) -> TaskRecord:
@@ -423,9 +433,54 @@ def requeue(conn: sqlite3.Connection, task_id: str) -> TaskRecord:
     )
 
 
-def park(conn: sqlite3.Connection, task_id: str) -> TaskRecord:
+def pause_for_budget(
+    conn: sqlite3.Connection, task_id: str, *, result: RunResult, root: NodeEnd | None, now: float
+) -> TaskRecord:
+    """starting/running → queued and paused: its budget ran out; it waits for `extend`, keeping
+    the run's result (its status, partial result and usage) for the view and for a timeout."""
+    if root is not None:
+        _end_root(conn, task_id, root, now)
+    return _transition(
+        conn,
+        task_id,
+        allowed=("starting", "running"),
+        wanted="queued",
+        assignments="resumes = resumes + 1, pid = NULL, pid_start_time = NULL, started_at = NULL,"
+        " paused_at = ?, paused_result = ?",
+        params=(now, result.model_dump_json()),
+    )
+
+
+def extend(conn: sqlite3.Connection, task_id: str, *, spec: TaskSpec) -> TaskRecord:
+    """A paused task's spec with a larger budget; queued to resume. Raises `InvalidTransition`
+    (with the state `queued`) if it is not paused."""
+    spec_json = spec.model_dump_json()
+    rows = conn.execute(
+        "UPDATE tasks SET spec = ?, spec_bytes = ?, paused_at = NULL, paused_result = NULL"
+        f" WHERE task_id = ? AND state = 'queued' AND paused_at IS NOT NULL RETURNING {_TASK_COLUMNS}",
+        (spec_json, len(spec_json.encode()), task_id),
+    ).fetchall()
+    if rows:
+        return task_from_row(rows[0])
+    current = conn.execute("SELECT state FROM tasks WHERE task_id = ?", (task_id,)).fetchall()
+    if not current:
+        raise TaskNotFound(task_id)
+    raise InvalidTransition(task_id, current[0]["state"], "queued")
+
+
+def paused_since(conn: sqlite3.Connection, *, before: float) -> tuple[TaskRecord, ...]:
+    """Tasks paused for budget since before `before` (their wait timed out)."""
+    rows = conn.execute(
+        f"SELECT {_TASK_COLUMNS} FROM tasks WHERE state = 'queued' AND paused_at < ?", (before,)
+    ).fetchall()
+    return tuple(task_from_row(row) for row in rows)
+
+
+def park(conn: sqlite3.Connection, task_id: str, *, root: NodeEnd | None, now: float) -> TaskRecord:
     """starting/running → queued for a run that goes on from its transcript: a stop of the
     daemon, not a failure of the task, so it spends no attempt (docs/durability.md)."""
+    if root is not None:
+        _end_root(conn, task_id, root, now)
     return _transition(
         conn,
         task_id,
@@ -621,10 +676,12 @@ def list_tasks(
 
 
 def next_queued(conn: sqlite3.Connection, per_owner: int) -> tuple[TaskRecord, ...]:
-    """Each owner's oldest `per_owner` queued tasks, in submission order (the scheduler's pick)."""
+    """Each owner's oldest `per_owner` queued tasks, in submission order (the scheduler's pick);
+    a task paused for budget waits for `extend`, not for a slot."""
     rows = conn.execute(
         f"SELECT {_TASK_COLUMNS} FROM (SELECT *, row_number() OVER (PARTITION BY owner_uid ORDER BY seq)"
-        " AS owner_rank FROM tasks WHERE state = 'queued') WHERE owner_rank <= ? ORDER BY seq",
+        " AS owner_rank FROM tasks WHERE state = 'queued' AND paused_at IS NULL)"
+        " WHERE owner_rank <= ? ORDER BY seq",
         (per_owner,),
     ).fetchall()
     return tuple(task_from_row(row) for row in rows)

@@ -28,7 +28,7 @@ from protocol.api import (
     TaskState,
     TaskView,
 )
-from protocol.result import AbortKind, RunError, RunUsage, TerminalStatus
+from protocol.result import AbortKind, RunError, RunResult, RunUsage, TerminalStatus
 
 NodeState = Literal["starting", "running", "terminal"]
 TASK_STATES: tuple[TaskState, ...] = ("queued", "starting", "running", "terminal")
@@ -112,6 +112,10 @@ class TaskRecord:
     # A fork (`agentd fork`): the task and step its root's transcript was copied from.
     forked_from: str | None = None
     forked_step: int | None = None
+    # Invariant: set only while `state` is "queued": the budget ran out (`on_budget = "pause"`);
+    # the task waits for `extend`, keeping the run's result, and the scheduler leaves it alone.
+    paused_at: float | None = None
+    paused_result: RunResult | None = None
 
     @property
     def may_requeue(self) -> bool:
@@ -119,6 +123,20 @@ class TaskRecord:
         return self.attempts + 1 < self.spec.retry.max_attempts
 
     def to_view(self) -> TaskView:
+        paused = self.paused_result
+        if paused is not None and self.state == "queued":  # what the paused run reached
+            return self._view().model_copy(
+                update={
+                    "state": "awaiting_budget",
+                    "result": paused.result,
+                    "partial": paused.partial,
+                    "usage": paused.usage,
+                    "error": RunError(kind="awaiting_budget", message=_budget_wait(paused)),
+                }
+            )
+        return self._view()
+
+    def _view(self) -> TaskView:
         return TaskView(
             task_id=self.task_id,
             run_id=self.run_id,
@@ -151,6 +169,11 @@ class TaskRecord:
                 else None
             ),
         )
+
+
+def _budget_wait(result: RunResult) -> str:
+    spent = "step" if result.status is TerminalStatus.EXHAUSTED_STEPS else "token"
+    return f"its {spent} budget ran out: it waits for `agentd extend` (or ends {result.status.value})"
 
 
 @dataclass(frozen=True, slots=True)

@@ -189,7 +189,9 @@ CREATE INDEX tasks_by_state_owner ON tasks (state, owner_uid, spec_bytes);
 # its subagent handed them over (protocol/transcript.py); a resumed run replays them. A task's
 # `resumes` counts its runs that went on from a journaled transcript (after a restart or a park),
 # and `first_started_at` keeps when its first run started, so its deadline runs in wall time
-# across them. A forked task names the task and step its transcript was copied from.
+# across them. A forked task names the task and step its transcript was copied from. A task whose
+# budget ran out with `on_budget = "pause"` waits queued with `paused_at` set (the scheduler leaves
+# it) and the run's result kept, until `agentd extend` raises its budget or the wait times out.
 _V8 = """
 CREATE TABLE steps (
     task_id TEXT    NOT NULL REFERENCES tasks (task_id),
@@ -204,6 +206,8 @@ ALTER TABLE tasks ADD COLUMN resumes INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE tasks ADD COLUMN first_started_at REAL;
 ALTER TABLE tasks ADD COLUMN forked_from TEXT;
 ALTER TABLE tasks ADD COLUMN forked_step INTEGER;
+ALTER TABLE tasks ADD COLUMN paused_at REAL;
+ALTER TABLE tasks ADD COLUMN paused_result TEXT;
 """
 
 # Index i holds the script that takes a database from version i to i + 1.

@@ -49,7 +49,7 @@ from agentd.journal.transcripts import Transcripts
 from agentd.journal.trigger_store import TriggerJournal
 from agentd.journal.writer import Completion, JournalWriter, Pending
 from protocol.api import TaskSpec, TaskState
-from protocol.result import AbortKind, RunError, RunUsage, TerminalStatus
+from protocol.result import AbortKind, RunError, RunResult, RunUsage, TerminalStatus
 from protocol.transcript import StepItem
 
 __all__ = [
@@ -351,9 +351,27 @@ class Journal(ScheduleJournal, ApprovalJournal, TriggerJournal):
         """starting|running → queued with `attempts + 1`, keeping the `run_id`."""
         return await self._write(functools.partial(q.requeue, task_id=task_id))
 
-    async def park(self, task_id: str) -> TaskRecord:
-        """starting|running → queued to go on from its transcript (a stop), spending no attempt."""
-        return await self._write(functools.partial(q.park, task_id=task_id), wakes=task_id)
+    async def pause_for_budget(
+        self, task_id: str, result: RunResult, *, root: NodeEnd | None = None
+    ) -> TaskRecord:
+        """starting|running → queued and paused (its budget ran out), keeping the run's result;
+        `root`: the root node's end, committed with it."""
+        op = functools.partial(q.pause_for_budget, task_id=task_id, result=result, root=root, now=time.time())
+        return await self._write(op, wakes=task_id)
+
+    async def extend(self, task_id: str, spec: TaskSpec) -> TaskRecord:
+        """A paused task's spec with a larger budget, queued to resume (`agentd extend`)."""
+        return await self._write(functools.partial(q.extend, task_id=task_id, spec=spec), wakes=task_id)
+
+    async def paused_since(self, before: float) -> tuple[TaskRecord, ...]:
+        """The tasks paused for budget since before `before`."""
+        return await self._read(functools.partial(q.paused_since, before=before))
+
+    async def park(self, task_id: str, *, root: NodeEnd | None = None) -> TaskRecord:
+        """starting|running → queued to go on from its transcript (a stop), spending no attempt;
+        `root`: the root node's end, committed with it."""
+        op = functools.partial(q.park, task_id=task_id, root=root, now=time.time())
+        return await self._write(op, wakes=task_id)
 
     async def upsert_node(
         self,

@@ -96,6 +96,8 @@ def child_payload(
             "warm": False,
             # A child has a transcript of its own (none yet), never its parent's.
             "replay": [],
+            # Only the root pauses at its budget; a child out of its grant ends as usual.
+            "wrap_up": True,
             # Only the root run speaks for a schedule's fire.
             "idle_signal": False,
             "telemetry": telemetry,

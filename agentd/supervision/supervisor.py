@@ -21,6 +21,7 @@ from typing import Literal
 import anyio
 import anyio.lowlevel
 import psutil
+from pydantic import JsonValue
 
 from agentd import logs
 from agentd.errors import AgentdError, InvalidTransition, JournalError
@@ -72,6 +73,10 @@ class SupervisorOptions:
     # they go back to the queue with their transcripts, to resume at the next start) or
     # "cancel" them (docs/durability.md).
     on_stop: Literal["park", "cancel"] = "park"
+    # A task whose budget ran out (and that names none itself): "end" it `exhausted_*`, or
+    # "pause" it until `agentd extend`, at most `budget_wait_timeout_s` (docs/durability.md).
+    on_budget: Literal["end", "pause"] = "end"
+    budget_wait_timeout_s: float = 86400.0
 
 
 @dataclass
@@ -353,6 +358,7 @@ class Supervisor:
                 await anyio.sleep(SWEEP_COALESCE_S)
             self._sweep_wanted = anyio.Event()
             self.sweep()
+            await self.expire_paused()
 
     def sweep_soon(self) -> None:
         """A task ended: what it leaked (a stdio MCP server) is swept within `SWEEP_COALESCE_S`."""
@@ -384,12 +390,15 @@ class Supervisor:
                 result = RunResult(
                     status=TerminalStatus.CRASHED, error=RunError(kind="internal", message=message)
                 )
+            # The root node's end (a local run leaves it to us) commits in the same transaction
+            # as the task's state.
+            root = slot.run.root_end if slot.run is not None else None
             if slot.park and result is not None and result.status is TerminalStatus.CANCELLED:
-                await self._park(record)
+                await self._park(record, root)
+            elif result is not None and self._pauses(record, result):
+                await self._pause(record, result, root)
             elif result is not None:  # None: it was cancelled while queued, and recorded then
-                # A forced kill (a second signal) is not a clean drain. The root node's end (a
-                # local run leaves it to us) commits in the same transaction as the task's.
-                root = slot.run.root_end if slot.run is not None else None
+                # A forced kill (a second signal) is not a clean drain.
                 await self._record_terminal(
                     record, result, clean_drain=self.draining and not self.forced, root=root
                 )
@@ -405,9 +414,37 @@ class Supervisor:
             self._wake.set()
             self.sweep_soon()
 
-    async def _park(self, record: TaskRecord) -> None:
+    def _pauses(self, record: TaskRecord, result: RunResult) -> bool:
+        """Whether a run that spent its budget waits for `agentd extend` instead of ending."""
+        spent = result.status in (TerminalStatus.EXHAUSTED_STEPS, TerminalStatus.EXHAUSTED_TOKENS)
+        wanted = record.spec.on_budget or self.options.on_budget
+        return spent and wanted == "pause" and self.executor.resumes_here
+
+    async def _pause(self, record: TaskRecord, result: RunResult, root: NodeEnd | None) -> None:
+        await self.journal.pause_for_budget(record.task_id, result, root=root)
+        fields: dict[str, JsonValue] = {"status": result.status.value, "steps": result.usage.steps}
+        self.journal.append_event(record.task_id, "task.paused", fields)
+        self.log.info("task.paused", task_id=record.task_id, run_id=record.run_id, **fields)
+
+    async def expire_paused(self) -> None:
+        """End the tasks that waited for `agentd extend` longer than `budget_wait_timeout_s`,
+        with the status their budget gave them."""
+        try:
+            expired = await self.journal.paused_since(time.time() - self.options.budget_wait_timeout_s)
+        except JournalError:
+            return
+        for record in expired:
+            assert record.paused_result is not None
+            waited = f"no budget was added within {self.options.budget_wait_timeout_s:g} s"
+            error = RunError(kind=record.paused_result.status.value, message=waited)
+            with contextlib.suppress(InvalidTransition, JournalError):
+                await self._record_terminal(
+                    record, record.paused_result.model_copy(update={"error": error}), only_queued=True
+                )
+
+    async def _park(self, record: TaskRecord, root: NodeEnd | None) -> None:
         """Back to the queue, to resume from its transcript when the daemon starts again."""
-        parked = await self.journal.park(record.task_id)
+        parked = await self.journal.park(record.task_id, root=root)
         self.journal.append_event(record.task_id, "task.parked", {"resumes": parked.resumes})
         self.log.info("task.parked", task_id=record.task_id, run_id=record.run_id)
 

@@ -112,6 +112,7 @@ def initial_state(payload: SpawnPayload, *, now: float) -> LoopState:
             success_criteria=tuple(oc.success_criteria),
         ),
         max_output_tokens=primary.max_output_tokens,
+        wrap_up=payload.wrap_up,
     )
     head: list[Message] = [UserMessage(payload.instruction, kind="instruction")]
     for seed in payload.context_seed:
@@ -170,7 +171,7 @@ def next_action(state: LoopState, view: TurnView, *, now: float, cancelled: bool
     )
     if halt is not None:
         return Finish(terminal_for(state, halt))
-    wrap = wrapup.plan(state, turn_estimate=estimate, wrap_estimate=wrap_estimate)
+    wrap = wrapup.plan(state, turn_estimate=estimate, wrap_estimate=wrap_estimate) if cfg.wrap_up else None
     wants_compaction = state.force_compaction or (
         wrap is None
         and stop.needs_compaction(estimate, cfg.context_window, cfg.high_water)

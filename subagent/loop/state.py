@@ -47,6 +47,8 @@ class LoopConfig:
     auto_tool_mode: bool = False
     contract: Contract = Contract()
     max_output_tokens: int | None = None
+    # Ask for a last answer (tools off) when the budget is about to run out (loop/wrapup.py).
+    wrap_up: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,7 @@ from protocol.api import (
     DaemonStatus,
     EventsParams,
     EventView,
+    ExtendParams,
     ForkParams,
     ListParams,
     NodeView,
@@ -182,6 +183,9 @@ class InMemoryBackend:
         view = self._owned(caller, params.task_id).view
         spec = TaskSpec(instruction=params.instruction or view.instruction)
         return await self.submit(caller, SubmitParams(spec=spec, idempotency_key=params.idempotency_key))
+
+    async def extend(self, caller: Caller, params: ExtendParams) -> TaskView:
+        return self._owned(caller, params.task_id).view
 
     async def status(self, caller: Caller) -> DaemonStatus:
         self.callers.append(caller)

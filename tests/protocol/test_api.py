@@ -110,8 +110,8 @@ def test_a_request_and_a_result_keep_their_wire_bytes() -> None:
         b'"model":null,"mcp":[],"limits":{"max_steps":null,"max_tokens":null,"deadline_s":null},'
         b'"output_contract":{"objective":null,"format":"text","schema":null,"success_criteria":[]},'
         b'"loop":{"repeat_cap":null,"idle_limit":null,"keep_verbatim":null,"compaction_high_water":null,'
-        b'"vacuous_reasks":null,"catalogue_bytes":null},"retry":{"max_attempts":2},"labels":{},"approve":[]},'
-        b'"idempotency_key":null}}\n'
+        b'"vacuous_reasks":null,"catalogue_bytes":null},"retry":{"max_attempts":2},"labels":{},"approve":[],'
+        b'"on_budget":null},"idempotency_key":null}}\n'
     )
     status = DaemonStatus(
         pid=7,
