@@ -438,16 +438,8 @@ def pause_for_budget(
 ) -> TaskRecord:
     """starting/running → queued and paused: its budget ran out; it waits for `extend`, keeping
     the run's result (its status, partial result and usage) for the view and for a timeout."""
-    if root is not None:
-        _end_root(conn, task_id, root, now)
-    return _transition(
-        conn,
-        task_id,
-        allowed=("starting", "running"),
-        wanted="queued",
-        assignments="resumes = resumes + 1, pid = NULL, pid_start_time = NULL, started_at = NULL,"
-        " paused_at = ?, paused_result = ?",
-        params=(now, result.model_dump_json()),
+    return _queue_to_resume(
+        conn, task_id, root, now, ", paused_at = ?, paused_result = ?", (now, result.model_dump_json())
     )
 
 
@@ -479,6 +471,19 @@ def paused_since(conn: sqlite3.Connection, *, before: float) -> tuple[TaskRecord
 def park(conn: sqlite3.Connection, task_id: str, *, root: NodeEnd | None, now: float) -> TaskRecord:
     """starting/running → queued for a run that goes on from its transcript: a stop of the
     daemon, not a failure of the task, so it spends no attempt (docs/durability.md)."""
+    return _queue_to_resume(conn, task_id, root, now, "", ())
+
+
+def _queue_to_resume(
+    conn: sqlite3.Connection,
+    task_id: str,
+    root: NodeEnd | None,
+    now: float,
+    more: str,
+    params: Sequence[object],
+) -> TaskRecord:
+    """starting/running → queued to go on from its transcript (`resumes + 1`), the root node's
+    end committed with it; `more` sets further columns (with `params`)."""
     if root is not None:
         _end_root(conn, task_id, root, now)
     return _transition(
@@ -486,8 +491,8 @@ def park(conn: sqlite3.Connection, task_id: str, *, root: NodeEnd | None, now: f
         task_id,
         allowed=("starting", "running"),
         wanted="queued",
-        assignments="resumes = resumes + 1, pid = NULL, pid_start_time = NULL, started_at = NULL",
-        params=(),
+        assignments="resumes = resumes + 1, pid = NULL, pid_start_time = NULL, started_at = NULL" + more,
+        params=params,
     )
 
 
