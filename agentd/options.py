@@ -57,7 +57,10 @@ def retention(config: Config) -> Retention:
 
 
 def journal_options(config: Config) -> JournalOptions:
-    return JournalOptions(events_per_task=config.daemon.max_events_per_task)
+    return JournalOptions(
+        events_per_task=config.daemon.max_events_per_task,
+        max_transcript_bytes=config.file.journal.max_transcript_bytes,
+    )
 
 
 def supervisor_options(config: Config) -> SupervisorOptions:

@@ -50,7 +50,7 @@ def worker_identity() -> str:
 async def work(config: Config, *, tracing: Tracing = NULL_TRACING) -> int:
     """Run the worker until drained; returns the process exit code."""
     from agentd.executors.temporal_common import connect
-    from agentd.executors.temporal_worker import TaskActivity, build_worker
+    from agentd.executors.temporal_worker import TaskActivity, WorkflowSteps, build_worker
 
     log = logs.get()
     notifier = Notifier.from_environ(report=lambda err: log.warning("proc.notify", err=err))
@@ -74,6 +74,7 @@ async def work(config: Config, *, tracing: Tracing = NULL_TRACING) -> int:
     options = supervisor_options(config)
     stop_bound_s = bound_s(plan(options.run.ladder)) + TEARDOWN_SLACK_S
     async with open_journal(config.state_dir, journal_options(config)) as journal, _closing(spawner):
+        steps = WorkflowSteps(journal.transcripts)
         supervisor = Supervisor(
             journal,
             lambda record: build_payload(config, record),
@@ -83,10 +84,12 @@ async def work(config: Config, *, tracing: Tracing = NULL_TRACING) -> int:
             tracing=tracing,
             approvals=False,  # no one can decide a gated call here: it is denied, with the reason
             executor=LocalExecutor(requeue=False),
+            steps=steps,
         )
         recovered = await supervisor.recover()
         client = await connect(settings, identity=identity)
-        activity_impl = TaskActivity(journal, supervisor, identity, stop_bound_s)
+        steps.client = client
+        activity_impl = TaskActivity(journal, supervisor, identity, stop_bound_s, steps)
         # Running tasks get the drain cap less the ladder's bound to finish; then they are handed back.
         worker = build_worker(
             client,

@@ -85,10 +85,12 @@ EventName = Literal[
     "task.events_lost",
     "executor.error",
     # Resume (docs/durability.md): a run goes on from its journaled transcript (the supervisor's
-    # `task.resumed`, with the step it starts from), a stop parks a running task, and the
-    # subagent's replay of the journal ended (how many steps, and why it diverged, if it did).
+    # `task.resumed`, with the step it starts from), a stop parks a running task, a crashed one is
+    # queued for its next attempt, and the subagent's replay of the journal ended (how many
+    # steps, and why it diverged, if it did).
     "task.resumed",
     "task.parked",
+    "task.requeued",
     "task.paused",
     "task.extended",
     "loop.resumed",

@@ -27,6 +27,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, JsonValue, TypeAdapter
 
+from protocol.result import RunUsage
+
 # One item's text fields are cut here (a tool result can be megabytes; the frame cap is 16 MiB).
 MAX_ITEM_TEXT = 1_000_000
 # Items per `sup/record` frame.
@@ -121,6 +123,18 @@ def cut(text: str) -> str:
 def steps_of(items: list[StepItem]) -> int:
     """How many model steps `items` hold (replies to a turn or a wrap-up: what `steps` counts)."""
     return sum(1 for item in items if isinstance(item, ReplyItem) and item.purpose != "compact")
+
+
+def usage_of(items: list[StepItem]) -> RunUsage:
+    """What the model calls and tool calls in `items` spent, as their replies reported it."""
+    replies = [item for item in items if isinstance(item, ReplyItem)]
+    return RunUsage(
+        tokens_in=sum(r.tokens_in or 0 for r in replies),
+        tokens_out=sum(r.tokens_out or 0 for r in replies),
+        steps=steps_of(items),
+        model_calls=len(replies),
+        tool_calls=sum(1 for item in items if isinstance(item, ResultItem)),
+    )
 
 
 def replayable(items: list[StepItem]) -> list[StepItem]:

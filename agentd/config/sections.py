@@ -372,6 +372,13 @@ class JournalSection(Section):
         gt=0,
         description="How long an ended task's transcript (`agentd transcript`) is kept after it ended.",
     )
+    max_transcript_bytes: int = Field(
+        default=16 * 1024 * 1024,
+        ge=4096,
+        description="A task's transcript past this many bytes keeps a digest of each of its oldest tool "
+        "results instead of the result's body (a resumed run then sees the digests, as after a "
+        "compaction).",
+    )
 
 
 class MetricsSection(Section):

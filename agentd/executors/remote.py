@@ -18,6 +18,7 @@ from pydantic import JsonValue
 
 from agentd.journal.records import TaskRecord
 from protocol.result import RunError, RunResult, TerminalStatus
+from protocol.transcript import STEP_ITEMS_ADAPTER, StepItem, approx_bytes
 
 WORKFLOW_NAME = "agentd.task"
 ACTIVITY_NAME = "agentd.run_task"
@@ -31,6 +32,12 @@ DEADLINE_GRACE_S = 60.0
 TAIL_EVENTS = 200
 TAIL_BYTES = 256 * 1024
 NODES_CAP = 64
+# A task's journaled steps go into its workflow's history as signals (`steps_batches`), read back
+# by its next attempt on any worker (`seed_of`). A signal's payload stays well under Temporal's
+# 2 MiB blob limit; the history as a whole is bounded by `max_transcript_bytes` and Temporal's own
+# history limits (docs/temporal.md).
+STEPS_SIGNAL = "agentd.steps"
+SIGNAL_BYTES = 1024 * 1024
 
 
 def workflow_id(task_id: str) -> str:
@@ -73,6 +80,44 @@ def result_of(record: TaskRecord) -> RunResult:
 
 def synthetic(status: TerminalStatus, kind: str, message: str) -> RunResult:
     return RunResult(status=status, error=RunError(kind=kind, message=message[:500]))
+
+
+def steps_batches(handle: str, items: list[StepItem]) -> list[dict[str, JsonValue]]:
+    """A node's new steps as the signals that carry them, in order, each under `SIGNAL_BYTES`
+    (an item itself is capped at 1 MB of text: `protocol/transcript.py`)."""
+    batches: list[dict[str, JsonValue]] = []
+    batch: list[JsonValue] = []
+    size = 0
+    for item in items:
+        cost = approx_bytes(item)
+        if batch and size + cost > SIGNAL_BYTES:
+            batches.append({"handle": handle, "items": batch})
+            batch, size = [], 0
+        batch.append(item.model_dump(mode="json"))
+        size += cost
+    if batch:
+        batches.append({"handle": handle, "items": batch})
+    return batches
+
+
+def seed_of(batches: Iterable[object]) -> dict[str, list[StepItem]]:
+    """Each node's transcript from the signals an earlier attempt sent, in history order. Nothing
+    but a worker sends them; should one be unreadable, its node keeps the steps before it (a
+    resume from a prefix of the journal beats a restart)."""
+    seed: dict[str, list[StepItem]] = {}
+    broken: set[str] = set()
+    for batch in batches:
+        if not isinstance(batch, dict) or not isinstance(handle := batch.get("handle"), str):
+            continue
+        if handle in broken:
+            continue
+        try:
+            items = STEP_ITEMS_ADAPTER.validate_python(batch.get("items"))
+        except ValueError:
+            broken.add(handle)
+            continue
+        seed.setdefault(handle, []).extend(items)
+    return seed
 
 
 Event = tuple[int, float, str, dict[str, JsonValue]]

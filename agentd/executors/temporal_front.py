@@ -99,8 +99,10 @@ class TemporalExecutor:
     def start(self, ports: RunPorts, record: TaskRecord, payload: SpawnPayload) -> Run:
         return RemoteRun(self, record)
 
-    # The worker runs the task and its activity's next attempt starts it again.
+    # The worker runs the task; its next attempt, on any worker, resumes from the steps the
+    # earlier ones journaled in the workflow history (docs/temporal.md).
     resumes_here = False
+    replays = False
 
     def requeue_on_recovery(self, record: TaskRecord) -> bool:
         # The workflow goes on without this daemon: a requeued task is simply followed again.

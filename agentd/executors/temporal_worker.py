@@ -7,12 +7,18 @@ ladder and tree budgets as any local task, its whole tree on this host — and h
 bounded tail of the task's events. A cancel of the activity (from `agentd cancel`, or the
 workflow gone) runs the kill ladder and returns the `cancelled` result; this worker's drain hands
 the task back (a retryable failure) so that another worker runs it.
+
+Each node's steps are journaled in the task's workflow history (an `agentd.steps` signal, awaited)
+before this host's journal and before the subagent goes on (`WorkflowSteps`); an attempt after
+the first reads them back and resumes from them (`journaled_steps`), whichever worker ran the
+earlier one (docs/durability.md).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -20,6 +26,7 @@ import anyio
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from agentd.errors import JournalError
@@ -27,28 +34,89 @@ from agentd.executors.remote import (
     ACTIVITY_NAME,
     NODES_CAP,
     RETRYABLE_TYPE,
+    STEPS_SIGNAL,
     EventTail,
     TemporalSettings,
     result_of,
     retryable,
+    seed_of,
+    steps_batches,
     synthetic,
+    workflow_id,
 )
 from agentd.executors.temporal_workflow import TaskWorkflow
 from agentd.journal.records import TaskRecord
 from agentd.journal.store import Journal
+from agentd.journal.transcripts import StepRecord, Transcripts
 from agentd.supervision.supervisor import Supervisor
 from protocol.api import RetryPolicy, TaskSpec
 from protocol.result import RunResult, RunUsage, TerminalStatus
+from protocol.transcript import StepItem
 
 HEARTBEAT_S = 0.5
 EVENT_BATCH = 500
+# How long journaling one batch of steps in the workflow's history, and reading them all back
+# at an attempt's start, may take: past it the step is refused (the subagent stops rather than
+# act on a step no other worker would see), or the attempt is handed back.
+SIGNAL_TIMEOUT_S = 10.0
+HISTORY_TIMEOUT_S = 60.0
+
+
+class WorkflowSteps:
+    """This worker's step journal: a node's steps are signalled to the task's workflow, where the
+    next attempt on any worker finds them, then committed here too (for `agentd transcript` on
+    this host and this attempt's own nested resumes). `client` is set once connected; a task not
+    run for a workflow is journaled here only."""
+
+    def __init__(self, local: Transcripts) -> None:
+        self.local = local
+        self.client: Client | None = None
+        self.workflows: dict[str, str] = {}  # local task id → its workflow's id
+
+    async def append(self, task_id: str, handle: str, items: Sequence[StepItem]) -> int:
+        workflow_id = self.workflows.get(task_id)
+        if workflow_id is not None and self.client is not None:
+            workflow = self.client.get_workflow_handle(workflow_id)
+            bound = timedelta(seconds=SIGNAL_TIMEOUT_S)
+            for batch in steps_batches(handle, list(items)):
+                try:
+                    await workflow.signal(STEPS_SIGNAL, batch, rpc_timeout=bound)
+                except RPCError as exc:
+                    raise JournalError(f"the workflow's history did not take the step: {exc}") from None
+        return await self.local.append(task_id, handle, items)
+
+    async def items(self, task_id: str, handle: str = "0") -> list[StepRecord]:
+        return await self.local.items(task_id, handle)
+
+    async def children(self, task_id: str) -> dict[str, str | None]:
+        return await self.local.children(task_id)
+
+
+async def journaled_steps(client: Client, workflow_id: str) -> dict[str, list[StepItem]]:
+    """Every node's steps the task's earlier attempts signalled, read from its history."""
+    batches: list[object] = []
+    async for event in client.get_workflow_handle(workflow_id).fetch_history_events():
+        if not event.HasField("workflow_execution_signaled_event_attributes"):
+            continue
+        signalled = event.workflow_execution_signaled_event_attributes
+        if signalled.signal_name == STEPS_SIGNAL and signalled.input.payloads:
+            batches.extend(await client.data_converter.decode(signalled.input.payloads))
+    return seed_of(batches)
 
 
 class TaskActivity:
-    def __init__(self, journal: Journal, supervisor: Supervisor, identity: str, stop_bound_s: float) -> None:
+    def __init__(
+        self,
+        journal: Journal,
+        supervisor: Supervisor,
+        identity: str,
+        stop_bound_s: float,
+        steps: WorkflowSteps,
+    ) -> None:
         self.journal = journal
         self.supervisor = supervisor
         self.identity = identity
+        self.steps = steps
         # How long a cancelled task may take to stop: the kill ladder's bound plus teardown.
         self.stop_bound_s = stop_bound_s
 
@@ -66,12 +134,33 @@ class TaskActivity:
         )
         # Temporal owns the retries: this host never requeues the attempt itself.
         spec = spec.model_copy(update={"limits": limits, "retry": RetryPolicy(max_attempts=1)})
+        workflow = info.workflow_id or workflow_id(str(task["task_id"]))
+        local = await self._submit(spec, int(task["owner_uid"]), workflow, attempt)
+        self.steps.workflows[local.task_id] = workflow
         try:
-            local, _ = await self.journal.submit(
-                spec, int(task["owner_uid"]), f"temporal:{info.workflow_id}:{attempt}"
+            return await self._supervise(local, attempt)
+        finally:
+            self.steps.workflows.pop(local.task_id, None)
+
+    async def _submit(self, spec: TaskSpec, owner_uid: int, workflow: str, attempt: int) -> TaskRecord:
+        """Journal this attempt here; after the first, with the steps the earlier ones journaled
+        in the workflow's history, so that it resumes from them."""
+        key = f"temporal:{workflow}:{attempt}"
+        try:
+            if attempt == 1 or self.steps.client is None:
+                local, _ = await self.journal.submit(spec, owner_uid, key)
+                return local
+            activity.heartbeat({"attempt": attempt, "worker": self.identity})
+            with anyio.fail_after(HISTORY_TIMEOUT_S):
+                steps = await journaled_steps(self.steps.client, workflow)
+            local, _ = await self.journal.submit_resumed(
+                spec, owner_uid, key, steps=steps, resumes=attempt - 1
             )
-        except JournalError as exc:
+            return local
+        except (JournalError, RPCError, TimeoutError) as exc:
             raise ApplicationError(f"the worker's journal: {exc}", type=RETRYABLE_TYPE) from None
+
+    async def _supervise(self, local: TaskRecord, attempt: int) -> dict[str, Any]:
         self.supervisor.notify_submitted()
         tail = EventTail()
         seq = 0

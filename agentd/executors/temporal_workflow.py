@@ -6,6 +6,10 @@ or when its worker handed it back while draining; never when it reached any othe
 terminal status. `maximum_attempts` is the task's `retry.max_attempts`. The whole task — every
 attempt — must end within its deadline (`schedule_to_close`), plus a grace for the kill ladder.
 
+The workers journal each node's steps as `agentd.steps` signals: they stay in this workflow's
+history, where the next attempt reads them to resume the task from its last journaled step. The
+workflow keeps nothing of them in its own state.
+
 Deterministic and small: no I/O, no clock but `workflow.now()`, so it runs unsandboxed.
 """
 
@@ -20,7 +24,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TimeoutType
 from temporalio.exceptions import TimeoutError as TemporalTimeout
 
-from agentd.executors.remote import ACTIVITY_NAME, RETRYABLE_TYPE, WORKFLOW_NAME
+from agentd.executors.remote import ACTIVITY_NAME, RETRYABLE_TYPE, STEPS_SIGNAL, WORKFLOW_NAME
 
 
 def _outcome(status: str, kind: str, message: str) -> dict[str, Any]:
@@ -53,6 +57,10 @@ class TaskWorkflow:
             return _failure(exc)
         except asyncio.CancelledError:
             return _outcome("cancelled", "cancelled", "the task was cancelled")
+
+    @workflow.signal(name=STEPS_SIGNAL)
+    def steps(self, batch: dict[str, Any]) -> None:
+        """A node's journaled steps: their record is the history event itself."""
 
 
 def _failure(exc: ActivityError) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pydantic import JsonValue
@@ -191,6 +191,20 @@ def insert_fork(
     )
     append_items(conn, task_id=record.task_id, handle=ROOT_HANDLE, items=items, now=record.created_at)
     return dataclasses.replace(record, forked_from=origin, forked_step=step), True
+
+
+def insert_resumed(
+    conn: sqlite3.Connection, *, steps: Mapping[str, Sequence[StepItem]], resumes: int, **task: Any
+) -> tuple[TaskRecord, bool]:
+    """`insert_task` for an attempt that goes on from transcripts journaled elsewhere (a Temporal
+    worker's earlier attempt): the task, its `resumes` and every node's steps commit together."""
+    record, created = insert_task(conn, **task)
+    if not created or not steps:
+        return record, created
+    conn.execute("UPDATE tasks SET resumes = ? WHERE task_id = ?", (resumes, record.task_id))
+    for handle, items in steps.items():
+        append_items(conn, task_id=record.task_id, handle=handle, items=items, now=record.created_at)
+    return dataclasses.replace(record, resumes=resumes), True
 
 
 def insert_claimed_task(
@@ -472,6 +486,14 @@ def park(conn: sqlite3.Connection, task_id: str, *, root: NodeEnd | None, now: f
     """starting/running → queued for a run that goes on from its transcript: a stop of the
     daemon, not a failure of the task, so it spends no attempt (docs/durability.md)."""
     return _queue_to_resume(conn, task_id, root, now, "", ())
+
+
+def requeue_after_crash(
+    conn: sqlite3.Connection, task_id: str, *, root: NodeEnd | None, now: float
+) -> TaskRecord:
+    """starting/running → queued for a new attempt that goes on from its transcript: its
+    subagent crashed, and its retry policy allows another attempt (docs/durability.md)."""
+    return _queue_to_resume(conn, task_id, root, now, ", attempts = attempts + 1", ())
 
 
 def _queue_to_resume(

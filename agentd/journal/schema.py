@@ -13,7 +13,7 @@ from pathlib import Path
 
 from agentd.errors import JournalError
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 BUSY_TIMEOUT_MS = 5000
 
 # Invariant: `seq` is the rowid alias, so it is the submission order and survives VACUUM (an
@@ -210,8 +210,19 @@ ALTER TABLE tasks ADD COLUMN paused_at REAL;
 ALTER TABLE tasks ADD COLUMN paused_result TEXT;
 """
 
+# v9: a task's transcript is bounded (`[journal] max_transcript_bytes`): each step keeps its body's
+# size, and each task the sum, so the oldest tool results past the cap are found and digested
+# without reading every body.
+_V9 = """
+ALTER TABLE steps ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE tasks ADD COLUMN transcript_bytes INTEGER NOT NULL DEFAULT 0;
+UPDATE steps SET bytes = length(CAST(body AS BLOB));
+UPDATE tasks SET transcript_bytes =
+    (SELECT COALESCE(SUM(bytes), 0) FROM steps WHERE steps.task_id = tasks.task_id);
+"""
+
 # Index i holds the script that takes a database from version i to i + 1.
-_MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8)
+_MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9)
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 
 # SQLite primary result codes (the low byte of an extended code) that describe the environment

@@ -88,6 +88,8 @@ class JournalOptions:
     write_timeout_s: float = 30.0
     # Closing waits this long for the writer's final flush.
     close_timeout_s: float = 10.0
+    # A task's transcript past this keeps digests of its oldest tool results (None: unbounded).
+    max_transcript_bytes: int | None = 16 * 1024 * 1024
 
 
 class _Followers:
@@ -132,7 +134,7 @@ class Journal(ScheduleJournal, ApprovalJournal, TriggerJournal):
         self._watch_idle: anyio.Event | None = None
         # Invariant: once set, no new write reaches the writer queue (the stop sentinel is last).
         self._closing = False
-        self.transcripts = Transcripts(self._write, self._read)
+        self.transcripts = Transcripts(self._write, self._read, options.max_transcript_bytes)
 
     # ---- health ----------------------------------------------------------------------------------
 
@@ -222,6 +224,35 @@ class Journal(ScheduleJournal, ApprovalJournal, TriggerJournal):
             idempotency_key=idempotency_key,
             quota=quota,
             now=time.time(),
+        )
+        return await self._write(op)
+
+    async def submit_resumed(
+        self,
+        spec: TaskSpec,
+        owner_uid: int,
+        idempotency_key: str,
+        *,
+        steps: Mapping[str, Sequence[StepItem]],
+        resumes: int,
+    ) -> tuple[TaskRecord, bool]:
+        """`submit` for an attempt that resumes from `steps` journaled elsewhere (each node's, by
+        handle; a Temporal worker's earlier attempt): the task and its transcripts commit together,
+        and its run replays them."""
+        op = functools.partial(
+            q.insert_resumed,
+            steps=steps,
+            resumes=resumes,
+            task_id=new_task_id(),
+            run_id=new_run_id(),
+            spec=spec,
+            spec_json=spec.model_dump_json(),
+            owner_uid=owner_uid,
+            idempotency_key=idempotency_key,
+            quota=Quota(),
+            now=time.time(),
+            trigger=None,
+            uri=None,
         )
         return await self._write(op)
 
@@ -371,6 +402,12 @@ class Journal(ScheduleJournal, ApprovalJournal, TriggerJournal):
         """starting|running → queued to go on from its transcript (a stop), spending no attempt;
         `root`: the root node's end, committed with it."""
         op = functools.partial(q.park, task_id=task_id, root=root, now=time.time())
+        return await self._write(op, wakes=task_id)
+
+    async def requeue_after_crash(self, task_id: str, *, root: NodeEnd | None = None) -> TaskRecord:
+        """starting|running → queued for its next attempt, to go on from its transcript (its
+        subagent crashed); `root`: the root node's end, committed with it."""
+        op = functools.partial(q.requeue_after_crash, task_id=task_id, root=root, now=time.time())
         return await self._write(op, wakes=task_id)
 
     async def upsert_node(

@@ -6,15 +6,18 @@ writer: appends commit in the writer's group commit, reads run on the read conne
 from __future__ import annotations
 
 import functools
+import hashlib
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from protocol.transcript import STEP_ITEM_ADAPTER, SpawnedItem, StepItem
+from protocol.transcript import STEP_ITEM_ADAPTER, ResultItem, SpawnedItem, StepItem
 
 Run = Callable[..., Awaitable[Any]]
+# A tool result this small is kept as it is even past the cap: its digest would not be shorter.
+DIGEST_FLOOR = 512
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,14 +37,74 @@ def append_items(
     last = conn.execute(
         "SELECT COALESCE(MAX(seq), 0) FROM steps WHERE task_id = ? AND handle = ?", (task_id, handle)
     ).fetchone()[0]
+    bodies = [item.model_dump_json() for item in items]
+    sizes = [len(body.encode()) for body in bodies]
     conn.executemany(
-        "INSERT INTO steps (task_id, handle, seq, ts, kind, body) VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO steps (task_id, handle, seq, ts, kind, body, bytes) VALUES (?, ?, ?, ?, ?, ?, ?)",
         [
-            (task_id, handle, last + i, now, item.kind, item.model_dump_json())
-            for i, item in enumerate(items, start=1)
+            (task_id, handle, last + i, now, item.kind, body, size)
+            for i, (item, body, size) in enumerate(zip(items, bodies, sizes, strict=True), start=1)
         ],
     )
+    conn.execute(
+        "UPDATE tasks SET transcript_bytes = transcript_bytes + ? WHERE task_id = ?", (sum(sizes), task_id)
+    )
     return int(last) + len(items)
+
+
+def digested(item: ResultItem) -> ResultItem:
+    """A tool result whose body is not kept: its size and digest stand in for it."""
+    body = item.text.encode()
+    digest = hashlib.sha256(body).hexdigest()[:16]
+    text = (
+        f"[not kept: a {len(body):,}-byte result (sha256 {digest}…); "
+        "this task's transcript is over [journal] max_transcript_bytes]"
+    )
+    return item.model_copy(update={"text": text})
+
+
+def keep_within(conn: sqlite3.Connection, *, task_id: str, max_bytes: int) -> int:
+    """Digest the task's oldest tool-result bodies until its transcript is within `max_bytes`
+    (or none is left to digest); returns how many bytes that gave back."""
+    total = conn.execute("SELECT transcript_bytes FROM tasks WHERE task_id = ?", (task_id,)).fetchone()
+    if total is None or total[0] <= max_bytes:
+        return 0
+    over, freed = total[0] - max_bytes, 0
+    rows = conn.execute(
+        "SELECT handle, seq, body, bytes FROM steps WHERE task_id = ? AND kind = 'result' AND bytes > ?"
+        " ORDER BY ts, handle, seq",
+        (task_id, DIGEST_FLOOR),
+    ).fetchall()
+    for handle, seq, body, size in rows:
+        if freed >= over:
+            break
+        item = STEP_ITEM_ADAPTER.validate_json(body)
+        assert isinstance(item, ResultItem)
+        short = digested(item).model_dump_json()
+        conn.execute(
+            "UPDATE steps SET body = ?, bytes = ? WHERE task_id = ? AND handle = ? AND seq = ?",
+            (short, len(short.encode()), task_id, handle, seq),
+        )
+        freed += size - len(short.encode())
+    conn.execute(
+        "UPDATE tasks SET transcript_bytes = transcript_bytes - ? WHERE task_id = ?", (freed, task_id)
+    )
+    return freed
+
+
+def _append_within(
+    conn: sqlite3.Connection,
+    *,
+    task_id: str,
+    handle: str,
+    items: Sequence[StepItem],
+    now: float,
+    max_bytes: int | None,
+) -> int:
+    count = append_items(conn, task_id=task_id, handle=handle, items=items, now=now)
+    if max_bytes is not None:
+        keep_within(conn, task_id=task_id, max_bytes=max_bytes)
+    return count
 
 
 def _read(
@@ -73,15 +136,24 @@ def _children(conn: sqlite3.Connection, *, task_id: str) -> dict[str, str | None
 
 
 class Transcripts:
-    """Append and read nodes' transcripts. `write` and `read` are the journal's own."""
+    """Append and read nodes' transcripts. `write` and `read` are the journal's own; a task's
+    transcript past `max_bytes` keeps digests of its oldest tool results instead of their bodies."""
 
-    def __init__(self, write: Run, read: Run) -> None:
+    def __init__(self, write: Run, read: Run, max_bytes: int | None = None) -> None:
         self._write = write
         self._read = read
+        self.max_bytes = max_bytes
 
     async def append(self, task_id: str, handle: str, items: Sequence[StepItem]) -> int:
         """Journal `items` after the node's last; returns how many it holds now (committed)."""
-        fn = functools.partial(append_items, task_id=task_id, handle=handle, items=items, now=time.time())
+        fn = functools.partial(
+            _append_within,
+            task_id=task_id,
+            handle=handle,
+            items=items,
+            now=time.time(),
+            max_bytes=self.max_bytes,
+        )
         # Wakes the task's followers (`agentd transcript --follow`).
         return int(await self._write(fn, wakes=task_id))
 

@@ -53,6 +53,8 @@ class Executor(Protocol):
     # This host's supervisor runs the task itself and resumes it from its journaled transcript
     # (after a restart, or a park at a stop); a remote executor's worker does that on its side.
     resumes_here: bool
+    # A run of a task that ran before (resumed, or forked) replays its journaled transcript here.
+    replays: bool
 
     async def accept(self, record: TaskRecord) -> None:
         """Make the just-journaled task durable with the executor before its submit is
@@ -71,8 +73,11 @@ class LocalExecutor:
 
     name = "local"
 
+    replays = True
+
     def __init__(self, *, requeue: bool = True) -> None:
-        # A Temporal worker's supervisor never requeues: Temporal retries the task elsewhere.
+        # A Temporal worker's supervisor never requeues, parks or pauses a task: Temporal retries
+        # it elsewhere. It does replay a transcript an earlier attempt journaled.
         self.requeue = requeue
         self.resumes_here = requeue
 

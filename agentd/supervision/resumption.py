@@ -15,9 +15,25 @@ from agentd.journal.records import TaskRecord
 from agentd.supervision.ports import RunJournal, StepJournal
 from agentd.supervision.tree import Budget, Tree
 from protocol import control
-from protocol.result import RunUsage
+from protocol.result import RunResult, RunUsage, TerminalStatus
 from protocol.spawn import SpawnPayload
-from protocol.transcript import SpawnedItem, replayable, steps_of
+from protocol.transcript import SpawnedItem, replayable, steps_of, usage_of
+
+# The crashes after which a run goes on from its transcript in a new attempt (while the task's
+# `retry.max_attempts` allows): a death from outside, a fault, an exit with no result, a wedged
+# child. Not a limit the operator set (out of memory, CPU time), nor protocol faults: another
+# attempt would only meet them again.
+RESUMABLE_CRASHES = frozenset({"killed", "segfault", "signal", "exit", "stuck", "spawn"})
+
+
+def resumes_after(result: RunResult) -> bool:
+    """Whether a run that ended with `result` may go on from its transcript in a new attempt."""
+    return (
+        result.status is TerminalStatus.CRASHED
+        and result.abort is None
+        and result.error is not None
+        and result.error.kind in RESUMABLE_CRASHES
+    )
 
 
 class Resumption:
@@ -57,6 +73,17 @@ class Resumption:
         except JournalError:
             return
         self._earlier = {n.handle: n.usage for n in nodes if n.handle != "0" and n.state == "terminal"}
+        if self.steps is not None:
+            # Nodes with a transcript but no journaled node ran under another host's supervisor
+            # (a Temporal worker's earlier attempt): what they spent is what their replies say.
+            known = {n.handle for n in nodes}
+            try:
+                for handle in await self.steps.children(self.record.task_id):
+                    if handle not in known:
+                        items = [s.item for s in await self.steps.items(self.record.task_id, handle)]
+                        self._earlier[handle] = usage_of(items)
+            except JournalError:
+                pass
         spent = sum(self._earlier.values(), RunUsage())
         self.tree.record_usage("0", Budget(spent.steps, spent.tokens))
 

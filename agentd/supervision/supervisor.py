@@ -35,8 +35,9 @@ from agentd.supervision.approvals import ApprovalDesk
 from agentd.supervision.executor import Executor, LocalExecutor, Run
 from agentd.supervision.fairness import fair_order
 from agentd.supervision.parking import Parking
-from agentd.supervision.ports import DrainState, RunOptions, RunPorts
+from agentd.supervision.ports import DrainState, RunOptions, RunPorts, StepJournal
 from agentd.supervision.queue_cache import QueueCache, first_per_owner
+from agentd.supervision.resumption import resumes_after
 from agentd.supervision.spawn_window import SpawnWindow
 from agentd.supervision.watch_clock import WatchClock
 from agentd.tracing import NULL_TRACING, TaskSpan, Tracing
@@ -104,8 +105,12 @@ class Supervisor:
         *,
         approvals: bool = True,
         executor: Executor | None = None,
+        steps: StepJournal | None = None,
     ) -> None:
         self.journal = journal
+        # Where the nodes' transcripts are journaled: this journal's, or (a Temporal worker's)
+        # the task's workflow history first, so the next attempt on any worker resumes from it.
+        self.steps: StepJournal = steps or journal.transcripts
         # How each task runs: here (the default), or on a Temporal worker (DESIGN §16).
         self.executor: Executor = executor or LocalExecutor()
         # Journaled tasks whose submit waits for the executor to accept them: not to be taken yet.
@@ -174,7 +179,7 @@ class Supervisor:
             window=self.window,
             clock=self.clock,
             parking=self.parking,
-            steps=self.journal.transcripts,
+            steps=self.steps,
         )
 
     def adopt(self, task_id: str, cancel: Callable[[str], None], pids: Callable[[], set[int]]) -> None:
@@ -397,6 +402,8 @@ class Supervisor:
                 await self._park(record, root)
             elif result is not None and self._pauses(record, result):
                 await self._pause(record, result, root)
+            elif result is not None and self._retries(record, result):
+                await self._retry(record, result, root)
             elif result is not None:  # None: it was cancelled while queued, and recorded then
                 # A forced kill (a second signal) is not a clean drain.
                 await self._record_terminal(
@@ -425,6 +432,22 @@ class Supervisor:
         fields: dict[str, JsonValue] = {"status": result.status.value, "steps": result.usage.steps}
         self.journal.append_event(record.task_id, "task.paused", fields)
         self.log.info("task.paused", task_id=record.task_id, run_id=record.run_id, **fields)
+
+    def _retries(self, record: TaskRecord, result: RunResult) -> bool:
+        """Whether a crashed run goes on from its transcript in a new attempt (here; a Temporal
+        worker's supervisor leaves retries to Temporal)."""
+        return resumes_after(result) and self.executor.requeue_on_recovery(record)
+
+    async def _retry(self, record: TaskRecord, result: RunResult, root: NodeEnd | None) -> None:
+        requeued = await self.journal.requeue_after_crash(record.task_id, root=root)
+        assert result.error is not None
+        fields: dict[str, JsonValue] = {
+            "attempt": requeued.attempts + 1,
+            "err": result.error.kind,
+            "message": result.error.message[:500],
+        }
+        self.journal.append_event(record.task_id, "task.requeued", fields)
+        self.log.warning("task.requeued", task_id=record.task_id, run_id=record.run_id, **fields)
 
     async def expire_paused(self) -> None:
         """End the tasks that waited for `agentd extend` longer than `budget_wait_timeout_s`,
@@ -482,7 +505,7 @@ class Supervisor:
             return RunResult(
                 status=TerminalStatus.CANCELLED, error=RunError(kind="cancelled", message=slot.cancel_reason)
             )
-        if (slot.record.resumes or slot.record.forked_from) and self.executor.resumes_here:
+        if (slot.record.resumes or slot.record.forked_from) and self.executor.replays:
             resumed = await self._resumed(slot.record, payload)
             if isinstance(resumed, RunResult):
                 return resumed

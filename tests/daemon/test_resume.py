@@ -236,3 +236,80 @@ def test_with_on_stop_cancel_a_stop_ends_running_tasks_cancelled(tmp_path: Path)
         assert view.resumes == 0
     finally:
         _stop(daemon)
+
+
+@pytest.mark.parametrize("max_attempts", [2, 1])
+def test_a_crashed_subagent_goes_on_from_its_transcript_while_its_attempts_allow(
+    tmp_path: Path, max_attempts: int
+) -> None:
+    config = _config(tmp_path)
+    daemon = start_daemon(tmp_path, config)
+    try:
+        task_id = daemon.submit("crashed", retry={"max_attempts": max_attempts})
+        _wait_for("the slow call", lambda: _kill_point_reached(tmp_path, "crashed", "started-R3"), daemon)
+        view = daemon.call("task.get", {"task_id": task_id})
+        assert isinstance(view, dict) and isinstance(view["pid"], int)
+        os.kill(view["pid"], signal.SIGKILL)  # from outside agentd: a crash, not a cancel
+        ended = daemon.wait(task_id, timeout_s=WAIT_S)
+        events = _events(daemon, task_id)
+        names = [e["event"] for e in events]
+        if max_attempts == 1:
+            assert ended.status is TerminalStatus.CRASHED, ended
+            assert ended.error is not None and ended.error.kind == "killed"
+            assert "task.requeued" not in names
+            return
+        assert ended.status is TerminalStatus.COMPLETED, ended
+        assert (ended.attempts, ended.resumes) == (1, 1)
+        # The in-flight call is not run again (not declared idempotent: its server may or may not
+        # have finished it after the crash); nothing else ran twice.
+        calls = _calls(tmp_path, "crashed")
+        assert calls["R3"] <= 1, calls
+        assert calls - Counter({"R3": calls["R3"]}) == Counter({"R1": 1, "R2": 1, "C1": 1, "R4": 1})
+        (requeued,) = [e for e in events if e["event"] == "task.requeued"]
+        assert isinstance(requeued["fields"], dict)
+        assert (requeued["fields"]["attempt"], requeued["fields"]["err"]) == (2, "killed")
+        assert names.index("task.requeued") < names.index("task.resumed")
+    finally:
+        _stop(daemon)
+
+
+def test_a_run_whose_transcript_was_cut_to_digests_resumes_from_them(tmp_path: Path) -> None:
+    calls = tmp_path / "calls"
+    calls.mkdir()
+    big = "b" * 3000
+    turns: list[dict[str, object]] = [
+        {"tool_calls": [{"name": "demo__echo", "arguments": {"text": f"first {big}"}}]},
+        {"tool_calls": [{"name": "demo__echo", "arguments": {"text": f"second {big}"}}]},
+        {
+            "tool_calls": [
+                {"name": "demo__slow_record", "arguments": {"text": "{instruction}/R1", "seconds": SLOW_S}}
+            ]
+        },
+        {"tool_calls": [{"name": "demo__record", "arguments": {"text": "{instruction}/R2"}}]},
+        {"text": "done: {last_tool_result}"},
+    ]
+    body = (
+        scripted("work", turns, tmp_path)
+        + f'[mcp.demo]\ncommand = ["{sys.executable}", "{FIXTURES / "mcp_basic.py"}"]\ntrust = []\n'
+        + f'env = {{ AGENTD_TEST_SENTINEL_DIR = "{calls}" }}\n'
+        + '[defaults]\nmodel = "work"\nmcp = ["demo"]\n'
+        + "[journal]\nmax_transcript_bytes = 4096\n"
+    )
+    daemon = start_daemon(tmp_path, write_config(tmp_path, body))
+    try:
+        task_id = daemon.submit("digested", retry={"max_attempts": 2})
+        _wait_for("the slow call", lambda: _kill_point_reached(tmp_path, "digested", "started-R1"), daemon)
+        view = daemon.call("task.get", {"task_id": task_id})
+        assert isinstance(view, dict) and isinstance(view["pid"], int)
+        os.kill(view["pid"], signal.SIGKILL)
+        ended = daemon.wait(task_id, timeout_s=WAIT_S)
+        assert ended.status is TerminalStatus.COMPLETED, ended
+        assert ended.resumes == 1
+        assert _calls(tmp_path, "digested")["R2"] == 1
+        transcript = daemon.cli("transcript", task_id, "--full")
+        assert transcript.returncode == 0, transcript.stderr
+        # The oldest echo's body gave way to its digest; the run went on from it regardless.
+        assert "[not kept: a " in transcript.stdout
+        assert "this task's transcript is over [journal] max_transcript_bytes" in transcript.stdout
+    finally:
+        _stop(daemon)

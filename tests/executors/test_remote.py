@@ -1,23 +1,28 @@
 """The pure contract between the front door and a worker: ids, inputs, retryability, the event
-tail's bounds and the mirror's de-duplication (no SDK, no processes)."""
+tail's bounds, the mirror's de-duplication, and the steps a workflow's history carries from one
+attempt to the next (no SDK, no processes)."""
 
 from __future__ import annotations
 
 import json
 
 from agentd.executors.remote import (
+    SIGNAL_BYTES,
     TAIL_BYTES,
     TAIL_EVENTS,
     EventTail,
     Mirror,
     decode_events,
     retryable,
+    seed_of,
+    steps_batches,
     workflow_id,
     workflow_input,
 )
 from agentd.journal.records import TaskRecord
 from protocol.api import RetryPolicy, TaskSpec
 from protocol.result import RunError, RunResult, TerminalStatus
+from protocol.transcript import ReplyItem, ResultItem, StartItem, StepItem
 
 
 def _record(task_id: str = "t_1", attempts: int = 3) -> TaskRecord:
@@ -96,3 +101,26 @@ def test_malformed_heartbeat_events_are_skipped_not_fatal() -> None:
     assert decode_events([[1, 0.0, "a"], ["x", 0.0, "b", {}], [2, 0.0, "c", "notadict"]]) == [
         (2, 0.0, "c", {})
     ]
+
+
+def test_steps_go_out_in_order_in_signals_under_the_size_cap_and_come_back_per_node() -> None:
+    big = "x" * (SIGNAL_BYTES // 3)
+    root: list[StepItem] = [
+        ReplyItem(text="calling"),
+        StartItem(call_id="c1", name="demo__read"),
+        *[ResultItem(call_id=f"c{i}", name="demo__read", text=big) for i in range(5)],
+    ]
+    batches = steps_batches("0", root)
+    assert len(batches) >= 3
+    assert all(len(json.dumps(b)) < SIGNAL_BYTES + 4096 for b in batches)
+    child = steps_batches("0.1", [ReplyItem(text="child")])
+    # Interleaved in history order, each node's items come back in its own order.
+    seed = seed_of([batches[0], child[0], *batches[1:]])
+    assert seed == {"0": root, "0.1": [ReplyItem(text="child")]}
+
+
+def test_an_unreadable_signal_keeps_its_nodes_steps_before_it_and_no_later_ones() -> None:
+    first, second = steps_batches("0", [ReplyItem(text="one")]), steps_batches("0", [ReplyItem(text="three")])
+    broken = {"handle": "0", "items": [{"kind": "reply", "text": 7}]}
+    seed = seed_of([first[0], broken, second[0], "not a batch", {"handle": 3}])
+    assert seed == {"0": [ReplyItem(text="one")]}

@@ -4,6 +4,8 @@ tasks stay however old, and the journal file gives the freed pages back."""
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import sqlite3
 import time
 from pathlib import Path
@@ -81,3 +83,38 @@ async def test_a_backlog_is_pruned_in_batches_and_the_file_shrinks(tmp_path: Pat
 
 def _pages(conn: sqlite3.Connection) -> int:
     return int(conn.execute("PRAGMA page_count").fetchone()[0])
+
+
+async def test_a_transcript_past_its_cap_keeps_digests_of_its_oldest_tool_results(tmp_path: Path) -> None:
+    options = dataclasses.replace(FAST, max_transcript_bytes=12_000)
+    async with open_journal(tmp_path, options) as journal:
+        record, _ = await journal.submit(TaskSpec(instruction="big results"), owner_uid=1)
+        await journal.mark_starting(record.task_id)
+        bodies = [f"{i}" * 5000 for i in range(4)]
+        for i, body in enumerate(bodies):
+            handle = "0.1" if i == 1 else "0"  # the cap is the task's, across its nodes
+            await journal.transcripts.append(
+                record.task_id,
+                handle,
+                [ReplyItem(text=f"step {i}"), ResultItem(call_id=f"c{i}", name="t", text=body)],
+            )
+        items = [s.item for h in ("0", "0.1") for s in await journal.transcripts.items(record.task_id, h)]
+        results = {item.call_id: item.text for item in items if isinstance(item, ResultItem)}
+        # The two oldest bodies gave way to their size and digest; the newest are kept whole.
+        digest = hashlib.sha256(bodies[0].encode()).hexdigest()[:16]
+        assert results["c0"] == (
+            f"[not kept: a 5,000-byte result (sha256 {digest}…);"
+            " this task's transcript is over [journal] max_transcript_bytes]"
+        )
+        assert results["c1"].startswith("[not kept: ")
+        assert (results["c2"], results["c3"]) == (bodies[2], bodies[3])
+        # Replies are never digested, and the task's accounted size is within the cap.
+        assert [i.text for i in items if isinstance(i, ReplyItem)] == ["step 0", "step 2", "step 3", "step 1"]
+        total = await journal.run_on_writer(
+            lambda conn: conn.execute(
+                "SELECT transcript_bytes, (SELECT SUM(bytes) FROM steps WHERE task_id = ?) FROM tasks"
+                " WHERE task_id = ?",
+                (record.task_id, record.task_id),
+            ).fetchone()
+        )
+        assert total[0] == total[1] <= 12_000

@@ -81,6 +81,7 @@ class FakeExecutor:
         return run
 
     resumes_here = False
+    replays = False
 
     def requeue_on_recovery(self, record: TaskRecord) -> bool:
         return True
