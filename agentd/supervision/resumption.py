@@ -20,10 +20,10 @@ from protocol.spawn import SpawnPayload
 from protocol.transcript import SpawnedItem, replayable, steps_of, usage_of
 
 # The crashes after which a run goes on from its transcript in a new attempt (while the task's
-# `retry.max_attempts` allows): a death from outside, a fault, an exit with no result, a wedged
-# child. Not a limit the operator set (out of memory, CPU time), nor protocol faults: another
-# attempt would only meet them again.
-RESUMABLE_CRASHES = frozenset({"killed", "segfault", "signal", "exit", "stuck", "spawn"})
+# `retry.max_attempts` allows): a death from outside, a fault, an exit with no result, a failed
+# spawn. Not a limit the operator set (out of memory, CPU time), nor what the supervisor's own
+# detectors ended (a wedged child, protocol faults): another attempt would likely meet them again.
+RESUMABLE_CRASHES = frozenset({"killed", "segfault", "signal", "exit", "spawn"})
 
 
 def resumes_after(result: RunResult) -> bool:
