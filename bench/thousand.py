@@ -118,9 +118,10 @@ def serve_model(delay_s: float) -> None:
 
 
 @contextlib.contextmanager
-def model_process(delay_s: float) -> Iterator[str]:
+def model_process(delay_s: float, module: str = "bench.thousand") -> Iterator[str]:
+    """`module --serve-model DELAY` in its own process: the fake model's base URL."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bench.thousand", "--serve-model", str(delay_s)],
+        [sys.executable, "-m", module, "--serve-model", str(delay_s)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -196,16 +197,16 @@ def wait_answering(daemon: BenchDaemon) -> float:
 
 
 def submit_all(
-    socket: Path, count: int, clients: int, on_first: Callable[[str], None]
+    socket: Path, count: int, clients: int, on_first: Callable[[str], None], spec: TaskSpec | None = None
 ) -> tuple[list[str], list[float], list[str]]:
     """Submit `count` tasks over `clients` connections at once; ids, per-submit seconds, errors."""
+    spec = spec or TaskSpec(instruction="say done", model="fake", labels={"bench": "thousand"})
     ids: list[str] = []
     latencies: list[float] = []
     errors: list[str] = []
     lock = threading.Lock()
 
     def one_client(n: int, client: int) -> None:
-        spec = TaskSpec(instruction="say done", model="fake", labels={"bench": "thousand"})
         request = SubmitRequest(params=SubmitParams(spec=spec))
         try:
             with ApiClient(socket, timeout_s=120) as api:

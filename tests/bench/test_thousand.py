@@ -1,4 +1,5 @@
-"""`bench/thousand.py --smoke` runs end to end, so the issue-16 bench cannot rot.
+"""`bench/thousand.py --smoke` and `bench/journal_steps.py --smoke` run end to end, so neither
+bench can rot.
 
 Six tasks against a fake model answering after 2 s, submitted the moment the daemon answers:
 every acknowledged task completes, none is lost, nothing is left running, and the JSON carries
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import thousand
+from bench import journal_steps, thousand
 
 pytestmark = pytest.mark.processes
 
@@ -37,3 +38,16 @@ def test_the_smoke_run_completes_every_task_and_leaves_nothing(tmp_path: Path) -
         "completed / lost",
     ]
     assert set(result["fork_floor"]["forks"]) == {"exit", "anyio"}  # the machine's speed that day
+
+
+def test_the_journaling_smoke_run_journals_every_step_and_leaves_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "journal_steps.json"
+    assert journal_steps.main(["--smoke", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["outcomes"] == {"exhausted_steps": 6} and result["lost"] == 0
+    # Each of the 6 tasks journaled its 3 steps: a reply, the call's start and its result each,
+    # but for the last step's call (the budget ended there, so it never ran).
+    assert result["journal"]["steps"] == 18 and result["journal"]["items"] == 6 * 7
+    assert 100 < result["bytes_per_step"] < 2000
+    assert result["strays"] == 0
+    assert result["daemon_rss_mb"]["peak"] > 0
