@@ -27,6 +27,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "alone: a latency or warm-up bound that another test running at the same moment would skew; "
         "scripts/check runs these after the parallel part, one at a time",
     )
+    config.addinivalue_line(
+        "markers",
+        "install: builds the wheel and runs it from a fresh virtual environment (about half a minute); "
+        '-m "not install" leaves it out',
+    )
     set_child_subreaper()
     # Children launched by tests import the repo's packages without an install step.
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)

@@ -88,9 +88,17 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+# Programs shipped as package data (agentd/config/bundled.py): run as processes of their own,
+# never imported, so no room's rules apply to them.
+BUNDLED = REPO / "agentd" / "examples"
+
+
 def _modules() -> dict[str, Path]:
     return {
-        _module_name(path): path for package in PACKAGES for path in sorted((REPO / package).rglob("*.py"))
+        _module_name(path): path
+        for package in PACKAGES
+        for path in sorted((REPO / package).rglob("*.py"))
+        if not path.is_relative_to(BUNDLED)
     }
 
 

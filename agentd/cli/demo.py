@@ -2,8 +2,8 @@
 
 Starts a real daemon on a private socket and a temporary state directory, submits an example
 task that runs on the built-in scripted model against the bundled example MCP server
-(`examples/mcp_demo_server.py`), follows it live, prints the result and the task tree, and shuts
-the daemon down cleanly (SIGTERM → drain → exit 0).
+(`agentd/examples/mcp_demo_server.py`, package data), follows it live, prints the result and the
+task tree, and shuts the daemon down cleanly (SIGTERM → drain → exit 0).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import TextIO
 
 from agentd.api.client import ApiClient
 from agentd.cli.client_commands import describe, follow, print_result
-from agentd.config.file import BUNDLED_SCRIPTS_DIR
+from agentd.config.bundled import DEMO_SCRIPT, DEMO_SERVER
 from agentd.errors import ApiClientError
 from protocol.api import (
     StatusRequest,
@@ -36,9 +36,6 @@ from protocol.api import (
 )
 from protocol.exit_codes import ExitCode
 
-EXAMPLES = BUNDLED_SCRIPTS_DIR.parent
-SERVER = EXAMPLES / "mcp_demo_server.py"
-SCRIPT = BUNDLED_SCRIPTS_DIR / "demo.json"
 INSTRUCTION = "Which field note explains how agentd stops a child process, and how long is it?"
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 30.0
@@ -70,9 +67,9 @@ def _write_config(workdir: Path) -> Path:
         CONFIG.format(
             socket=workdir / "agentd.sock",
             state=workdir / "state",
-            script=SCRIPT,
+            script=DEMO_SCRIPT,
             python=sys.executable,
-            server=SERVER,
+            server=DEMO_SERVER,
         )
     )
     return config
@@ -127,9 +124,9 @@ def _print_tree(client: ApiClient, task_id: str, out: TextIO) -> None:
 
 
 def cmd_demo(*, keep: bool = False, out: TextIO = sys.stdout) -> int:
-    for needed in (SERVER, SCRIPT):
-        if not needed.exists():
-            out.write(f"agentd demo: {needed} is missing (run from a source checkout)\n")
+    for needed in (DEMO_SERVER, DEMO_SCRIPT):
+        if not needed.is_file():
+            out.write(f"agentd demo: {needed} is missing from this installation of agentd; reinstall it\n")
             return ExitCode.FAILURE
     workdir = Path(tempfile.mkdtemp(prefix="agentd-demo-"))
     log_path = workdir / "daemon.log"

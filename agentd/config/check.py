@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from pydantic import TypeAdapter, ValidationError
 
 from agentd.config.cron import cron_problem, zone_problem
-from agentd.config.file import EMBEDDED_SCRIPT, AgentdFile
+from agentd.config.file import AgentdFile
 from agentd.config.redact import argv_credentials, url_credentials
 from agentd.config.secrets import SecretSource, SecretUnavailable
 from agentd.config.sections import TriggerSection
@@ -167,8 +167,6 @@ def _check_endpoint(
     key = f"intelligence.{name}"
     fields = section.model_fields_set
     if section.kind == "scripted":
-        if section.script is None:
-            out.append(ConfigProblem(f"{key}.script", "required for kind scripted (the JSON script to play)"))
         for unused in ("base_url", "api_key_env", "api_key_file", "headers", "stream"):
             if unused in fields:
                 out.append(ConfigProblem(f"{key}.{unused}", "not used by kind scripted; remove it"))
@@ -489,9 +487,8 @@ def check_environment(
             _read(SecretSource("env", section.api_key_env, where=f"{key}.api_key_env"), environ, out)
         if section.api_key_file is not None:
             _read(SecretSource("file", section.api_key_file, where=f"{key}.api_key_file"), environ, out)
-        # The bundled demo script may be absent in an installed package; the child reports that.
-        script = section.script
-        if script is not None and script != str(EMBEDDED_SCRIPT) and not os.path.isfile(script):
+        script = section.effective_script
+        if script is not None and not os.path.isfile(script):
             out.append(ConfigProblem(f"{key}.script", f"{script} is not a readable file"))
     for server in servers.values():
         for source in (*server.env.values(), *server.headers.values()):

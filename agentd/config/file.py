@@ -7,10 +7,9 @@ machine with no API key by pointing the default endpoint at the built-in scripte
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from pydantic import Field
 
+from agentd.config.bundled import EMBEDDED_SCRIPT
 from agentd.config.sections import (
     DaemonSection,
     DefaultsSection,
@@ -28,22 +27,15 @@ from agentd.config.sections import (
 from agentd.config.servers import IntelligenceSection, McpSection
 from agentd.config.types import ConfigPath, Name
 
-# The scripts of the built-in scripted model ship in the repository's examples/scripts/
-# (owned by the demo). Resolved from this package, so a checkout works from any directory; the
-# file is not required to exist when the configuration is loaded — the subagent reports a
-# missing script when it opens it.
-BUNDLED_SCRIPTS_DIR = Path(__file__).resolve().parents[2] / "examples" / "scripts"
-EMBEDDED_SCRIPT = BUNDLED_SCRIPTS_DIR / "notes-roundtrip.json"
+__all__ = ["EMBEDDED_ENDPOINT", "EMBEDDED_SCRIPT", "AgentdFile", "embedded_intelligence"]
+
 EMBEDDED_ENDPOINT = "demo"
 
 
 def embedded_intelligence() -> dict[str, IntelligenceSection]:
     """The endpoint used when the file declares none: the scripted model playing EMBEDDED_SCRIPT."""
-    return {
-        EMBEDDED_ENDPOINT: IntelligenceSection(
-            kind="scripted", model="scripted-demo", script=str(EMBEDDED_SCRIPT)
-        )
-    }
+    endpoint = IntelligenceSection(kind="scripted", model="scripted-demo", script=str(EMBEDDED_SCRIPT))
+    return {EMBEDDED_ENDPOINT: endpoint}
 
 
 class AgentdFile(Section):

@@ -127,7 +127,7 @@ class Config:
             model=section.model,
             api_key=api_key,
             headers=dict(section.headers),
-            script_path=section.script,
+            script_path=section.effective_script,
             stream=section.stream,
             tool_mode=section.tool_mode,
             context_window=section.context_window,

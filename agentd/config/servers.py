@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
+from agentd.config.bundled import EMBEDDED_SCRIPT
 from agentd.config.secrets import SecretSource
 from agentd.config.sections import Section, TrustTag
 from agentd.config.types import Command, ConfigPath, Duration, EnvName, HeaderName, Name, Seconds
@@ -110,7 +111,9 @@ class IntelligenceSection(Section):
         "URLs / image blocks, capped per result and per request) instead of only described.",
     )
     script: ConfigPath | None = Field(
-        default=None, description="kind scripted: the JSON script to play (docs/scripted-model.md)."
+        default=None,
+        description="kind scripted: the JSON script to play (docs/scripted-model.md). Default: the "
+        "bundled notes-roundtrip script, which needs no MCP server.",
     )
     fallback: list[Name] = Field(
         default_factory=list,
@@ -132,6 +135,13 @@ class IntelligenceSection(Section):
     @property
     def effective_base_url(self) -> str | None:
         return self.base_url or DEFAULT_BASE_URLS.get(self.kind)
+
+    @property
+    def effective_script(self) -> str | None:
+        """The script a scripted endpoint plays (`script`, else the bundled one); None otherwise."""
+        if self.kind != "scripted":
+            return None
+        return self.script or str(EMBEDDED_SCRIPT)
 
 
 class McpSection(Section):

@@ -107,18 +107,16 @@ def load_script(path: str) -> Script:
     try:
         raw = Path(path).read_bytes()
     except OSError as exc:
-        raise EndpointFatal(
-            f"cannot read the script file ({type(exc).__name__}: {exc.strerror})", kind="config"
-        ) from exc
+        raise EndpointFatal(f"cannot read the script file {path}: {exc.strerror}", kind="config") from exc
     if len(raw) > MAX_SCRIPT_BYTES:
-        raise EndpointFatal(f"the script file exceeds {MAX_SCRIPT_BYTES} bytes", kind="config")
+        raise EndpointFatal(f"the script file {path} exceeds {MAX_SCRIPT_BYTES} bytes", kind="config")
     try:
         return Script.model_validate_json(raw)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}" for err in exc.errors()[:5]
         )
-        raise EndpointFatal(f"invalid script: {problems}", kind="config") from exc
+        raise EndpointFatal(f"invalid script {path}: {problems}", kind="config") from exc
 
 
 def fill(template: str, request: ModelRequest) -> str:

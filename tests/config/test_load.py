@@ -120,7 +120,8 @@ def test_without_a_file_the_embedded_defaults_run_the_scripted_demo(tmp_path: Pa
     (endpoint,) = config.endpoint_chain(None)
     assert (endpoint.name, endpoint.kind, endpoint.api_key) == (EMBEDDED_ENDPOINT, "scripted", None)
     assert endpoint.script_path == str(EMBEDDED_SCRIPT)
-    assert EMBEDDED_SCRIPT.parent == REPO / "examples" / "scripts"
+    assert EMBEDDED_SCRIPT.parent == REPO / "agentd" / "examples" / "scripts"
+    assert EMBEDDED_SCRIPT.is_file()
 
 
 def test_an_empty_file_is_the_embedded_defaults(load: Load, tmp_path: Path) -> None:
@@ -205,11 +206,14 @@ def test_relative_paths_resolve_against_the_config_files_directory(load: Load, t
     assert config.endpoint_chain("d")[0].script_path == str(tmp_path / "s.json")
 
 
-def test_a_missing_script_is_reported_but_the_bundled_one_may_be_absent(load: Load, tmp_path: Path) -> None:
+def test_a_missing_script_is_reported_by_its_key_and_path(load: Load, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"intelligence\.d\.script: .*nope\.json is not a readable file"):
         load("[intelligence.d]\nkind = 'scripted'\nscript = 'nope.json'\n")
-    bundled = f"[intelligence.d]\nkind = 'scripted'\nscript = '{EMBEDDED_SCRIPT}'\n"
-    assert load(bundled).endpoint_chain("d")[0].script_path == str(EMBEDDED_SCRIPT)
+
+
+def test_a_scripted_endpoint_without_a_script_plays_the_bundled_one(load: Load) -> None:
+    config = load("[intelligence.d]\nkind = 'scripted'\n")
+    assert config.endpoint_chain("d")[0].script_path == str(EMBEDDED_SCRIPT)
 
 
 # ---- socket and state directory -----------------------------------------------------------------

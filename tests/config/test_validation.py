@@ -136,12 +136,6 @@ STDIO = '\n[mcp.fs]\ncommand = "mcp-fs"\n'
             id="bad-base-url",
         ),
         pytest.param(
-            "[intelligence.a]\nkind = 'scripted'\n",
-            "intelligence.a.script",
-            "required for kind scripted",
-            id="scripted-needs-script",
-        ),
-        pytest.param(
             "[intelligence.a]\nkind = 'scripted'\nscript = 's.json'\napi_key_env = 'K'\n",
             "intelligence.a.api_key_env",
             "not used by kind scripted",

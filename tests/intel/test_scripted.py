@@ -9,6 +9,7 @@ import anyio
 import pytest
 from pydantic import JsonValue
 
+from agentd.config.bundled import BUNDLED_SCRIPTS_DIR
 from protocol.spawn import EndpointSpec, LoopKnobs
 from subagent.errors import ContextOverflow, IntelFatal, IntelUnavailable
 from subagent.intel import Intelligence, open_intelligence
@@ -27,7 +28,7 @@ from tests.intel.conftest import FAST_KNOBS, RecordingSink
 
 pytestmark = pytest.mark.anyio
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "scripts"
+EXAMPLES = BUNDLED_SCRIPTS_DIR
 INSTRUCTION = UserMessage("add 2 and 3")
 
 
@@ -45,15 +46,22 @@ async def play(intel: Intelligence, count: int) -> list[ModelReply]:
     return [await intel.complete(turn()) for _ in range(count)]
 
 
-async def test_the_demo_script_calls_the_tool_then_reports_its_result() -> None:
-    spec = EndpointSpec(kind="scripted", script_path=str(EXAMPLES / "demo-add.json"))
+async def test_the_word_count_script_calls_the_tool_then_reports_its_result() -> None:
+    spec = EndpointSpec(kind="scripted", script_path=str(EXAMPLES / "word-count.json"))
     async with open_intelligence([spec], FAST_KNOBS, sink=RecordingSink()) as intel:
         first = await intel.complete(turn())
-        assert first.tool_calls == (ToolCall("call_0_0", "demo__add", {"a": 2, "b": 3}),)
+        assert first.tool_calls == (ToolCall("call_0_0", "demo__word_count", {"text": "add 2 and 3"}),)
         assert first.model == "scripted-demo"
-        observed = (AssistantMessage("", first.tool_calls), ToolResultMessage("call_0_0", "demo__add", "5"))
+        observed = (
+            AssistantMessage("", first.tool_calls),
+            ToolResultMessage("call_0_0", "demo__word_count", "4"),
+        )
         second = await intel.complete(turn(*observed))
-    assert (second.text, second.tool_calls, second.finish_reason) == ("The sum is 5.", (), "stop")
+    assert (second.text, second.tool_calls, second.finish_reason) == (
+        "The instruction has 4 words.",
+        (),
+        "stop",
+    )
 
 
 async def test_placeholders_fill_text_and_nested_string_arguments_leaving_other_braces(
@@ -222,15 +230,18 @@ async def test_an_invalid_script_is_fatal_naming_the_problem_not_the_content(
     with pytest.raises(IntelFatal, match="invalid script") as caught:
         async with open_intelligence([spec], FAST_KNOBS, sink=RecordingSink()):
             pass
+    assert str(caught.value).startswith(f"invalid script {path}: ")
     assert problem in str(caught.value)
     assert "secret-content" not in str(caught.value)
 
 
-async def test_a_missing_script_file_is_fatal(tmp_path: Path) -> None:
-    spec = EndpointSpec(kind="scripted", script_path=str(tmp_path / "absent.json"))
-    with pytest.raises(IntelFatal, match="cannot read the script file"):
+async def test_a_missing_script_file_is_fatal_naming_the_file(tmp_path: Path) -> None:
+    absent = tmp_path / "absent.json"
+    spec = EndpointSpec(kind="scripted", script_path=str(absent))
+    with pytest.raises(IntelFatal) as caught:
         async with open_intelligence([spec], FAST_KNOBS, sink=RecordingSink()):
             pass
+    assert str(caught.value) == f"cannot read the script file {absent}: No such file or directory"
 
 
 @pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.json")), ids=lambda p: p.name)

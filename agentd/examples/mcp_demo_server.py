@@ -2,7 +2,8 @@
 
 It serves a read-only "field notes" library: resources you can list and read, and tools that
 search and measure them. `agentd demo` grants it to a scripted task; point any MCP client at it
-with `python examples/mcp_demo_server.py`.
+with `python agentd/examples/mcp_demo_server.py`. Shipped as package data (never imported by
+agentd), so an installed agentd runs it too.
 """
 
 from __future__ import annotations
