@@ -47,7 +47,7 @@ checks it); those defined outside this module are named with theirs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 class AgentdError(Exception):
@@ -129,6 +129,9 @@ class ConfigProblem:
 
     key: str
     message: str
+    # Set on "no endpoint/server named X": the entry (`intelligence.X`, `mcp.X`) it says is missing,
+    # so the problem can be dropped when that entry exists but was itself invalid (and reported).
+    about: str | None = field(default=None, compare=False)
 
     def __str__(self) -> str:
         return f"{self.key}: {self.message}" if self.key else self.message

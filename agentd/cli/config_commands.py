@@ -13,8 +13,9 @@ from typing import TextIO
 
 from pydantic import JsonValue
 
+from agentd.cli.gate_check import check_gates
 from agentd.config.file import AgentdFile
-from agentd.config.load import Config, load_config
+from agentd.config.load import Config, inspect_config, load_config
 from agentd.config.redact import redact_argv, redact_url
 from agentd.config.secrets import MASK, SecretSource
 from agentd.config.servers import McpServer
@@ -34,16 +35,36 @@ def _notices(config: Config, err: TextIO) -> None:
         err.write(f"note: {notice}\n")
 
 
-def cmd_validate(path: str | None, out: TextIO, err: TextIO) -> int:
-    """Validate the configuration (`path`, else the search order), secrets and files included."""
+def cmd_validate(path: str | None, out: TextIO, err: TextIO, *, check_environment: bool = True) -> int:
+    """Validate the configuration (`path`, else the search order) and report every problem at once:
+    the file's shape and cross-key rules, approval gates against the tools their servers list, and
+    — unless `check_environment` is off (`--no-env`) — every secret, file and group it names."""
     try:
-        config = load_config(path)
-    except ConfigError as exc:
+        found = inspect_config(path, check_environment=check_environment)
+    except ConfigError as exc:  # not found, unreadable, or not TOML: nothing more to check
         return _report(exc, err)
-    _notices(config, err)
+    problems, notes = list(found.problems), list(found.notices)
+    if found.file is not None:
+        gates, gate_notes = check_gates(found, connect=check_environment)
+        problems += gates
+        notes += gate_notes
+    if problems:
+        _report(ConfigError(found.source, problems), err)
+    for note in notes:
+        err.write(f"note: {note}\n")
+    if problems:
+        if check_environment and any(p.key in found.environment_keys for p in problems):
+            err.write(
+                "hint: the environment problems are about this shell's environment; "
+                "`agentd config validate --no-env` checks the file alone\n"
+            )
+        return ExitCode.USAGE
+    assert found.file is not None
     out.write(
-        f"ok: {config.source} ({len(config.intelligence)} endpoint(s), {len(config.mcp)} MCP server(s), "
-        f"{len(config.triggers)} trigger(s))\n"
+        f"ok: {found.source} ({len(found.file.intelligence)} endpoint(s), {len(found.servers)} MCP "
+        f"server(s), {len(found.file.trigger)} trigger(s))"
+        + ("; environment not checked (--no-env)" if not check_environment else "")
+        + "\n"
     )
     return ExitCode.OK
 

@@ -2,7 +2,7 @@
 
 Client commands talk to a running daemon over its socket (`agentd.cli.client_commands`); `agentd run`
 runs one task with an embedded supervisor (`agentd.cli.run`); `agentd serve` is the daemon;
-`agentd config` validates, describes and shows configuration. Usage errors exit 2 before any
+`agentd config` validates and shows the configuration and prints its schema. Usage errors exit 2 before any
 side effect. Heavy modules are imported only by the command that needs them.
 """
 
@@ -315,13 +315,25 @@ def build_parser() -> argparse.ArgumentParser:
     _limits_args(p)
     _run_model_args(p)
 
-    p = sub.add_parser("config", help="validate, describe or show configuration")
+    p = sub.add_parser("config", help="validate or show the configuration, or print its JSON Schema")
     csub = p.add_subparsers(dest="config_command", required=True, metavar="SUBCOMMAND")
-    c = csub.add_parser("validate", help="check a configuration file (exit 0 valid, 2 invalid)")
-    c.add_argument("file", nargs="?")
+    c = csub.add_parser(
+        "validate",
+        help="check a configuration file and name every problem at once (exit 0 valid, 2 invalid)",
+        description="Checks the file's keys and values, the rules between them, approval patterns "
+        "against the tools their servers list (connecting to servers without a `tools` list), and "
+        "every environment variable, file and group it names. Without FILE: the search order.",
+    )
+    c.add_argument("file", nargs="?", metavar="FILE")
+    c.add_argument(
+        "--no-env",
+        action="store_true",
+        help="check the file alone: environment variables, key files, scripts and groups are not "
+        "required, and no MCP server is started (for a file written for another machine or user)",
+    )
     csub.add_parser("schema", help="print the JSON Schema of the configuration file")
     c = csub.add_parser("show", help="print the effective configuration, secrets masked")
-    c.add_argument("file", nargs="?")
+    c.add_argument("file", nargs="?", metavar="FILE")
 
     p = sub.add_parser("mcp", help="MCP servers: the one-time OAuth login of an authorization_code server")
     msub = p.add_subparsers(dest="mcp_command", required=True, metavar="SUBCOMMAND")
@@ -361,7 +373,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from agentd.cli import config_commands
 
         if args.config_command == "validate":
-            return config_commands.cmd_validate(args.file, sys.stdout, sys.stderr)
+            return config_commands.cmd_validate(
+                args.file, sys.stdout, sys.stderr, check_environment=not args.no_env
+            )
         if args.config_command == "schema":
             return config_commands.cmd_schema(sys.stdout)
         return config_commands.cmd_show(args.file, sys.stdout, sys.stderr)

@@ -42,6 +42,12 @@ def available(names: Iterable[str]) -> str:
     return f"available: {listed}" if listed else "none are configured"
 
 
+def no_such(key: str, table: str, name: str, known: Iterable[str]) -> ConfigProblem:
+    """`key` names an entry of `table` (`intelligence`, `mcp`) that the configuration lacks."""
+    what = "endpoint" if table == "intelligence" else "MCP server"
+    return ConfigProblem(key, f"no {what} named {name!r} ({available(known)})", about=f"{table}.{name}")
+
+
 def rule_of_two_violation(
     servers: Mapping[str, McpServer], names: Iterable[str], allow_all: bool
 ) -> str | None:
@@ -193,8 +199,7 @@ def _check_endpoint(
         if other == name or other in seen:
             out.append(ConfigProblem(where, f"{other!r} is already in this chain"))
         elif other not in file.intelligence:
-            names = available(file.intelligence)
-            out.append(ConfigProblem(where, f"no endpoint named {other!r} ({names})"))
+            out.append(no_such(where, "intelligence", other, file.intelligence))
         elif (mode := file.intelligence[other].tool_mode) != section.tool_mode:
             out.append(
                 ConfigProblem(
@@ -249,20 +254,45 @@ def _check_server(server: McpServer, out: list[ConfigProblem], notices: list[str
     if tools is not None and (any(not t for t in tools) or len(set(tools)) != len(tools)):
         out.append(ConfigProblem(f"{key}.tools", "tool names must be non-empty and listed once"))
     if tools is not None:
-        # A gate that matches none of the granted tools is almost surely a typo: it would gate nothing.
-        for pattern in section.approval:
-            if not gated([pattern], "") and not any(gated([pattern], t) for t in tools):
-                notices.append(f"{key}.approval: {pattern!r} matches none of the tools this server grants")
+        out.extend(gate_problems(key, section.approval, tools, "this server grants (its `tools`)"))
 
 
-def _check_names(
-    key: str, names: Iterable[str], known: Mapping[str, object], what: str
-) -> list[ConfigProblem]:
+def unmatched_gates(patterns: Iterable[str], tools: Iterable[str]) -> list[tuple[int, str]]:
+    """The approval patterns (with their index) that match none of `tools`. A gate that matches
+    nothing is almost surely a typo, and gates nothing; a catch-all (`*`) always matches."""
+    names = list(tools)
     return [
-        ConfigProblem(f"{key}[{i}]", f"no {what} named {n!r} ({available(known)})")
-        for i, n in enumerate(names)
-        if n not in known
+        (index, pattern)
+        for index, pattern in enumerate(patterns)
+        if not gated([pattern], "") and not any(gated([pattern], t) for t in names)
     ]
+
+
+def gate_problems(key: str, patterns: Iterable[str], tools: Iterable[str], whose: str) -> list[ConfigProblem]:
+    """A problem for each of `key`'s approval patterns that matches none of `tools`."""
+    listed = ", ".join(sorted(tools)) or "none"
+    return [
+        ConfigProblem(
+            f"{key}.approval[{index}]",
+            f"{pattern!r} matches none of the tools {whose}: {listed}; it would gate nothing: correct "
+            "the pattern or remove it",
+        )
+        for index, pattern in unmatched_gates(patterns, tools)
+    ]
+
+
+def gates_to_probe(servers: Mapping[str, McpServer]) -> list[str]:
+    """The servers whose approval patterns can only be checked against the tools they list: some
+    pattern that is not a catch-all, and no `tools` allow-list to check it against."""
+    return [
+        name
+        for name, server in servers.items()
+        if server.section.tools is None and any(not gated([p], "") for p in server.section.approval)
+    ]
+
+
+def _check_servers(key: str, names: Iterable[str], known: Mapping[str, object]) -> list[ConfigProblem]:
+    return [no_such(f"{key}[{i}]", "mcp", n, known) for i, n in enumerate(names) if n not in known]
 
 
 def trigger_grant(file: AgentdFile, index: int) -> list[str]:
@@ -322,11 +352,7 @@ def _check_triggers(
             out.append(ConfigProblem(f"{key}.name", f"another trigger is already named {name!r}"))
         names.add(name)
         if trigger.server not in servers:
-            out.append(
-                ConfigProblem(
-                    f"{key}.server", f"no MCP server named {trigger.server!r} ({available(servers)})"
-                )
-            )
+            out.append(no_such(f"{key}.server", "mcp", trigger.server, servers))
         if (trigger.uri is None) == (trigger.glob is None):
             out.append(ConfigProblem(key, "set exactly one of uri (an exact URI) or glob (a pattern)"))
         target = (trigger.server, trigger.uri, trigger.glob)
@@ -339,12 +365,8 @@ def _check_triggers(
             )
         targets.add(target)
         if trigger.model is not None and trigger.model not in file.intelligence:
-            out.append(
-                ConfigProblem(
-                    f"{key}.model", f"no endpoint named {trigger.model!r} ({available(file.intelligence)})"
-                )
-            )
-        out.extend(_check_names(f"{key}.mcp", trigger.mcp or [], servers, "MCP server"))
+            out.append(no_such(f"{key}.model", "intelligence", trigger.model, file.intelligence))
+        out.extend(_check_servers(f"{key}.mcp", trigger.mcp or [], servers))
         if trigger.route == "continue" and "max_inflight" in trigger.model_fields_set:
             out.append(
                 ConfigProblem(
@@ -386,12 +408,8 @@ def _check_schedules(
                 if loop_only in schedule.model_fields_set:
                     out.append(ConfigProblem(f"{key}.{loop_only}", "applies only with loop = true"))
         if schedule.model is not None and schedule.model not in file.intelligence:
-            out.append(
-                ConfigProblem(
-                    f"{key}.model", f"no endpoint named {schedule.model!r} ({available(file.intelligence)})"
-                )
-            )
-        out.extend(_check_names(f"{key}.mcp", schedule.mcp or [], servers, "MCP server"))
+            out.append(no_such(f"{key}.model", "intelligence", schedule.model, file.intelligence))
+        out.extend(_check_servers(f"{key}.mcp", schedule.mcp or [], servers))
         grant = list(dict.fromkeys(schedule.mcp if schedule.mcp is not None else file.defaults.mcp))
         if why := rule_of_two_violation(servers, grant, allow_all):
             out.append(ConfigProblem(f"{key}.mcp", why))
@@ -407,12 +425,8 @@ def check_file(file: AgentdFile, servers: Mapping[str, McpServer]) -> tuple[list
         _check_server(server, out, notices)
     defaults = file.defaults
     if defaults.model is not None and defaults.model not in file.intelligence:
-        out.append(
-            ConfigProblem(
-                "defaults.model", f"no endpoint named {defaults.model!r} ({available(file.intelligence)})"
-            )
-        )
-    out.extend(_check_names("defaults.mcp", defaults.mcp, servers, "MCP server"))
+        out.append(no_such("defaults.model", "intelligence", defaults.model, file.intelligence))
+    out.extend(_check_servers("defaults.mcp", defaults.mcp, servers))
     allow_all = file.security.allow_rule_of_two_violation
     if why := rule_of_two_violation(servers, defaults.mcp, allow_all):
         out.append(ConfigProblem("defaults.mcp", why))

@@ -17,13 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pydantic import SecretStr, ValidationError
+from pydantic import SecretStr
 
 from agentd.config import check as config_check
 from agentd.config import paths as config_paths
 from agentd.config.file import EMBEDDED_ENDPOINT, EMBEDDED_SCRIPT, AgentdFile
 from agentd.config.mcpjson import import_mcp_json
-from agentd.config.problems import problems_from_validation
 from agentd.config.secrets import SecretSource, SecretUnavailable
 from agentd.config.sections import (
     DaemonSection,
@@ -34,6 +33,7 @@ from agentd.config.sections import (
     TriggerSection,
 )
 from agentd.config.servers import TOKEN_DIR_NAME, IntelligenceSection, McpServer
+from agentd.config.shape import validate_shape
 from agentd.errors import ConfigError, ConfigProblem, NotConfigured
 from protocol.spawn import EndpointSpec, Limits, LoopKnobs, McpServerSpec
 
@@ -47,7 +47,9 @@ __all__ = [
     "Config",
     "ConfigError",
     "ConfigProblem",
+    "Inspection",
     "NotConfigured",
+    "inspect_config",
     "load_config",
 ]
 
@@ -244,6 +246,24 @@ def _read_toml(path: Path, required_by: str | None) -> dict[str, object]:
         raise ConfigError(source, [ConfigProblem("", f"TOML syntax error: {exc}")]) from None
 
 
+@dataclass(frozen=True, slots=True)
+class Inspection:
+    """What reading a configuration found: the file made of every valid part (None only when no
+    part of it could be parsed), the MCP servers, every problem and the notices."""
+
+    source: str
+    path: Path | None
+    file: AgentdFile | None
+    servers: Mapping[str, McpServer]
+    problems: list[ConfigProblem]
+    notices: list[str]
+    environ: Mapping[str, str]
+    socket: Path
+    state_dir: Path
+    # The keys of the problems only this machine's environment showed (unset variables, files).
+    environment_keys: frozenset[str] = frozenset()
+
+
 def load_config(
     path: str | None = None,
     *,
@@ -272,6 +292,46 @@ def load_config(
     Raises:
         ConfigError: every problem found, each naming its key.
     """
+    found = inspect_config(
+        path,
+        socket=socket,
+        state_dir=state_dir,
+        environ=environ,
+        check_environment=check_environment,
+        overrides=overrides,
+        refine=refine,
+    )
+    if found.problems or found.file is None:
+        raise ConfigError(found.source, found.problems)
+    return Config(
+        file=found.file,
+        mcp=found.servers,
+        socket=found.socket,
+        state_dir=found.state_dir,
+        source=found.source,
+        path=found.path,
+        notices=tuple(found.notices),
+        environ=found.environ,
+    )
+
+
+def inspect_config(
+    path: str | None = None,
+    *,
+    socket: str | None = None,
+    state_dir: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    check_environment: bool = True,
+    overrides: Mapping[str, object] | None = None,
+    refine: Callable[[AgentdFile], Mapping[str, object]] | None = None,
+) -> Inspection:
+    """`load_config`'s reading and checking, every problem returned rather than raised: what is
+    invalid is set aside (`agentd.config.shape`) and the rest still checked, so one run names
+    every problem. Arguments as `load_config`.
+
+    Raises:
+        ConfigError: the file cannot be found or read, or is not TOML: nothing else can be checked.
+    """
     env: Mapping[str, str] = os.environ if environ is None else environ
     located = config_paths.locate_config(path, env)
     if located.path is None:
@@ -281,15 +341,57 @@ def load_config(
         data = _read_toml(located.path, located.required_by)
     if overrides:
         data = merge_tables(data, overrides)
-    try:
-        file = AgentdFile.model_validate(data, context={"base_dir": base_dir})
-        if refine is not None and (more := refine(file)):
-            file = AgentdFile.model_validate(merge_tables(data, more), context={"base_dir": base_dir})
-    except ValidationError as exc:
-        raise ConfigError(source, problems_from_validation(exc, AgentdFile)) from None
-    servers = {name: McpServer.from_section(name, section) for name, section in file.mcp.items()}
-    problems: list[ConfigProblem] = []
+    shape = validate_shape(data, base_dir)
+    if shape.file is not None and refine is not None and (more := refine(shape.file)):
+        shape = validate_shape(merge_tables(data, more), base_dir)
+    problems = list(shape.problems)
     notices: list[str] = []
+    file = shape.file
+    servers: dict[str, McpServer] = {}
+    environment: list[ConfigProblem] = []
+    if file is not None:
+        servers = {name: McpServer.from_section(name, section) for name, section in file.mcp.items()}
+        problems += [
+            ConfigProblem(shape.original_key(p.key), p.message, about=p.about)
+            for p in _check(file, servers, notices)
+            if p.about not in shape.set_aside
+        ]
+        if check_environment:
+            environment = config_check.check_environment(file, servers, env)
+            problems += environment
+    configured_socket = file.daemon.socket if file is not None else None
+    socket_at = config_paths.socket_path(env, configured_socket, socket)
+    if len(os.fsencode(socket_at)) > config_paths.MAX_SOCKET_PATH_BYTES:
+        problems.append(
+            ConfigProblem(
+                "daemon.socket",
+                f"{socket_at} is longer than the {config_paths.MAX_SOCKET_PATH_BYTES} bytes a unix socket "
+                "path may hold",
+            )
+        )
+    listen = file.metrics.listen if file is not None else None
+    if listen is not None and listen.startswith("/") and os.path.normpath(listen) == str(socket_at):
+        problems.append(
+            ConfigProblem("metrics.listen", "is the API socket; metrics need an address of their own")
+        )
+    return Inspection(
+        source=source,
+        path=located.path,
+        file=file,
+        servers=servers,
+        problems=problems,
+        notices=notices,
+        environ=env,
+        socket=socket_at,
+        state_dir=config_paths.state_dir(env, file.daemon.state_dir if file is not None else None, state_dir),
+        environment_keys=frozenset(p.key for p in environment),
+    )
+
+
+def _check(file: AgentdFile, servers: dict[str, McpServer], notices: list[str]) -> list[ConfigProblem]:
+    """The cross-key checks, after importing mcp_servers_json into `servers`; notices are appended
+    to `notices`."""
+    problems: list[ConfigProblem] = []
     if file.mcp_servers_json is not None:
         imported, json_problems, json_notices = import_mcp_json(Path(file.mcp_servers_json))
         problems += json_problems
@@ -304,31 +406,4 @@ def load_config(
     found, check_notices = config_check.check_file(file, servers)
     problems += found
     notices += check_notices
-    if check_environment:
-        problems += config_check.check_environment(file, servers, env)
-    socket_at = config_paths.socket_path(env, file.daemon.socket, socket)
-    if len(os.fsencode(socket_at)) > config_paths.MAX_SOCKET_PATH_BYTES:
-        problems.append(
-            ConfigProblem(
-                "daemon.socket",
-                f"{socket_at} is longer than the {config_paths.MAX_SOCKET_PATH_BYTES} bytes a unix socket "
-                "path may hold",
-            )
-        )
-    listen = file.metrics.listen
-    if listen is not None and listen.startswith("/") and os.path.normpath(listen) == str(socket_at):
-        problems.append(
-            ConfigProblem("metrics.listen", "is the API socket; metrics need an address of their own")
-        )
-    if problems:
-        raise ConfigError(source, problems)
-    return Config(
-        file=file,
-        mcp=servers,
-        socket=socket_at,
-        state_dir=config_paths.state_dir(env, file.daemon.state_dir, state_dir),
-        source=source,
-        path=located.path,
-        notices=tuple(notices),
-        environ=env,
-    )
+    return problems

@@ -69,7 +69,9 @@ class SecretSource:
             found = environ.get(self.ref, "")
             if not found:
                 raise SecretUnavailable(
-                    self.where, f"environment variable {self.ref} is not set (or is empty)"
+                    self.where,
+                    f"environment variable {self.ref} is not set (or is empty): set it in the daemon's "
+                    "environment (a systemd service: EnvironmentFile=, docs/operations.md)",
                 )
             return SecretStr(found)
         try:
