@@ -20,6 +20,7 @@ import os
 import resource
 import signal
 import socket
+import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
@@ -480,21 +481,28 @@ async def serve(
 
 
 def run_serve(
-    config_path: str | None, socket: str | None, state_dir: str | None, *, log_content: bool = False
+    config_path: str | None,
+    socket: str | None,
+    state_dir: str | None,
+    *,
+    log_content: bool = False,
+    log_format: logs.LogFormat | None = None,
 ) -> int:
-    """`agentd serve` entry: load config (exit 2 on error), configure logs, serve."""
+    """`agentd serve` entry: load config (exit 2 on error), configure logs, serve. `log_format`
+    None: text when stderr is a terminal, else JSON."""
     # Blocked in every thread for the daemon's whole life (threads inherit the mask): they are
     # taken by `sigwaitinfo` (see `_signals`), so none can ever kill the daemon by default action,
     # and one sent during start-up is held pending until the daemon can drain.
     signal.pthread_sigmask(signal.SIG_BLOCK, daemon_signals())
     overrides: dict[str, object] | None = {"daemon": {"log_content": True}} if log_content else None
+    fmt = log_format or logs.default_format(sys.stderr)
     try:
         config = load_config(config_path, socket=socket, state_dir=state_dir, overrides=overrides)
     except ConfigError as exc:
-        logs.configure("info")
+        logs.configure("info", fmt=fmt)
         logs.get().error("config.invalid", source=exc.source, err=str(exc))
         return ExitCode.USAGE
-    logs.configure(config.daemon.log_level)
+    logs.configure(config.daemon.log_level, fmt=fmt)
     # systemd's watchdog ends a wedged daemon with SIGABRT: the stacks then show where it hung.
     faulthandler.enable()
     logs.get().info("config.loaded", source=config.source)

@@ -1,7 +1,9 @@
-"""JSON log lines on stderr with the closed event vocabulary (DESIGN §13).
+"""Log lines on stderr with the closed event vocabulary (DESIGN §13): JSON, or text for a person.
 
 Every line has `ts` (UTC, milliseconds), `level`, `event` (a name from `protocol.events`),
 `comp`, and whatever identity the caller binds (`task_id`, `run_id`, `handle`, `pid`, …).
+As JSON (for journald and log shippers) each line is one object; as text (a daemon in a
+terminal) it reads `ts level event key=value …`, the same fields in the same order.
 An event name outside the vocabulary is a programming error: in strict mode (tests) it raises,
 otherwise the line is kept and marked `event_unknown: true`.
 """
@@ -13,7 +15,7 @@ import logging
 import sys
 import time
 from collections.abc import MutableMapping
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
 import structlog
 
@@ -103,14 +105,41 @@ def _fallback(value: Any) -> Any:
 _LEVEL_NAMES = {"warn": "warning", "exception": "error"}
 
 
+LogFormat = Literal["json", "text"]
+# A text value is written bare when a reader (or `cut`, `grep`) can tell where it ends.
+_BARE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:/@+,")
+
+
+def _text_value(value: Any) -> str:
+    if isinstance(value, str) and value and _BARE.issuperset(value):
+        return value
+    return json.dumps(value, default=_fallback, ensure_ascii=False)
+
+
+def render_text(line: dict[str, Any]) -> str:
+    """One line for a person: `ts level event comp=… key=value …`, values JSON-quoted when needed."""
+    head = f"{line.get('ts', '')} {line.get('level', ''):<7} {line.get('event', '')}"
+    rest = " ".join(f"{k}={_text_value(v)}" for k, v in line.items() if k not in ("ts", "level", "event"))
+    return f"{head}  {rest}" if rest else head
+
+
+def default_format(stream: TextIO) -> LogFormat:
+    """Text when `stream` is a terminal (a daemon run by hand), JSON otherwise (journald, a file)."""
+    try:
+        return "text" if stream.isatty() else "json"
+    except (AttributeError, ValueError):  # a closed or stand-in stream
+        return "json"
+
+
 class _Line:
     """The whole pipeline in one pass: threshold, vocabulary, level, timestamp, exception, field
-    order, JSON — what the chain of eight processors did, at a third of its cost per line (each
+    order, rendering — what the chain of eight processors did, at a third of its cost per line (each
     processor was a call and most copied the dict; a daemon writes ~9 lines per task, issue 16).
     Fields: `ts`, `level`, `event`, `comp` first, then the rest in the order given."""
 
-    def __init__(self, strict: bool) -> None:
+    def __init__(self, strict: bool, fmt: LogFormat = "json") -> None:
         self.vocabulary = _Vocabulary(strict)
+        self.text = fmt == "text"
 
     def __call__(self, logger: Any, method: str, event_dict: MutableMapping[str, Any]) -> str:
         if _METHOD_LEVELS.get(method, logging.CRITICAL) < _THRESHOLD.level:
@@ -129,19 +158,29 @@ class _Line:
         for key, value in event_dict.items():
             if key not in line:
                 line[key] = value
+        if self.text:
+            return render_text(line)
         return json.dumps(line, default=_fallback)
 
 
-def configure(level: str = "info", *, stream: TextIO | None = None, strict: bool = False) -> None:
-    """Configure structlog for JSON lines; safe to call again (tests, reload)."""
+def configure(
+    level: str = "info",
+    *,
+    stream: TextIO | None = None,
+    strict: bool = False,
+    fmt: LogFormat = "json",
+) -> None:
+    """Configure structlog's lines, JSON or text (`default_format` picks for a daemon); safe to
+    call again (tests, reload)."""
     global _BASE
     set_level(level)
+    target = stream or sys.stderr
     structlog.configure(
         # One processor (`_Line`); nothing binds structlog's contextvars, so none are merged.
-        processors=[_Line(strict)],
+        processors=[_Line(strict, fmt)],
         # Debug calls are dropped by the threshold below debug level; the wrapper passes everything.
         wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
-        logger_factory=structlog.PrintLoggerFactory(stream or sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(target),
         cache_logger_on_first_use=False,
     )
     _BASE = None

@@ -134,3 +134,12 @@ def estimate_tokens(chars: int) -> int:
     """The one chars/4 token estimate (RFC 0007 §3.7), used wherever a provider reports no usage
     and to size a request before it is sent; at least 1 (a call always costs something)."""
     return max(1, chars // CHARS_PER_TOKEN)
+
+
+def unoffered_text(name: str, ungranted: frozenset[str]) -> str:
+    """The observation for a call of a tool that was not offered: one a granted server lists
+    outside this agent's grant, or one that does not exist at all (a guess, a typo, a tool of a
+    server that is gone)."""
+    if name in ungranted:
+        return f"tool `{name}` is not in this agent's granted scope"
+    return f"no such tool `{name}`: it was not run; call one of the tools offered"

@@ -120,7 +120,9 @@ class Driver:
         if tools.version != self._view_version or self._view.tool_mode != self.state.config.tool_mode:
             specs = tools.specs()
             chars = sum(tool_chars(s) for s in specs)
-            view = TurnView.build(self.state.config, specs, tools.resource_catalogue(), chars)
+            view = TurnView.build(
+                self.state.config, specs, tools.resource_catalogue(), chars, tools.ungranted()
+            )
             self._check_head(view)
             self._view, self._view_version = view, tools.version
         return self._view

@@ -66,6 +66,9 @@ from protocol.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
 EV_CONNECT = "api.connect"
 EV_DISCONNECT = "api.disconnect"
 EV_ERROR = "api.error"
+# How a client ends an ordinary command: logged at debug, like the connect (every `agentd status`
+# is one). Any other ending (idle, a deadline, oversize, faults, a reset) is logged at info.
+ORDINARY_ENDINGS = frozenset({"eof", "peer closed"})
 
 READ_CHUNK = 64 * 1024
 ITERATOR_CLOSE_S = 5.0  # bound on a backend event iterator's cleanup
@@ -112,7 +115,7 @@ class Connection:
     async def run(self) -> None:
         """Serve until the client leaves or is cut off; nothing the client sends raises out of here."""
         started = anyio.current_time()
-        self._log.info(EV_CONNECT, gid=self._caller.gid, admin=self._caller.is_admin)
+        self._log.debug(EV_CONNECT, gid=self._caller.gid, admin=self._caller.is_admin)
         send, receive = anyio.create_memory_object_stream[_Frame](self._limits.max_pipelined_frames)
         try:
             with self._scope:
@@ -121,9 +124,11 @@ class Connection:
                     await self._process(receive)
                     tg.cancel_scope.cancel()  # answered everything the reader let through
         finally:
-            self._log.info(
+            reason = self._reason or "eof"
+            log = self._log.debug if reason in ORDINARY_ENDINGS else self._log.info
+            log(
                 EV_DISCONNECT,
-                reason=self._reason or "eof",
+                reason=reason,
                 requests=self._requests,
                 faults=self._faults,
                 dur_ms=round((anyio.current_time() - started) * 1000),

@@ -22,6 +22,7 @@ from pydantic import JsonValue, ValidationError
 
 from agentd.api.client import ApiClient
 from agentd.cli import approval_commands, resume_commands
+from agentd.cli.flag_errors import TASK_FLAGS, flag_problem, spec_problem
 from agentd.cli.outcome import outcome_line
 from agentd.errors import AgentdError, ApiClientError
 from protocol.api import (
@@ -70,36 +71,55 @@ class UsageError(AgentdError):
     """A bad flag value: reported with exit code 2 before anything is sent."""
 
 
-def resolve_socket(flag: str | None) -> Path:
-    """--socket, $AGENTD_SOCKET, the config file's daemon.socket (if readable), the per-user
-    socket if it exists, the system socket if it exists, else the per-user path."""
+def resolve_socket(flag: str | None, config: str | None = None) -> Path:
+    """--socket; the `daemon.socket` of `config` (--config, which must be readable); $AGENTD_SOCKET;
+    the `daemon.socket` of the search order's file (if readable); the per-user socket if it
+    exists, the system socket if it exists, else the per-user path.
+
+    Raises:
+        UsageError: `config` cannot be read.
+    """
     from agentd.config import paths as config_paths
 
     configured = None
-    if not flag and "AGENTD_SOCKET" not in os.environ:
+    if flag is None and config is not None:
+        configured = _configured_socket(Path(config), required=True)
+        if configured is not None:
+            return Path(configured)
+    elif flag is None and "AGENTD_SOCKET" not in os.environ:
         located = config_paths.locate_config(None, os.environ)
         if located.path is not None:
-            configured = _configured_socket(located.path)
+            configured = _configured_socket(located.path, required=False)
     return config_paths.client_socket_path(os.environ, configured, flag, is_socket=_is_socket)
 
 
 def _is_socket(path: Path) -> bool:
     try:
         return stat.S_ISSOCK(path.stat().st_mode)
+    except PermissionError:
+        # A directory on the way we may not search (the system socket's, before its group is
+        # ours): connecting there names the socket and says how to get access.
+        return path.parent.is_dir()
     except OSError:
-        return False  # absent, or a directory on the way we may not search
+        return False  # absent
 
 
-def _configured_socket(path: Path) -> str | None:
+def _configured_socket(path: Path, *, required: bool) -> str | None:
+    """The file's `daemon.socket` (relative to the file's directory, as the daemon reads it)."""
     import tomllib
 
     try:
         data = tomllib.loads(path.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError) as exc:
+        if required:
+            why = getattr(exc, "strerror", None) or str(exc)
+            raise UsageError(f"--config {path}: cannot read the socket from it: {why}") from None
         return None
     daemon = data.get("daemon")
     socket = daemon.get("socket") if isinstance(daemon, dict) else None
-    return socket if isinstance(socket, str) else None
+    if not isinstance(socket, str) or not socket:
+        return None
+    return str(path.absolute().parent / os.path.expanduser(socket))
 
 
 def spec_from_args(args: argparse.Namespace, *, model: str | None, mcp: list[str]) -> TaskSpec:
@@ -134,7 +154,7 @@ def spec_from_args(args: argparse.Namespace, *, model: str | None, mcp: list[str
             on_budget=getattr(args, "on_budget", None),
         )
     except ValidationError as exc:
-        raise UsageError(_invalid("task", exc)) from None
+        raise UsageError(flag_problem(exc, TASK_FLAGS)) from None
 
 
 SCHEDULE_FLAGS = (
@@ -195,21 +215,12 @@ def schedule_from_args(args: argparse.Namespace) -> ScheduleSpec | None:
     try:
         spec = ScheduleSpec.model_validate({k: v for k, v in fields.items() if v is not None})
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = str(first["loc"][0]) if first["loc"] else ""
-        flag = _FLAG_OF.get(field, "schedule")
-        raise UsageError(f"{flag}: {first['msg'].removeprefix('Value error, ')}") from None
+        raise UsageError(flag_problem(exc, _FLAG_OF)) from None
     try:
         parse_trigger(spec, time.time())  # from now: whether it fires is the daemon's question too
     except TriggerError as exc:
         raise UsageError(f"{_FLAG_OF.get(exc.field, exc.field)}: {str(exc).split(': ', 1)[1]}") from None
     return spec
-
-
-def _invalid(what: str, exc: ValidationError) -> str:
-    first = exc.errors()[0]
-    where = ".".join(str(p) for p in first["loc"])
-    return f"invalid {what}: {where}: {first['msg']}"
 
 
 def print_result(view: TaskView, out: TextIO) -> None:
@@ -601,10 +612,11 @@ def dispatch(command: str, args: argparse.Namespace) -> int:
         sys.stderr.write(f"agentd {command}: {exc}\n")
         return ExitCode.USAGE
     except ValidationError as exc:  # a flag value the method's params refuse (`--limit 0`)
-        sys.stderr.write(f"agentd {command}: {_invalid('arguments', exc)}\n")
+        sys.stderr.write(f"agentd {command}: {flag_problem(exc, {})}\n")
         return ExitCode.USAGE
     except ApiClientError as exc:
-        sys.stderr.write(f"agentd {command}: {exc}\n")
+        text = spec_problem(str(exc)) if exc.code == INVALID_SPEC else str(exc)
+        sys.stderr.write(f"agentd {command}: {text}\n")
         return (
             ExitCode.USAGE
             if exc.code in (INVALID_PARAMS, INVALID_SPEC, IDEMPOTENCY_CONFLICT)

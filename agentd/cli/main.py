@@ -19,11 +19,23 @@ exhausted without a result, 124 deadline. See docs/exit-codes.md.
 """
 
 
+SOCKET_SEARCH = (
+    "the daemon's socket; without it, the first that applies: daemon.socket in the --config FILE; "
+    "$AGENTD_SOCKET; daemon.socket in the first file of $AGENTD_CONFIG, "
+    "$XDG_CONFIG_HOME/agentd/agentd.toml (~/.config/agentd/agentd.toml), /etc/agentd/agentd.toml; "
+    "your own daemon's socket if one is there ($RUNTIME_DIRECTORY/agentd.sock, "
+    "$XDG_RUNTIME_DIR/agentd/agentd.sock, else /tmp/agentd-UID/agentd.sock; root: "
+    "/run/agentd/agentd.sock); the system service's /run/agentd/agentd.sock if one is there; else "
+    "your own daemon's path"
+)
+
+
 def _socket_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--socket", metavar="PATH", help=SOCKET_SEARCH)
     parser.add_argument(
-        "--socket",
-        metavar="PATH",
-        help="daemon socket (default: $AGENTD_SOCKET, the config, $XDG_RUNTIME_DIR/agentd/agentd.sock)",
+        "--config",
+        metavar="FILE",
+        help="a daemon's configuration file: connect to the socket it names (daemon.socket)",
     )
 
 
@@ -112,6 +124,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-content",
         action="store_true",
         help="log prompts, replies and tool payloads (default: lengths and hashes only)",
+    )
+    p.add_argument(
+        "--log-format",
+        choices=["json", "text"],
+        help="log lines on stderr: json (one object a line, for journald and log shippers) or text "
+        "(`ts level event key=value`); default: text when stderr is a terminal, else json",
     )
 
     p = sub.add_parser("worker", help="run tasks for a front door, on Temporal (docs/temporal.md)")
@@ -358,13 +376,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _socket_from_config(command: str, args: argparse.Namespace) -> int | None:
+    """A client command's `--config FILE`: the socket it names becomes `--socket`. Returns the
+    exit code of a usage error, else None."""
+    from agentd.cli.client_commands import UsageError, resolve_socket
+
+    try:
+        args.socket = str(resolve_socket(None, args.config))
+    except UsageError as exc:
+        sys.stderr.write(f"agentd {command}: {exc}\n")
+        return 2
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     command: str = args.command
     if command == "serve":
         from agentd.daemon import run_serve
 
-        return run_serve(args.config, args.socket, args.state_dir, log_content=args.log_content)
+        return run_serve(
+            args.config, args.socket, args.state_dir, log_content=args.log_content, log_format=args.log_format
+        )
     if command == "worker":
         from agentd.worker import run_worker
 
@@ -383,6 +416,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from agentd.cli.run import cmd_run
 
         return cmd_run(args)
+    if getattr(args, "config", None) is not None and args.socket is None:
+        code = _socket_from_config(command, args)
+        if code is not None:
+            return code
     if command == "top":
         from agentd.cli.top import cmd_top
 

@@ -18,10 +18,12 @@ import sys
 import tempfile
 
 import anyio
+from pydantic import TypeAdapter, ValidationError
 
 from agentd import logs
 from agentd.admission import SpecRejected, check_spec
 from agentd.cli.client_commands import UsageError, print_result, spec_from_args
+from agentd.cli.flag_errors import spec_problem
 from agentd.cli.outcome import outcome_line
 from agentd.config.file import AgentdFile
 from agentd.config.load import Config, ConfigError, default_model, load_config, merge_tables
@@ -33,8 +35,11 @@ from agentd.supervision.supervisor import Supervisor
 from processes.linux import set_child_subreaper
 from protocol.api import TaskSpec, TaskView
 from protocol.exit_codes import ExitCode
+from protocol.names import Name
 
 CLI_ENDPOINT = "cli"
+_NAME: TypeAdapter[str] = TypeAdapter(Name)
+NAME_WORDS = "letters, digits, '_', '.' and '-', starting with a letter or digit (at most 64)"
 
 
 def endpoint_table(flag: str, model: str | None, api_key_env: str | None) -> dict[str, object]:
@@ -55,13 +60,22 @@ def endpoint_table(flag: str, model: str | None, api_key_env: str | None) -> dic
     return table
 
 
+MCP_FORMS = (
+    "expected NAME=COMMAND ARGS... (a stdio server), NAME=http(s)://URL, or the NAME of a configured server"
+)
+
+
 def mcp_flag(item: str) -> tuple[str, dict[str, object] | None]:
     """`NAME=COMMAND ARGS…` / `NAME=URL` → (name, table); a bare `NAME` refers to the config."""
     if "=" not in item:
+        if not is_name(item):
+            raise UsageError(f"--mcp {item!r}: {MCP_FORMS}")
         return item, None
     name, _, target = item.partition("=")
     if not name or not target:
-        raise UsageError(f"--mcp {item!r}: expected NAME=COMMAND ARGS..., NAME=URL or NAME")
+        raise UsageError(f"--mcp {item!r}: {MCP_FORMS}")
+    if not is_name(name):
+        raise UsageError(f"--mcp {item!r}: the NAME before '=' must use {NAME_WORDS}")
     if target.startswith(("http://", "https://")):
         return name, {"url": target}
     try:
@@ -71,13 +85,26 @@ def mcp_flag(item: str) -> tuple[str, dict[str, object] | None]:
     return name, {"command": argv}
 
 
+def is_name(text: str) -> bool:
+    """Whether `text` can name an MCP server or an endpoint."""
+    try:
+        _NAME.validate_python(text)
+    except ValidationError:
+        return False
+    return True
+
+
 def build_overrides(args: argparse.Namespace) -> tuple[dict[str, object], str | None, list[str]]:
     overrides: dict[str, object] = {}
     model = args.model
     if args.intelligence:
-        overrides["intelligence"] = {
-            CLI_ENDPOINT: endpoint_table(args.intelligence, args.model, args.api_key_env)
-        }
+        endpoint = endpoint_table(args.intelligence, args.model, args.api_key_env)
+        if endpoint["kind"] != "scripted" and not args.model:
+            raise UsageError(
+                f"--intelligence {args.intelligence} needs --model NAME: the model to ask the endpoint "
+                "for (for example --model gpt-4.1-mini, or --model llama3.1 for Ollama)"
+            )
+        overrides["intelligence"] = {CLI_ENDPOINT: endpoint}
         model = CLI_ENDPOINT
     elif args.api_key_env:
         raise UsageError("--api-key-env needs --intelligence")
@@ -152,6 +179,46 @@ def with_endpoint_flags(
     return merge_tables(overrides, {"intelligence": tables})
 
 
+# Keys of an endpoint that `agentd run`'s flags set on every endpoint of the run's chain.
+_ENDPOINT_FLAGS = {"tool_mode": "--tool-mode", "stream": "--stream", "context_window": "--context-window"}
+# Keys of the endpoint `--intelligence` declares, by the flag that wrote them.
+_CLI_ENDPOINT_FLAGS = {"model": "--model", "api_key_env": "--api-key-env"}
+
+
+def flag_of(key: str, args: argparse.Namespace) -> str | None:
+    """The `agentd run` flag a configuration key's value came from; None for the file's own."""
+    parts = key.split(".")
+    if parts[0] == "intelligence" and len(parts) >= 3:
+        field = parts[2].split("[")[0]
+        if parts[1] == CLI_ENDPOINT and args.intelligence:
+            return _CLI_ENDPOINT_FLAGS.get(field, f"--intelligence {args.intelligence}")
+        flag = _ENDPOINT_FLAGS.get(field)
+        return flag if flag is not None and getattr(args, field, None) not in (None, False) else None
+    if parts[0] == "mcp" and len(parts) >= 2:
+        typed = next((item for item in args.mcp if item.partition("=")[0] == parts[1] and "=" in item), None)
+        return f"--mcp {typed}" if typed is not None else None
+    if key == "daemon.log_level" and (args.log_level or args.verbose):
+        return "--log-level"
+    return None
+
+
+def config_error_text(exc: ConfigError, args: argparse.Namespace) -> str:
+    """What `agentd run` prints for an invalid configuration: each problem a flag caused under
+    that flag, the file's own under the file's name."""
+    lines = []
+    from_file = []
+    for problem in exc.problems:
+        flag = flag_of(problem.key, args)
+        if flag is None:
+            from_file.append(problem)
+        else:
+            lines.append(f"agentd run: {flag}: {problem.message}\n")
+    if from_file:
+        lines.append(f"agentd run: invalid configuration ({exc.source}):\n")
+        lines += [f"  {problem}\n" for problem in from_file]
+    return "".join(lines)
+
+
 async def run_embedded(config: Config, spec: TaskSpec) -> TaskView:
     """Run one task under an in-process supervisor and return its final view."""
     set_child_subreaper()
@@ -198,11 +265,17 @@ def cmd_run(args: argparse.Namespace) -> int:
             logs.configure(config.daemon.log_level)
             spec = spec_from_args(args, model=model, mcp=names)
             check_spec(config, spec)
-        except (UsageError, SpecRejected) as exc:
+        except UsageError as exc:
             sys.stderr.write(f"agentd run: {exc}\n")
             return ExitCode.USAGE
+        except SpecRejected as exc:
+            text = spec_problem(str(exc))
+            if text.startswith("--mcp: no MCP server named"):
+                text += "; to start one for this run, give --mcp NAME=COMMAND ARGS..."
+            sys.stderr.write(f"agentd run: {text}\n")
+            return ExitCode.USAGE
         except ConfigError as exc:
-            sys.stderr.write(f"agentd run: {exc}\n")
+            sys.stderr.write(config_error_text(exc, args))
             return ExitCode.USAGE
         view = anyio.run(run_embedded, config, spec)
     finally:

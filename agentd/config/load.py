@@ -343,7 +343,7 @@ def inspect_config(
         data = merge_tables(data, overrides)
     shape = validate_shape(data, base_dir)
     if shape.file is not None and refine is not None and (more := refine(shape.file)):
-        shape = validate_shape(merge_tables(data, more), base_dir)
+        shape = validate_shape(merge_tables(_with_endpoints(data, shape.file), more), base_dir)
     problems = list(shape.problems)
     notices: list[str] = []
     file = shape.file
@@ -351,11 +351,11 @@ def inspect_config(
     environment: list[ConfigProblem] = []
     if file is not None:
         servers = {name: McpServer.from_section(name, section) for name, section in file.mcp.items()}
-        problems += [
+        checked = [
             ConfigProblem(shape.original_key(p.key), p.message, about=p.about)
             for p in _check(file, servers, notices)
-            if p.about not in shape.set_aside
         ]
+        problems += [p for p in checked if not shape.explains(p)]
         if check_environment:
             environment = config_check.check_environment(file, servers, env)
             problems += environment
@@ -386,6 +386,15 @@ def inspect_config(
         state_dir=config_paths.state_dir(env, file.daemon.state_dir if file is not None else None, state_dir),
         environment_keys=frozenset(p.key for p in environment),
     )
+
+
+def _with_endpoints(data: Mapping[str, object], file: AgentdFile) -> Mapping[str, object]:
+    """`data` with the endpoints `file` has, so a refinement of an embedded endpoint (which the
+    data does not spell out) merges over the whole endpoint rather than starting a table."""
+    if "intelligence" in data:
+        return data
+    endpoints = {name: s.model_dump(mode="json", exclude_unset=True) for name, s in file.intelligence.items()}
+    return {**data, "intelligence": endpoints}
 
 
 def _check(file: AgentdFile, servers: dict[str, McpServer], notices: list[str]) -> list[ConfigProblem]:

@@ -11,10 +11,14 @@ from __future__ import annotations
 import difflib
 import re
 import types
+from collections.abc import Mapping
 from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
 
+from agentd.config.duration import format_duration
+from agentd.config.types import DURATION_PARSERS
 from agentd.errors import ConfigProblem
 
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -25,6 +29,53 @@ _PATTERN_WORDS = {
     "not starting with a digit)",
     r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$": "must be an HTTP header name",
 }
+
+
+# pydantic's bound errors: the word for each, and the key of the bound in the error's context.
+_BOUNDS = {
+    "greater_than_equal": ("at least", "ge"),
+    "greater_than": ("more than", "gt"),
+    "less_than_equal": ("at most", "le"),
+    "less_than": ("less than", "lt"),
+}
+
+
+def bound_message(kind: str, ctx: Mapping[str, object] | None, *, seconds: bool) -> str | None:
+    """A bound error (`greater_than_equal`, …) as `must be at least 1s` (durations carry their
+    unit) or `must be at least 1`; None for any other kind of error."""
+    if kind not in _BOUNDS or not ctx:
+        return None
+    word, name = _BOUNDS[kind]
+    limit = ctx.get(name)
+    if not isinstance(limit, int | float):
+        return None
+    shown = format_duration(float(limit)) if seconds else f"{limit:g}"
+    return f"must be {word} {shown}"
+
+
+def pattern_words(pattern: str) -> str:
+    """What a name pattern means, in words (never the regular expression itself)."""
+    return _PATTERN_WORDS.get(pattern, "has characters that are not allowed here")
+
+
+def _parsed_as_duration(annotation: Any) -> bool:
+    if any(getattr(m, "func", None) in DURATION_PARSERS for m in getattr(annotation, "__metadata__", ())):
+        return True
+    return any(_parsed_as_duration(arg) for arg in get_args(annotation))
+
+
+def is_duration(field: FieldInfo) -> bool:
+    """Whether the field takes a duration (its bounds are seconds)."""
+    if any(getattr(m, "func", None) in DURATION_PARSERS for m in field.metadata):
+        return True
+    return _parsed_as_duration(field.annotation)
+
+
+def _field_at(root: type[BaseModel], loc: tuple[int | str, ...]) -> FieldInfo | None:
+    model = model_at(root, loc[:-1]) if loc else None
+    if model is None:
+        return None
+    return next((f for name, f in model.model_fields.items() if loc[-1] in (name, f.alias)), None)
 
 
 def render_key(loc: tuple[int | str, ...], prefix: str = "") -> str:
@@ -107,14 +158,17 @@ def _message(error: Any, root: type[BaseModel]) -> str:
         return f"unknown key; {hint}allowed here: {', '.join(keys)}"
     if kind == "missing":
         return "required key is missing"
+    field = _field_at(root, loc)
+    bound = bound_message(kind, error.get("ctx"), seconds=field is not None and is_duration(field))
+    if bound is not None:
+        return bound
     message = str(error["msg"])
     for prefix in ("Value error, ", "Assertion failed, "):
         message = message.removeprefix(prefix)
     if message.startswith("Input should be"):
         message = "should be" + message.removeprefix("Input should be")
     elif kind == "string_pattern_mismatch":
-        pattern = str(error.get("ctx", {}).get("pattern", ""))
-        message = _PATTERN_WORDS.get(pattern, "has characters that are not allowed here")
+        message = pattern_words(str(error.get("ctx", {}).get("pattern", "")))
     return message
 
 

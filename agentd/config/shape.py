@@ -47,6 +47,15 @@ class Shape:
     # For each entry list with entries set aside: the original index of each entry still present.
     indices: dict[str, list[int]] = field(default_factory=dict)
 
+    def explains(self, problem: ConfigProblem) -> bool:
+        """Whether a cross-key `problem` (keys as written) only follows from what was set aside:
+        it names an entry that exists but is invalid, or a key or table that already has a shape
+        problem (whose rules saw a default, not the value written)."""
+        if problem.about is not None and problem.about in self.set_aside:
+            return True
+        key = problem.key
+        return any(p.key == key or p.key.startswith((f"{key}.", f"{key}[")) for p in self.problems)
+
     def original_key(self, key: str) -> str:
         """`key` (`trigger[1].route`) with its entry index as written in the file."""
         match = _ENTRY_KEY.match(key)

@@ -101,6 +101,10 @@ def _show_optional_size(value: int | None) -> str:
     return "infinity" if value is None else format_size(value)
 
 
+# The validators of the duration types: a bound on a field they parse is a number of seconds.
+DURATION_PARSERS = frozenset({parse_duration, _whole_seconds_or_infinity})
+
+
 # A span written as a number of seconds or with units; kept as float seconds. Used for keys whose
 # name ends in `_s`, so a plain number reads as seconds either way.
 Seconds = Annotated[float, BeforeValidator(parse_duration), WithJsonSchema(_DURATION_SCHEMA)]

@@ -12,7 +12,7 @@ Pure: the driver supplies time, the cancel flag and the environment (`TurnView`)
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from pydantic import JsonValue
 
@@ -40,6 +40,7 @@ from subagent.loop.state import (
     PlannedCall,
     Terminal,
 )
+from subagent.loop.view import TurnView as TurnView  # re-exported: the driver builds it
 from subagent.messages import (
     AssistantMessage,
     Message,
@@ -48,44 +49,10 @@ from subagent.messages import (
     ToolCall,
     ToolOutcome,
     ToolResultMessage,
-    ToolSpec,
     UserMessage,
     estimate_tokens,
+    unoffered_text,
 )
-
-
-@dataclass(frozen=True, slots=True)
-class TurnView:
-    """What the environment offers this turn: the tools in scope and the resource catalogue.
-
-    Build it with `TurnView.build` once per catalogue version: that renders the system prompt
-    and measures the tools once, instead of every turn.
-    """
-
-    tools: tuple[ToolSpec, ...] = ()
-    resources: str = ""
-    # Serialized size of `tools`, for the forward estimate.
-    tools_chars: int = 0
-    # Set by `build`: the rendered system prompt and the tools as offered (with `task_refuse`).
-    system: str | None = None
-    offered: tuple[ToolSpec, ...] = ()
-    # The tool mode `system` and `offered` were rendered for.
-    tool_mode: str = ""
-
-    @staticmethod
-    def build(
-        config: LoopConfig, tools: tuple[ToolSpec, ...], resources: str, tools_chars: int = 0
-    ) -> TurnView:
-        offered = (*tools, prompt.refuse_tool_spec()) if config.tool_mode == "native" else tools
-        system = prompt.system_prompt(config, resources=resources, tools=offered)
-        return TurnView(
-            tools=tools,
-            resources=resources,
-            tools_chars=tools_chars,
-            system=system,
-            offered=offered,
-            tool_mode=config.tool_mode,
-        )
 
 
 def initial_state(payload: SpawnPayload, *, now: float) -> LoopState:
@@ -147,7 +114,7 @@ def next_action(state: LoopState, view: TurnView, *, now: float, cancelled: bool
 
     cfg = state.config
     if view.system is None or view.tool_mode != cfg.tool_mode:
-        view = TurnView.build(cfg, view.tools, view.resources, view.tools_chars)
+        view = TurnView.build(cfg, view.tools, view.resources, view.tools_chars, view.ungranted)
     assert view.system is not None
     tools = view.offered
     json_actions = cfg.tool_mode == "json"
@@ -197,7 +164,7 @@ def next_action(state: LoopState, view: TurnView, *, now: float, cancelled: bool
             json_actions=True,  # no tools, so tool turns as text (above)
         )
         return CallModel(last, offered=frozenset(), wrap_up=wrap.status)
-    return CallModel(request, offered=frozenset(t.name for t in tools))
+    return CallModel(request, offered=frozenset(t.name for t in tools), ungranted=view.ungranted)
 
 
 def _verbatim_results(state: LoopState) -> list[ToolResultMessage]:
@@ -282,14 +249,24 @@ def on_model_reply(
         return _end_turn(progress.record_signature(state, None), "malformed", now, cancelled)
 
     if state.config.tool_mode == "json":
-        return _on_json_reply(state, reply, action.offered, now=now, cancelled=cancelled)
+        return _on_json_reply(
+            state, reply, action.offered, now=now, cancelled=cancelled, ungranted=action.ungranted
+        )
 
     if reply.tool_calls:
         state = replace(state, native_calls_seen=True)
     elif _may_switch(state) and not state.native_calls_seen:
         written = tool_mode.written_tool_call(reply.text, action.offered - {prompt.REFUSE_TOOL})
         if written is not None:
-            return _on_written_tool_call(state, reply, written, action.offered, now=now, cancelled=cancelled)
+            return _on_written_tool_call(
+                state,
+                reply,
+                written,
+                action.offered,
+                now=now,
+                cancelled=cancelled,
+                ungranted=action.ungranted,
+            )
 
     state = _remember_partial(state, reply.text)
     refusal = next((c for c in reply.tool_calls if c.name == prompt.REFUSE_TOOL), None)
@@ -304,7 +281,13 @@ def on_model_reply(
     assistant = AssistantMessage(reply.text, reply.tool_calls)
     if reply.tool_calls:
         return _plan_calls(
-            _append(state, assistant), reply.text, reply.tool_calls, action.offered, now, cancelled
+            _append(state, assistant),
+            reply.text,
+            reply.tool_calls,
+            action.offered,
+            now,
+            cancelled,
+            ungranted=action.ungranted,
         )
     return _on_final(_append(state, assistant), reply.text, reply.text, now, cancelled)
 
@@ -327,6 +310,7 @@ def _on_written_tool_call(
     *,
     now: float,
     cancelled: bool,
+    ungranted: frozenset[str] = frozenset(),
 ) -> LoopState:
     """An `auto` run whose model wrote a tool call as text: switch to JSON actions, whose system
     prompt carries the instructions. A call written as JSON runs at once; a tool only named in
@@ -334,7 +318,7 @@ def _on_written_tool_call(
     json_offered = offered - {prompt.REFUSE_TOOL}
     if isinstance(written, ToolAction):
         state = _switch_to_json(state, "prose_tool_call", f"the model wrote a call to {written.tool} as text")
-        return _on_json_reply(state, reply, json_offered, now=now, cancelled=cancelled)
+        return _on_json_reply(state, reply, json_offered, now=now, cancelled=cancelled, ungranted=ungranted)
     state = _switch_to_json(state, "prose_tool_call", f"the model described a call to {written} in prose")
     obs = (
         "You described a tool call instead of making one, so no tool ran. Tools are now called with "
@@ -346,7 +330,13 @@ def _on_written_tool_call(
 
 
 def _on_json_reply(
-    state: LoopState, reply: ModelReply, offered: frozenset[str], *, now: float, cancelled: bool
+    state: LoopState,
+    reply: ModelReply,
+    offered: frozenset[str],
+    *,
+    now: float,
+    cancelled: bool,
+    ungranted: frozenset[str] = frozenset(),
 ) -> LoopState:
     parsed = parse_action(reply.text)
     step = state.budgets.used.steps
@@ -369,7 +359,7 @@ def _on_json_reply(
             raw_arguments=progress.canonical_json(parsed.arguments),
         )
         state = _append(state, AssistantMessage(reply.text, (call,)))
-        return _plan_calls(state, reply.text, (call,), offered, now, cancelled)
+        return _plan_calls(state, reply.text, (call,), offered, now, cancelled, ungranted=ungranted)
     assert isinstance(parsed, FinalAction)
     state = _append(state, AssistantMessage(reply.text))
     if isinstance(parsed.result, str):
@@ -384,8 +374,12 @@ def _plan_calls(
     offered: frozenset[str],
     now: float,
     cancelled: bool,
+    *,
+    ungranted: frozenset[str] = frozenset(),
 ) -> LoopState:
-    """Pre-execution checks per call: scope, then the repeat cap (RFC 0007 §3.3 steps 1–2)."""
+    """Pre-execution checks per call: scope, then the repeat cap (RFC 0007 §3.3 steps 1–2). A name
+    not offered is refused as a tool that does not exist, or, when a granted server lists it
+    outside this agent's grant (`ungranted`), as one not granted."""
     repeats = state.repeats
     planned: list[PlannedCall] = []
     cap = state.config.repeat_cap
@@ -393,7 +387,8 @@ def _plan_calls(
         key = progress.repeat_key(call.name, call.arguments, call.raw_arguments)
         why = "out_of_scope"
         if call.name not in offered:
-            refusal = f"tool `{call.name}` is not in this agent's granted scope"
+            refusal = unoffered_text(call.name, ungranted)
+            why = "out_of_scope" if call.name in ungranted else "unknown_tool"
         else:
             repeats, n = progress.bump_repeat(repeats, key)
             why = "invalid_arguments" if call.arguments is None else "repeat_cap"

@@ -139,6 +139,8 @@ class CallModel:
     offered: frozenset[str]
     # Set on a wrap-up call (loop/wrapup.py): the budget status its answer is labeled with.
     wrap_up: TerminalStatus | None = None
+    # Tools a granted server lists outside this agent's grant (TurnView.ungranted).
+    ungranted: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,14 +33,14 @@ from protocol import approval
 from protocol.control import ApproveResult
 from protocol.spawn import SpawnPayload
 from subagent.errors import McpFatal
-from subagent.messages import JsonObject, ToolCall, ToolOutcome, ToolSpec
+from subagent.messages import JsonObject, ToolCall, ToolOutcome, ToolSpec, unoffered_text
 from subagent.telemetry import EventSink, describe
 from subagent.tools import delegate
 from subagent.tools.catalogue import CatalogueEntry, render_catalogue, template_matches
 from subagent.tools.compact import compact_catalogue
 from subagent.tools.connection import Failure, ServerLink
 from subagent.tools.hint import listing_of
-from subagent.tools.naming import ToolRef, assign_wire_names, offered_spec
+from subagent.tools.naming import ToolRef, assign_wire_names, offered_spec, plain_name
 from subagent.tools.render import render_tool_result, tool_result_images
 from subagent.tools.selftools import (
     IDLE_SPEC,
@@ -180,6 +180,8 @@ class ToolRouter:
             for spec in payload.mcp_servers
         )
         self._routes: dict[str, _Route] = {}
+        # Wire names of tools the servers list that this agent's `tools` grant leaves out.
+        self._ungranted: frozenset[str] = frozenset()
         self._specs: tuple[ToolSpec, ...] = ()
         self._catalogue = ""
         self._version = 0
@@ -189,6 +191,11 @@ class ToolRouter:
     def specs(self) -> tuple[ToolSpec, ...]:
         """Every tool in scope, wire-named: the granted MCP tools, then the self-tools."""
         return self._specs
+
+    def ungranted(self) -> frozenset[str]:
+        """Wire names of tools a granted server lists that this agent's grant leaves out: a call
+        of one is refused as not granted; any other name not offered does not exist."""
+        return self._ungranted
 
     def resource_catalogue(self) -> str:
         """The compact resource awareness block (RFC 0007 §3.8), then a line naming the tools withheld
@@ -215,10 +222,12 @@ class ToolRouter:
         offered = self._offered()
         tools: dict[ToolRef, mcp_types.Tool] = {}
         withheld: list[str] = []
+        ungranted: set[str] = set()
         for link in offered:
             allowed = None if link.spec.tools is None else frozenset(link.spec.tools)
             for tool in link.listing.tools:
                 if allowed is not None and tool.name not in allowed:
+                    ungranted.add(plain_name(ToolRef(link.name, tool.name)))
                     continue
                 if needs_tasks(tool):
                     withheld.append(f"{link.name}/{tool.name}")
@@ -260,6 +269,7 @@ class ToolRouter:
         if tuple(specs) != self._specs or catalogue != self._catalogue:
             self._version += 1
         self._specs, self._routes, self._catalogue = tuple(specs), routes, catalogue
+        self._ungranted = frozenset(ungranted - routes.keys())
 
     async def _connect_all(self) -> None:
         """Connect every granted server without a hint concurrently; raise `McpFatal` if a
@@ -400,9 +410,8 @@ class ToolRouter:
         await starting()
         return await self._mcp_call(link, route.tool, call, timeout_s)
 
-    @staticmethod
-    def _unknown(name: str) -> ToolOutcome:
-        return ToolOutcome(f"tool `{name}` is not in this agent's granted scope", is_error=True)
+    def _unknown(self, name: str) -> ToolOutcome:
+        return ToolOutcome(unoffered_text(name, self._ungranted), is_error=True)
 
     async def _ask_approval(
         self, link: ServerLink, tool: str, call: ToolCall, timeout_s: float

@@ -19,9 +19,7 @@ def test_a_flag_the_params_refuse_is_a_usage_error_without_connecting(
         socket=str(tmp_path / "agentd.sock"), state=None, limit=0, before=None, json=False
     )
     assert dispatch("list", args) == ExitCode.USAGE
-    assert capsys.readouterr().err == (
-        "agentd list: invalid arguments: limit: Input should be greater than or equal to 1\n"
-    )
+    assert capsys.readouterr().err == ("agentd list: --limit: must be at least 1\n")
 
 
 @pytest.mark.parametrize(

@@ -35,8 +35,20 @@ STDIO = '\n[mcp.fs]\ncommand = "mcp-fs"\n'
         pytest.param(
             "[daemon]\nmax_concurrent_tasks = 0\n",
             "daemon.max_concurrent_tasks",
-            "greater than or equal to 1",
+            "must be at least 1",
             id="out-of-range",
+        ),
+        pytest.param(
+            "[daemon]\nidle_timeout_s = 0\n",
+            "daemon.idle_timeout_s",
+            "must be more than 0s",
+            id="duration-out-of-range",
+        ),
+        pytest.param(
+            "[[schedule]]\nname = 's'\ninstruction = 'x'\nevery = '500ms'\n",
+            "schedule[0].every",
+            "must be at least 1s",
+            id="duration-under-its-minimum",
         ),
         pytest.param(
             "[daemon]\nlog_level = 'loud'\n", "daemon.log_level", "should be 'debug'", id="bad-literal"

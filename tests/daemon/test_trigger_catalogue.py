@@ -144,7 +144,9 @@ def test_a_trigger_task_asks_the_model_before_its_server_is_connected(tmp_path: 
     first, second = by_trigger["stale"]
     assert "stale__note" in _tools(first) and "stale__note" not in _tools(second)
     assert stale["status"] == "completed"
-    assert stale["result"] == "answer: tool `stale__note` is not in this agent's granted scope"
+    assert (
+        stale["result"] == "answer: no such tool `stale__note`: it was not run; call one of the tools offered"
+    )
     assert not (states["stale"] / NOTES_LOG).exists()
 
     # broken (required): as a failed connect has always ended a run.

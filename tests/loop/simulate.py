@@ -74,10 +74,12 @@ def drive(
     now: float = 0.0,
     cancel_after_calls: int | None = None,
     max_actions: int = 500,
+    ungranted: frozenset[str] = frozenset(),
 ) -> Run:
-    """Run the machine to a terminal status against scripted replies (a list is consumed in order)."""
+    """Run the machine to a terminal status against scripted replies (a list is consumed in order);
+    `ungranted` names tools a server lists outside the grant."""
     tools = tools or {}
-    view = TurnView(tools=tuple(spec(n) for n in tools))
+    view = TurnView(tools=tuple(spec(n) for n in tools), ungranted=ungranted)
     run = Run(state)
     queue = list(replies) if not callable(replies) else []
     for _ in range(max_actions):

@@ -111,12 +111,21 @@ def test_identical_failing_calls_never_reset_and_reach_loop_detected() -> None:
     assert run.terminal is not None and run.terminal.status is S.LOOP_DETECTED
 
 
-def test_an_out_of_scope_tool_is_refused_as_an_observation_and_not_executed() -> None:
-    run = drive(start(), [reply("", call("secret__wipe")), reply("ok then")], {"t": constant})
+def test_a_tool_that_does_not_exist_is_refused_as_no_such_tool_and_not_executed() -> None:
+    run = drive(start(), [reply("", call("demo__add")), reply("ok then")], {"t": constant})
     assert run.terminal is not None and run.terminal.status is S.COMPLETED
     obs = run.requests[1].messages[-1]
     assert isinstance(obs, ToolResultMessage) and obs.is_error
-    assert "not in this agent's granted scope" in obs.text
+    assert obs.text == "no such tool `demo__add`: it was not run; call one of the tools offered"
+    assert run.executed == []
+
+
+def test_a_listed_tool_outside_the_grant_is_refused_as_not_granted_and_not_executed() -> None:
+    replies = [reply("", call("secret__wipe")), reply("ok then")]
+    run = drive(start(), replies, {"t": constant}, ungranted=frozenset({"secret__wipe"}))
+    obs = run.requests[1].messages[-1]
+    assert isinstance(obs, ToolResultMessage) and obs.is_error
+    assert obs.text == "tool `secret__wipe` is not in this agent's granted scope"
     assert run.executed == []
 
 

@@ -79,11 +79,18 @@ async def test_every_offered_name_is_a_valid_wire_name(shared: Shared) -> None:
     assert {"resource_read", "note_write", "note_read"} <= names(shared.router)
 
 
-@pytest.mark.parametrize("name", ["narrow__tool_2", "no_such_tool", "paged.tool_1"])
-async def test_a_call_outside_the_granted_scope_is_an_observation(shared: Shared, name: str) -> None:
+async def test_a_call_of_a_listed_tool_outside_the_grant_is_refused_as_not_granted(shared: Shared) -> None:
+    assert "narrow__tool_2" in shared.router.ungranted()
+    outcome = await shared.router.call(tool_call("narrow__tool_2"), timeout_s=5)
+    assert outcome.is_error
+    assert outcome.text == "tool `narrow__tool_2` is not in this agent's granted scope"
+
+
+@pytest.mark.parametrize("name", ["no_such_tool", "paged.tool_1", "narrow__not_served"])
+async def test_a_call_of_a_tool_no_server_lists_is_refused_as_no_such_tool(shared: Shared, name: str) -> None:
     outcome = await shared.router.call(tool_call(name), timeout_s=5)
     assert outcome.is_error
-    assert outcome.text == f"tool `{name}` is not in this agent's granted scope"
+    assert outcome.text == f"no such tool `{name}`: it was not run; call one of the tools offered"
 
 
 async def test_a_granted_tool_is_called_on_its_server(shared: Shared) -> None:
