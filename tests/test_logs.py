@@ -70,3 +70,28 @@ def test_the_threshold_applies_to_loggers_bound_before_it_changed(stream: io.Str
     logs.set_level("warning")
     log.info("loop.start")
     assert [(line["event"], line["comp"]) for line in lines(stream)] == [("intel.call", "agent")]
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_text_lines_carry_the_same_fields_in_the_same_order() -> None:
+    out = io.StringIO()
+    logs.configure("info", stream=out, fmt="text")
+    try:
+        logs.get(task_id="t_1").info("task.terminal", status="completed", err="two words", code=None)
+    finally:
+        logs.configure("info")
+    line = out.getvalue()
+    assert re.fullmatch(
+        r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z info    task\.terminal  comp=supervisor task_id=t_1 "
+        r'status=completed err="two words" code=null\n',
+        line,
+    ), line
+
+
+def test_a_daemon_writes_text_to_a_terminal_and_json_elsewhere() -> None:
+    assert logs.default_format(_Terminal()) == "text"
+    assert logs.default_format(io.StringIO()) == "json"
