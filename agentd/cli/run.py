@@ -190,10 +190,11 @@ def flag_of(key: str, args: argparse.Namespace) -> str | None:
     parts = key.split(".")
     if parts[0] == "intelligence" and len(parts) >= 3:
         field = parts[2].split("[")[0]
+        if field in _ENDPOINT_FLAGS and getattr(args, field, None) not in (None, False):
+            return _ENDPOINT_FLAGS[field]
         if parts[1] == CLI_ENDPOINT and args.intelligence:
             return _CLI_ENDPOINT_FLAGS.get(field, f"--intelligence {args.intelligence}")
-        flag = _ENDPOINT_FLAGS.get(field)
-        return flag if flag is not None and getattr(args, field, None) not in (None, False) else None
+        return None
     if parts[0] == "mcp" and len(parts) >= 2:
         typed = next((item for item in args.mcp if item.partition("=")[0] == parts[1] and "=" in item), None)
         return f"--mcp {typed}" if typed is not None else None

@@ -120,7 +120,7 @@ STDIO = '\n[mcp.fs]\ncommand = "mcp-fs"\n'
         pytest.param(
             "[loop]\ncompaction_high_water = 1.5\n",
             "loop.compaction_high_water",
-            "less than or equal to 1",
+            "must be at most 1",
             id="loop-range",
         ),
         pytest.param(
