@@ -109,6 +109,7 @@ def effective(config: Config) -> dict[str, JsonValue]:
         shown = section.model_dump(mode="json", exclude={"api_key_env", "api_key_file"})
         base_url = section.effective_base_url if section.kind != "scripted" else None
         shown["base_url"] = redact_url(base_url) if base_url is not None else None
+        shown["script"] = section.effective_script
         if section.api_key_env is not None:
             shown["api_key"] = f"{MASK} (env:{section.api_key_env})"
         elif section.api_key_file is not None:
