@@ -13,7 +13,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar, cast, get_args
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, JsonValue, Tag, TypeAdapter, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    JsonValue,
+    Tag,
+    TypeAdapter,
+    field_validator,
+    model_validator,
+)
 
 from protocol.contract import OutputContract
 from protocol.jsonrpc import ErrorResponse, Message, RequestId, Response, message_kind
@@ -229,6 +239,28 @@ class ListParams(_Model):
     before: str | None = Field(default=None, min_length=1, max_length=64)
     # Only the fires of this schedule.
     schedule_id: str | None = Field(default=None, min_length=1, max_length=64)
+
+
+class MatchParams(_Model):
+    """The ids of the caller's tasks (an admin's: every task's) that start with `prefix`, in id
+    order, at most `limit`: how a client turns a short id a person typed into the task it names
+    (docs/decisions.md, "Short task ids")."""
+
+    prefix: str = Field(min_length=1, max_length=64)
+    limit: int = Field(default=10, ge=1, le=100)
+
+    @field_validator("prefix")
+    @classmethod
+    def _id_characters(cls, value: str) -> str:
+        if not all(char.isascii() and (char.isalnum() or char == "_") for char in value):
+            raise ValueError("a task id (or its start) is letters, digits and _ only")
+        return value
+
+
+class TaskMatches(_Model):
+    """The answer to `task.match`: the matching ids, in id order (none: no such task)."""
+
+    task_ids: list[str]
 
 
 class EventsParams(_Model):
@@ -507,6 +539,11 @@ class GetRequest(Request[TaskView]):
     params: TaskRef
 
 
+class MatchRequest(Request[TaskMatches]):
+    method: Literal["task.match"] = "task.match"
+    params: MatchParams
+
+
 class ListRequest(Request[list[TaskView]]):
     method: Literal["task.list"] = "task.list"
     params: ListParams = ListParams.model_construct()
@@ -628,6 +665,7 @@ ApiRequest = Annotated[
     SubmitRequest
     | GetRequest
     | ListRequest
+    | MatchRequest
     | CancelRequest
     | WaitRequest
     | EventsRequest

@@ -22,6 +22,7 @@ from protocol.api import (
     ExtendParams,
     ForkParams,
     ListParams,
+    MatchParams,
     NodeView,
     ScheduleCreateParams,
     ScheduleCreateResult,
@@ -30,6 +31,7 @@ from protocol.api import (
     ScheduleView,
     SubmitParams,
     SubmitResult,
+    TaskMatches,
     TaskRef,
     TaskView,
     TranscriptParams,
@@ -42,7 +44,8 @@ from protocol.api import (
 
 class Backend(Protocol):
     """What the daemon implements behind the socket. It enforces the ownership rule: `check_owner`
-    on every task it is asked about, and `list` filtered to the caller's tasks unless `is_admin`.
+    on every task it is asked about, and `list` and `match` filtered to the caller's tasks unless
+    `is_admin`.
 
     Raise `ApiError` to refuse a request; any other exception is answered as an internal error.
     `events` yields a task's events after `after_seq`; with `follow` it keeps yielding until the
@@ -52,6 +55,8 @@ class Backend(Protocol):
     async def submit(self, caller: Caller, params: SubmitParams) -> SubmitResult: ...
     async def get(self, caller: Caller, params: TaskRef) -> TaskView: ...
     async def list(self, caller: Caller, params: ListParams) -> builtins.list[TaskView]: ...
+    # The same rule as `list`: only ids of tasks the caller may see.
+    async def match(self, caller: Caller, params: MatchParams) -> TaskMatches: ...
     async def cancel(self, caller: Caller, params: CancelParams) -> TaskView: ...
     async def wait(self, caller: Caller, params: WaitParams) -> TaskView: ...
     def events(self, caller: Caller, params: EventsParams) -> AsyncIterator[EventView]: ...

@@ -42,6 +42,7 @@ from protocol.api import (
     ForkRequest,
     GetRequest,
     ListRequest,
+    MatchRequest,
     ScheduleCreateRequest,
     ScheduleDeleteRequest,
     ScheduleGetRequest,
@@ -301,6 +302,8 @@ class Connection:
                 return request.dump_result(await backend.get(caller, request.params))
             case ListRequest():
                 return request.dump_result(await backend.list(caller, request.params))
+            case MatchRequest():
+                return request.dump_result(await backend.match(caller, request.params))
             case CancelRequest():
                 return request.dump_result(await backend.cancel(caller, request.params))
             case WaitRequest():

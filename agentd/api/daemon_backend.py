@@ -55,6 +55,7 @@ from protocol.api import (
     ExtendParams,
     ForkParams,
     ListParams,
+    MatchParams,
     NodeView,
     ScheduleCreateParams,
     ScheduleCreateResult,
@@ -64,6 +65,7 @@ from protocol.api import (
     SpecLimits,
     SubmitParams,
     SubmitResult,
+    TaskMatches,
     TaskRef,
     TaskSpec,
     TaskView,
@@ -277,6 +279,12 @@ class DaemonBackend:
             owner, params.state, params.limit, params.before, params.schedule_id
         )
         return [self._view(r) for r in records]
+
+    async def match(self, caller: Caller, params: MatchParams) -> TaskMatches:
+        owner = None if caller.is_admin else caller.uid
+        return TaskMatches(
+            task_ids=list(await self.journal.match_task_ids(params.prefix, owner, params.limit))
+        )
 
     async def cancel(self, caller: Caller, params: CancelParams) -> TaskView:
         await self._owned(caller, params.task_id)

@@ -1,7 +1,8 @@
-"""Text a model, a tool or another user wrote, made safe to print on a terminal: control
-characters (C0, C1, DEL) and bidirectional overrides and isolates are shown as escapes, so no
-such text can move the cursor, retitle the window, write the clipboard or reorder what is shown.
-`--json` output is never passed through here: it stays exact."""
+"""How the CLI shows things to a person: text a model, a tool or another user wrote made safe to
+print on a terminal (control characters (C0, C1, DEL) and bidirectional overrides and isolates are
+shown as escapes, so no such text can move the cursor, retitle the window, write the clipboard or
+reorder what is shown), and the small words and figures every listing shares (plurals, ages,
+counts, sizes). `--json` output is never passed through here: it stays exact."""
 
 from __future__ import annotations
 
@@ -31,8 +32,58 @@ def safe(text: str, *, keep_newlines: bool = True) -> str:
     return "".join(out)
 
 
+def one_line(text: str) -> str:
+    """`text` safe to print, its runs of whitespace (newlines included) folded into one space:
+    for a table cell or a line that must stay one line."""
+    return safe(" ".join(text.split()), keep_newlines=False)
+
+
 def cut(text: str, limit: int, *, hint: str = "--full shows all") -> str:
     """`text` cut to `limit` characters, saying how much was left out and how to see it."""
     if len(text) <= limit:
         return text
     return f"{text[:limit]}… [{len(text) - limit} more characters; {hint}]"
+
+
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """`1 step`, `2 steps` (`nouns` for an irregular plural)."""
+    return f"{count} {noun if count == 1 else nouns or noun + 's'}"
+
+
+def human_age(seconds: float | None) -> str:
+    """`42s`, `3m05s`, `2h03m`, `4d06h`; `-` when unknown."""
+    if seconds is None:
+        return "-"
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def human_count(n: int | None) -> str:
+    """`950`, `1.2k`, `45k`, `1.3M`; `-` when unknown."""
+    if n is None:
+        return "-"
+    if n >= 1_000_000:
+        return f"{n / 1_000_000:.1f}M"
+    if n >= 10_000:
+        return f"{n / 1000:.0f}k"
+    if n >= 1000:
+        return f"{n / 1000:.1f}k"
+    return str(n)
+
+
+def human_bytes(n: int | None) -> str:
+    """`512B`, `1.5K`, `45.2M`, `1.1G`; `-` when unknown."""
+    if n is None:
+        return "-"
+    value = float(n)
+    for unit in ("B", "K", "M", "G"):
+        if value < 1024 or unit == "G":
+            return f"{value:.0f}{unit}" if unit == "B" else f"{value:.1f}{unit}"
+        value /= 1024
+    return f"{value:.1f}G"

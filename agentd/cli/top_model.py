@@ -13,6 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from agentd.cli.display import human_age
 from protocol.api import DaemonStatus, NodeView, TaskView
 
 SortKey = Literal["age", "cpu", "tokens"]
@@ -162,40 +163,6 @@ def tree_prefixes(nodes: Sequence[TopNode]) -> dict[str, str]:
     for node in nodes:  # a node whose parent is missing from the view still shows, flush left
         out.setdefault(node.handle, "")
     return out
-
-
-def human_bytes(n: int | None) -> str:
-    if n is None:
-        return "-"
-    value = float(n)
-    for unit in ("B", "K", "M", "G"):
-        if value < 1024 or unit == "G":
-            return f"{value:.0f}{unit}" if unit == "B" else f"{value:.1f}{unit}"
-        value /= 1024
-    return f"{value:.1f}G"
-
-
-def human_count(n: int | None) -> str:
-    if n is None:
-        return "-"
-    if n >= 1_000_000:
-        return f"{n / 1_000_000:.1f}M"
-    if n >= 10_000:
-        return f"{n / 1000:.0f}k"
-    if n >= 1000:
-        return f"{n / 1000:.1f}k"
-    return str(n)
-
-
-def human_age(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    s = int(seconds)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
 def health_line(daemon: DaemonStatus) -> str:

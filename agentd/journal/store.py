@@ -45,6 +45,7 @@ from agentd.journal.records import (
 )
 from agentd.journal.schedule_store import ScheduleJournal
 from agentd.journal.schema import unavailable_reason
+from agentd.journal.task_ids import matching_task_ids
 from agentd.journal.transcripts import Transcripts
 from agentd.journal.trigger_store import TriggerJournal
 from agentd.journal.writer import Completion, JournalWriter, Pending
@@ -603,6 +604,12 @@ class Journal(ScheduleJournal, ApprovalJournal, TriggerJournal):
     async def next_queued(self, per_owner: int) -> tuple[TaskRecord, ...]:
         """Each owner's oldest `per_owner` queued tasks, in submission order."""
         return await self._read(functools.partial(q.next_queued, per_owner=per_owner))
+
+    async def match_task_ids(self, prefix: str, owner_uid: int | None, limit: int) -> tuple[str, ...]:
+        """Task ids that start with `prefix` (only `owner_uid`'s unless None), in id order."""
+        return await self._read(
+            functools.partial(matching_task_ids, prefix=prefix, owner_uid=owner_uid, limit=limit)
+        )
 
     async def unfinished(self) -> tuple[TaskRecord, ...]:
         """Tasks left `starting` or `running` (restart recovery), oldest first."""

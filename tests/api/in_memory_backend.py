@@ -30,6 +30,7 @@ from protocol.api import (
     ExtendParams,
     ForkParams,
     ListParams,
+    MatchParams,
     NodeView,
     ScheduleCreateParams,
     ScheduleCreateResult,
@@ -38,6 +39,7 @@ from protocol.api import (
     ScheduleView,
     SubmitParams,
     SubmitResult,
+    TaskMatches,
     TaskRef,
     TaskSpec,
     TaskView,
@@ -128,6 +130,12 @@ class InMemoryBackend:
         self.callers.append(caller)
         views = [t.view for t in self._tasks.values() if caller.is_admin or t.view.owner_uid == caller.uid]
         return [v for v in views if params.state in (None, v.state)][: params.limit]
+
+    async def match(self, caller: Caller, params: MatchParams) -> TaskMatches:
+        self.callers.append(caller)
+        seen = (t.view for t in self._tasks.values() if caller.is_admin or t.view.owner_uid == caller.uid)
+        ids = sorted(v.task_id for v in seen if v.task_id.startswith(params.prefix))
+        return TaskMatches(task_ids=ids[: params.limit])
 
     async def cancel(self, caller: Caller, params: CancelParams) -> TaskView:
         self.callers.append(caller)

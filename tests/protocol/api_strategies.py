@@ -30,6 +30,8 @@ from protocol.api import (
     GetRequest,
     ListParams,
     ListRequest,
+    MatchParams,
+    MatchRequest,
     LoopOverrides,
     NodeView,
     Request,
@@ -51,6 +53,7 @@ from protocol.api import (
     SubmitParams,
     SubmitRequest,
     SubmitResult,
+    TaskMatches,
     TaskRef,
     TaskSpec,
     TaskState,
@@ -137,6 +140,15 @@ submit_requests = st.builds(
     ),
 )
 get_requests = st.builds(GetRequest, id=request_ids, params=task_refs)
+match_requests = st.builds(
+    MatchRequest,
+    id=request_ids,
+    params=st.builds(
+        MatchParams,
+        prefix=st.text("t_0123456789ABCDEFGHJKMNPQRSTVWXYZabc", min_size=1, max_size=64),
+        limit=st.integers(1, 100),
+    ),
+)
 list_requests = st.builds(
     ListRequest,
     id=request_ids,
@@ -428,6 +440,7 @@ METHOD_STRATEGIES: dict[str, tuple[st.SearchStrategy[Request[Any]], st.SearchStr
     "task.submit": (submit_requests, submit_results),
     "task.get": (get_requests, task_views),
     "task.list": (list_requests, st.lists(task_views, max_size=3)),
+    "task.match": (match_requests, st.builds(TaskMatches, task_ids=st.lists(task_ids, max_size=3))),
     "task.cancel": (cancel_requests, task_views),
     "task.wait": (wait_requests, task_views),
     "task.events": (events_requests, task_views),
