@@ -29,7 +29,7 @@ AgentdError
  │                         (agentd/api/connection.py)
  ├── ApiClientError        an API call failed, as the client sees it (agentd/api/client.py)
  ├── UsageError            a bad command-line flag value: exit 2 before anything is sent
- │                         (agentd/cli/client_commands.py)
+ │                         (agentd/cli/flags.py)
  ├── SpecRejected          a submitted spec the daemon cannot run (agentd/admission.py)
  ├── CheckTimedOut         a check of client input outlived its time bound (agentd/off_loop.py)
  ├── TriggerError          also a ValueError: a schedule's cron, zone or interval cannot be

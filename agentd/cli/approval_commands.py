@@ -1,4 +1,4 @@
-"""Client commands of the approval gate (issue 18): `approvals`, `approve`, `deny`, and what
+"""Client commands of the approval gate: `approvals`, `approve`, `deny`, and what
 `submit --follow` shows and asks when a task's tool call waits for a person.
 
 A person decides only requests of tasks they own (admins: all); the daemon enforces it, this
@@ -13,6 +13,8 @@ import time
 from typing import TextIO
 
 from agentd.api.client import ApiClient
+from agentd.cli.display import human_age, one_line
+from agentd.cli.task_ids import short_ids
 from agentd.errors import ApiClientError
 from protocol.api import (
     ApprovalDecideParams,
@@ -31,26 +33,35 @@ def _cut(text: str, limit: int = ARGS_SHOWN) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def describe_approval(view: ApprovalView, *, now: float) -> str:
+def describe_approval(view: ApprovalView, *, now: float, short_id: str | None = None) -> str:
     """One line: task, call, tool (as the model names it), arguments, age."""
     import json
 
     args = json.dumps(view.arguments, ensure_ascii=False, sort_keys=True, separators=(", ", ": "))
     age_s = max(0.0, now - view.requested_at)
     left_s = max(0.0, view.expires_at - now)
+    tool = one_line(f"{view.server}__{view.tool}")
     return (
-        f"{view.task_id}  {view.call}  {view.server}__{view.tool} {_cut(args)}  "
-        f"age {age_s:.0f}s  expires in {left_s:.0f}s  (node {view.handle}, owner uid {view.owner_uid})"
+        f"{short_id or view.task_id}  {view.call}  {tool} {_cut(one_line(args))}  "
+        f"waiting {human_age(age_s)}, denied in {human_age(left_s)} if undecided  "
+        f"(node {view.handle}, owner uid {view.owner_uid})"
     )
 
 
 def cmd_approvals(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
     views = client.call(ApprovalListRequest(params=ApprovalListParams(task_id=args.task)))
     now = time.time()
-    for view in views:
-        out.write((view.model_dump_json() if args.json else describe_approval(view, now=now)) + "\n")
-    if not views and not args.json:
+    if args.json:
+        for view in views:
+            out.write(view.model_dump_json() + "\n")
+        return ExitCode.OK
+    if not views:
         out.write("no pending approval requests you may decide\n")
+        return ExitCode.OK
+    short = short_ids(v.task_id for v in views)
+    for view in views:
+        out.write(describe_approval(view, now=now, short_id=short[view.task_id]) + "\n")
+    out.write("decide: agentd approve TASK [CALL]  |  agentd deny TASK [CALL] --reason TEXT\n")
     return ExitCode.OK
 
 
@@ -63,7 +74,7 @@ def cmd_decide(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         out.write(view.model_dump_json() + "\n")
     else:
-        out.write(f"{view.call} {view.state}: {view.server}__{view.tool}\n")
+        out.write(f"{view.call} {view.state}: {one_line(view.server)}__{one_line(view.tool)}\n")
     return ExitCode.OK
 
 
@@ -71,25 +82,27 @@ def render_approval(event: EventView) -> str | None:
     """The progress line of an approval event (None: not one)."""
     f = event.fields
     if event.event == "approval.requested":
-        return f"⏸ awaiting approval: {f.get('server')}__{f.get('tool')} {_cut(str(f.get('arguments', '')))}"
+        tool = one_line(f"{f.get('server')}__{f.get('tool')}")
+        return f"⏸ awaiting approval: {tool} {_cut(one_line(str(f.get('arguments', ''))))}"
     if event.event == "approval.decided":
         outcome, who = f.get("outcome"), f.get("decider_uid")
         if outcome == "approved":
             return f"  ✓ approved by uid {who}"
         if outcome == "timeout":
-            return f"  ✗ not decided in time: denied ({f.get('reason') or 'timeout'})"
+            return f"  ✗ not decided in time: denied ({one_line(str(f.get('reason') or 'timeout'))})"
         by = f" by uid {who}" if who is not None else ""
-        return f"  ✗ denied{by}" + (f": {f.get('reason')}" if f.get("reason") else "")
+        return f"  ✗ denied{by}" + (f": {one_line(str(f.get('reason')))}" if f.get("reason") else "")
     return None
 
 
-def ask(client: ApiClient, task_id: str, event: EventView, out: TextIO, *, inp: TextIO | None) -> None:
-    """After an `approval.requested` line: on a terminal ask `approve? [y/N]` and send the answer;
-    otherwise say how to decide. A failed decision (decided elsewhere meanwhile) is reported."""
+def ask(client: ApiClient | None, task_id: str, event: EventView, out: TextIO, *, inp: TextIO | None) -> None:
+    """After an `approval.requested` line: on a terminal (`inp`, with a `client` to answer on) ask
+    `approve? [y/N]` and send the answer; otherwise say how to decide. A failed decision (decided
+    elsewhere meanwhile) is reported."""
     call = event.fields.get("call")
     if not isinstance(call, str):
         return
-    if inp is None or not inp.isatty():
+    if client is None or inp is None or not inp.isatty():
         out.write(
             f"  decide: agentd approve {task_id} {call}  |  agentd deny {task_id} {call} --reason TEXT\n"
         )

@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import TextIO
 
 from agentd.api.client import ApiClient
-from agentd.cli.client_commands import describe, follow, print_result
+from agentd.cli.progress import follow
+from agentd.cli.task_commands import print_result
+from agentd.cli.task_text import describe
 from agentd.config.bundled import DEMO_SCRIPT, DEMO_SERVER
 from agentd.errors import ApiClientError
 from protocol.api import (
@@ -139,7 +141,7 @@ def cmd_demo(*, keep: bool = False, out: TextIO = sys.stdout) -> int:
                 out.write(f"daemon ready (pid {proc.pid}); submitting:\n  {INSTRUCTION}\n\n")
                 spec = TaskSpec(instruction=INSTRUCTION)
                 task_id = client.call(SubmitRequest(params=SubmitParams(spec=spec))).task_id
-                follow(client, task_id, out, human=True)
+                follow(client, task_id, out)
                 view = client.call(WaitRequest(params=WaitParams(task_id=task_id)))
                 out.write(f"\n{describe(view)}\nresult:\n")
                 print_result(view, out)

@@ -4,11 +4,16 @@ Client commands talk to a running daemon over its socket (`agentd.cli.client_com
 runs one task with an embedded supervisor (`agentd.cli.run`); `agentd serve` is the daemon;
 `agentd config` validates and shows the configuration and prints its schema. Usage errors exit 2 before any
 side effect. Heavy modules are imported only by the command that needs them.
+
+Output whose reader went away (`agentd list | head -1`) ends any command here, once: quietly,
+with exit 0, as if the rest had been read (docs/decisions.md, "A closed pipe ends a command").
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import select
 import sys
 from collections.abc import Sequence
 
@@ -390,6 +395,41 @@ def _socket_from_config(command: str, args: argparse.Namespace) -> int | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        try:
+            return run_command(argv)
+        finally:
+            sys.stdout.flush()  # what is still buffered meets a closed pipe here, not at exit
+    except BrokenPipeError:
+        if not _stdout_reader_gone():
+            raise  # another pipe (a child's, a socket's): a fault to see, not a reader that left
+        _discard_stdout()
+        return 0
+
+
+def _stdout_reader_gone() -> bool:
+    """Whether stdout is a pipe (or socket) nobody reads any more."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)  # POLLERR and POLLHUP are reported whatever is asked
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's own flush at exit writes nowhere instead of
+    printing a second BrokenPipeError (the Python docs' "Note on SIGPIPE")."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
+
+
+def run_command(argv: Sequence[str] | None = None) -> int:
+    """Parse the command line and run its command; the command's exit code."""
     args = build_parser().parse_args(argv)
     command: str = args.command
     if command == "serve":

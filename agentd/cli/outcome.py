@@ -7,6 +7,7 @@ JSON. Pure: a `TaskView` in, a line (or None for exit 0) out.
 
 from __future__ import annotations
 
+from agentd.cli.display import one_line
 from protocol.api import TaskView
 from protocol.result import TerminalStatus
 
@@ -20,15 +21,15 @@ _ABORTS = {
 
 
 def _one_line(text: str, limit: int = MAX_DETAIL_CHARS) -> str:
-    flat = " ".join(text.split())
+    flat = one_line(text)  # a model's or a server's words: escaped, on one line
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def _partial(view: TaskView) -> str:
-    return "; the partial result is on stdout" if view.partial else "; no usable result"
+def _partial(view: TaskView, where: str) -> str:
+    return f"; the partial result is {where}" if view.partial else "; no usable result"
 
 
-def _what_happened(view: TaskView) -> str:
+def _what_happened(view: TaskView, where: str) -> str:
     """Why the task ended, in words, for the statuses that carry no error of their own."""
     status = view.status
     usage = view.usage
@@ -36,18 +37,18 @@ def _what_happened(view: TaskView) -> str:
         reason = view.result if isinstance(view.result, str) and view.result else "no reason given"
         return f"the model declined the task: {_one_line(reason)}"
     if status is TerminalStatus.EXHAUSTED_STEPS:
-        return f"the step budget ran out after {usage.steps} steps" + _partial(view)
+        return f"the step budget ran out after {usage.steps} steps" + _partial(view, where)
     if status is TerminalStatus.EXHAUSTED_TOKENS:
-        return f"the token budget ran out after {usage.tokens} tokens" + _partial(view)
+        return f"the token budget ran out after {usage.tokens} tokens" + _partial(view, where)
     if status is TerminalStatus.DEADLINE:
         took = ""
         if view.started_at is not None and view.ended_at is not None:
             took = f" after {view.ended_at - view.started_at:.1f} s"
-        return f"the deadline passed{took}" + _partial(view)
+        return f"the deadline passed{took}" + _partial(view, where)
     if status is TerminalStatus.STALLED:
-        return "several turns in a row made no progress" + _partial(view)
+        return "several turns in a row made no progress" + _partial(view, where)
     if status is TerminalStatus.LOOP_DETECTED:
-        return "the model kept repeating the same tool call" + _partial(view)
+        return "the model kept repeating the same tool call" + _partial(view, where)
     if status is TerminalStatus.CANCELLED:
         return "the task was cancelled"
     if status is TerminalStatus.CRASHED:
@@ -70,7 +71,19 @@ def outcome_line(command: str, view: TaskView) -> str | None:
         return _one_line(line, MAX_LINE_CHARS)
     label = view.status.value + (f", abort {view.abort}" if view.abort else "")
     head = f"agentd {command}: task {view.task_id} {label} (exit {view.exit_code})"
-    detail = _ABORTS.get(view.abort, "aborted") if view.abort is not None else _what_happened(view)
+    return _one_line(f"{head}: {ending_reason(view)}", MAX_LINE_CHARS)
+
+
+def ending_reason(view: TaskView, *, result_where: str = "on stdout") -> str:
+    """Why a terminal task ended, in words: the abort or what its status means, then its error's
+    kind and message (`the deadline passed after 5.0 s; no usable result — deadline: …`).
+    `result_where` says where a partial result is shown."""
+    if view.abort is not None:
+        detail = _ABORTS.get(view.abort, "aborted")
+    elif view.status is TerminalStatus.COMPLETED:
+        detail = "the model gave its answer"
+    else:
+        detail = _what_happened(view, result_where)
     if view.error is not None:
         detail += f" — {view.error.kind}: {_one_line(view.error.message)}"
-    return _one_line(f"{head}: {detail}", MAX_LINE_CHARS)
+    return detail

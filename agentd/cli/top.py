@@ -22,27 +22,27 @@ from collections.abc import Iterator
 from typing import TextIO
 
 import psutil
-from rich.console import Console, Group
+from rich.console import Console, Group, JustifyMethod
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
 from agentd.api.client import ApiClient
 from agentd.cli.client_commands import resolve_socket
+from agentd.cli.columns import cells, fit
 from agentd.cli.top_model import (
+    COLUMNS,
     LastEvent,
     ProcStats,
     Snapshot,
     SortKey,
     TopTask,
+    footer_line,
     health_line,
-    human_age,
-    human_bytes,
-    human_count,
     sort_tasks,
+    table_rows,
     top_task,
     totals,
-    tree_prefixes,
 )
 from agentd.errors import ApiClientError
 from protocol.api import (
@@ -133,43 +133,27 @@ class Collector:
             self._seq.pop(task_id, None)
 
 
-def render(snapshot: Snapshot) -> Group:
-    """The screen: the daemon's health line, one tree per task, the totals."""
-    table = Table(expand=True, box=None, header_style="bold", pad_edge=False)
-    for name, justify in (
-        ("TASK / NODE", "left"),
-        ("STATUS", "left"),
-        ("STEP", "right"),
-        ("TOKENS", "right"),
-        ("AGE", "right"),
-        ("CPU%", "right"),
-        ("RSS", "right"),
-        ("LAST EVENT", "left"),
-    ):
-        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
-    for task in snapshot.tasks:
-        prefixes = tree_prefixes(task.nodes)
-        for node in task.nodes:
-            label = task.task_id if node.handle == "0" else f"{prefixes[node.handle]}{node.handle}"
-            last = node.last_event
-            table.add_row(
-                Text(label, style="bold" if node.handle == "0" else ""),
-                node.status or node.state,
-                f"{node.steps}/{node.grant_steps or '-'}",
-                f"{human_count(node.tokens)}/{human_count(node.grant_tokens)}",
-                human_age(task.age_s) if node.handle == "0" else "",
-                "-" if node.cpu_percent is None else f"{node.cpu_percent:.1f}",
-                human_bytes(node.rss_bytes),
-                f"{last.event} {human_age(snapshot.at - last.ts)} ago" if last else "",
-            )
-    t = snapshot.totals
-    footer = (
-        f"{t.tasks} tasks · {t.subagents} subagents · {human_count(t.tokens)} tokens · "
-        f"CPU {t.cpu_percent:.1f}% · RSS {human_bytes(t.rss_bytes)} · q or Ctrl-C quits"
-    )
+def render(snapshot: Snapshot, width: int) -> Group:
+    """The screen, `width` cells wide: the daemon's health line, one tree per task (the columns
+    that fit, `top_model.COLUMNS`), the totals."""
+    health = Text(health_line(snapshot.daemon))
+    footer = Text(footer_line(snapshot.totals), style="dim")
     if not snapshot.tasks:
-        return Group(Text(health_line(snapshot.daemon)), Text("no running tasks"), Text(footer, style="dim"))
-    return Group(Text(health_line(snapshot.daemon)), table, Text(footer, style="dim"))
+        return Group(health, Text("no running tasks"), footer)
+    rows = table_rows(snapshot)
+    natural = [max(cells(row.cells[i]) for row in rows) for i in range(len(COLUMNS))]
+    widths = fit(COLUMNS, natural, width)
+    table = Table(box=None, header_style="bold", pad_edge=False, show_edge=False)
+    for column, size in zip(COLUMNS, widths, strict=True):
+        if size is not None:
+            justify: JustifyMethod = "right" if column.right else "left"
+            table.add_column(column.header, justify=justify, width=size, no_wrap=True, overflow="ellipsis")
+    for row in rows:
+        shown = [Text(cell) for cell, size in zip(row.cells, widths, strict=True) if size is not None]
+        if row.root:
+            shown[0].stylize("bold")
+        table.add_row(*shown)
+    return Group(health, table, footer)
 
 
 @contextlib.contextmanager
@@ -206,7 +190,7 @@ def _quit_within(fd: int | None, seconds: float) -> bool:
 def run_live(collector: Collector, interval_s: float, console: Console) -> None:
     with _keys(sys.stdin) as fd, Live(console=console, auto_refresh=False, screen=True) as live:
         while True:
-            live.update(render(collector.collect()), refresh=True)
+            live.update(render(collector.collect(), console.width), refresh=True)
             if _quit_within(fd, interval_s):
                 return
 

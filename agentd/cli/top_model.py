@@ -13,7 +13,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from agentd.cli.display import human_age
+from agentd.cli.columns import Column
+from agentd.cli.display import human_age, human_bytes, human_count, one_line, plural
+from agentd.cli.task_ids import short_ids
 from protocol.api import DaemonStatus, NodeView, TaskView
 
 SortKey = Literal["age", "cpu", "tokens"]
@@ -163,6 +165,55 @@ def tree_prefixes(nodes: Sequence[TopNode]) -> dict[str, str]:
     for node in nodes:  # a node whose parent is missing from the view still shows, flush left
         out.setdefault(node.handle, "")
     return out
+
+
+# What a row shows, and what goes first when the terminal is narrow: AGE, then RSS, then the last
+# event (cut down to its header before anything is dropped), then CPU%, TOKENS, STEP.
+COLUMNS = (
+    Column("TASK / NODE", keep=True),
+    Column("STATUS", keep=True),
+    Column("STEP", rank=5, right=True),
+    Column("TOKENS", rank=4, right=True),
+    Column("AGE", rank=0, right=True),
+    Column("CPU%", rank=3, right=True),
+    Column("RSS", rank=1, right=True),
+    Column("LAST EVENT", shrink=True, rank=2),
+)
+
+
+class Row(_Model):
+    root: bool  # a task's own line (its root node), drawn bold
+    cells: tuple[str, ...]  # one per column of COLUMNS
+
+
+def table_rows(snapshot: Snapshot) -> list[Row]:
+    """One row per node, each task's nodes as a tree under its short id."""
+    short = short_ids(t.task_id for t in snapshot.tasks)
+    rows = []
+    for task in snapshot.tasks:
+        prefixes = tree_prefixes(task.nodes)
+        for node in task.nodes:
+            root = node.handle == "0"
+            last = node.last_event
+            cells = (
+                short[task.task_id] if root else f"{prefixes[node.handle]}{node.handle}",
+                node.status or node.state,
+                f"{node.steps}/{node.grant_steps or '-'}",
+                f"{human_count(node.tokens)}/{human_count(node.grant_tokens)}",
+                human_age(task.age_s) if root else "",
+                "-" if node.cpu_percent is None else f"{node.cpu_percent:.1f}",
+                human_bytes(node.rss_bytes),
+                f"{one_line(last.event)} {human_age(snapshot.at - last.ts)} ago" if last else "",
+            )
+            rows.append(Row(root=root, cells=cells))
+    return rows
+
+
+def footer_line(t: Totals) -> str:
+    return (
+        f"{plural(t.tasks, 'task')} · {plural(t.subagents, 'subagent')} · {human_count(t.tokens)} tokens · "
+        f"CPU {t.cpu_percent:.1f}% · RSS {human_bytes(t.rss_bytes)} · q or Ctrl-C quits"
+    )
 
 
 def health_line(daemon: DaemonStatus) -> str:

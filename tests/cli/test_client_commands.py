@@ -40,7 +40,7 @@ def test_triggers_usage_errors_exit_2_without_connecting(
 
 
 def test_the_triggers_table_lines_up_and_says_what_a_glob_subscribed() -> None:
-    from agentd.cli.client_commands import TRIGGER_COLUMNS, format_table, trigger_row
+    from agentd.cli.listing_commands import TRIGGER_COLUMNS, format_table, trigger_row
     from protocol.api import TriggerView
 
     views = [

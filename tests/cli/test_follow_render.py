@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import JsonValue
 
-from agentd.cli.client_commands import render_event
+from agentd.cli.progress import render_event
 from protocol.api import EventView
 
 

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from agentd.cli.display import human_age, human_bytes, human_count
 from agentd.cli.top_model import (
     LastEvent,
     ProcStats,
     TopNode,
     TopTask,
     health_line,
-    human_age,
-    human_bytes,
-    human_count,
     sort_tasks,
     top_task,
     totals,
