@@ -56,7 +56,8 @@ def cmd_list(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
     if not views:
         out.write(_nothing(args) + "\n")
         return ExitCode.OK
-    out.write("\n".join(list_lines(views, now=time.time(), width=terminal_width())) + "\n")
+    for line in list_lines(views, now=time.time(), width=terminal_width()):
+        out.write(line + "\n")
     if len(views) == args.limit:
         last = short_ids(v.task_id for v in views)[views[-1].task_id]
         out.write(f"(more: agentd list --before {last})\n")

@@ -105,7 +105,7 @@ def test_list_shows_short_id_age_state_model_and_the_start_of_the_instruction_wi
     assert lines[0].split() == ["ID", "AGE", "STATE", "MODEL", "INSTRUCTION"]
     assert lines[1].startswith(f"{ID_A[:14]}  2m05s  running   m      line one line two xxx")
     assert lines[1].endswith("…")
-    assert lines[2].split() == [ID_C[:14], "2m05s", "deadline", "-"] + views[1].instruction.split()
+    assert lines[2].split() == [ID_C[:14], "2m05s", "deadline", "-", *views[1].instruction.split()]
     assert all(cells(line) <= 80 for line in lines)
 
 

@@ -1,18 +1,11 @@
 """`agentd top` against a real daemon running a task with a nested subagent: the JSON snapshot
-when piped, the live tree under a pseudo-terminal (quit with `q` and with Ctrl-C), and uid scoping
-(another user sees none of it)."""
+when piped, the live tree on an 80-column pseudo-terminal (quit with `q` and with Ctrl-C), and uid
+scoping (another user sees none of it)."""
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import re
-import select
-import struct
-import subprocess
-import sys
-import termios
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,10 +17,9 @@ from agentd.api.client import ApiClient
 from agentd.cli.top import Collector
 from tests.support.as_user import NOGROUP, forked_as
 from tests.support.daemon import Daemon, running_daemon, scripted
+from tests.support.terminal import open_terminal
 
 pytestmark = pytest.mark.processes
-
-ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\x1b[=>]")
 
 # The root delegates to a child that sits in a 60 s "model call" until it is cancelled.
 TURNS: list[dict[str, object]] = [
@@ -84,75 +76,25 @@ def test_piped_top_prints_one_json_snapshot_of_the_tree(tmp_path: Path) -> None:
     assert snapshot["totals"]["subagents"] == 2
 
 
-def _spawn_in_pty(daemon: Daemon, *args: str) -> tuple[subprocess.Popen[bytes], int]:
-    master, slave = os.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
-
-    def controlling_tty() -> None:  # runs after setsid: the pty becomes its terminal (for ^C)
-        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "agentd", "top", "--socket", str(daemon.socket), *args],
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        start_new_session=True,
-        preexec_fn=controlling_tty,
-        env={**os.environ, "TERM": "xterm-256color", "COLUMNS": "160", "LINES": "40"},
-    )
-    os.close(slave)
-    return proc, master
-
-
-def _screen_until(master: int, wanted: list[str], timeout_s: float = 30.0) -> str:
-    data = b""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        text = ANSI.sub(b"", data).decode(errors="replace")
-        if all(w in text for w in wanted):
-            return text
-        left = deadline - time.monotonic()
-        assert left > 0, f"the screen never showed {wanted}:\n{text[-3000:]}"
-        ready, _, _ = select.select([master], [], [], left)
-        if ready:
-            try:
-                data += os.read(master, 65536)
-            except OSError:  # EIO: the other side closed
-                raise AssertionError(f"top exited early:\n{text[-3000:]}") from None
-
-
-def _drain(master: int, proc: subprocess.Popen[bytes], timeout_s: float = 10.0) -> int:
-    """Keep reading (so top never blocks on a full pty) until it exits; its exit code."""
-    deadline = time.monotonic() + timeout_s
-    while proc.poll() is None:
-        assert time.monotonic() < deadline, "top did not quit"
-        ready, _, _ = select.select([master], [], [], 0.1)
-        if ready:
-            try:
-                os.read(master, 65536)
-            except OSError:
-                pass
-    return proc.wait()
-
-
 @pytest.mark.alone  # a pseudo-terminal's redraws and key handling, with fast supervision knobs
 @pytest.mark.parametrize(("key", "name"), [(b"q", "q"), (b"\x03", "ctrl-c")])
-def test_live_top_shows_the_running_tree_and_quits(tmp_path: Path, key: bytes, name: str) -> None:
+def test_live_top_shows_the_running_tree_in_80_columns_and_quits(
+    tmp_path: Path, key: bytes, name: str
+) -> None:
     with _nested_task(tmp_path) as (daemon, task_id):
-        proc, master = _spawn_in_pty(daemon, "--interval", "0.2")
+        terminal = open_terminal(["top", "--socket", str(daemon.socket), "--interval", "0.2"], columns=80)
         try:
-            screen = _screen_until(master, [task_id, "└─ 0.1", "running", "TASK / NODE", "CPU%", "RSS"])
+            wanted = [task_id[:14], "└─ 0.1", "running", "TASK / NODE", "STATUS", "STEP", "TOKENS", "CPU%"]
+            screen = terminal.wait_for(wanted)
+            assert task_id not in screen  # the short id, not all 28 characters
             assert f"pid {daemon.pid}" in screen  # the daemon's health line
-            assert "1 tasks · 2 subagents" in screen
+            assert "1 task · 2 subagents" in screen
             # The view refreshes: the root's age advances.
-            _screen_until(master, ["q or Ctrl-C quits"], timeout_s=5)
-            os.write(master, key)
-            assert _drain(master, proc) == 0, name
+            terminal.wait_for(["q or Ctrl-C quits"], timeout_s=5)
+            terminal.type(key)
+            assert terminal.wait_exit() == 0, name
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            os.close(master)
+            terminal.close()
 
 
 def _collect_as_nobody(cwd: Path) -> dict[str, object]:
