@@ -17,10 +17,13 @@ import select
 import sys
 from collections.abc import Sequence
 
+TASK_HELP = "task id, or any unique start of one (the short id `agentd list` shows)"
+
 EPILOG = """\
 exit codes (run, submit --wait): 0 completed, 1 failed/crashed, 2 usage or config error,
 3 partial result, 4 model unreachable, 5 refused, 6 required MCP server down, 7 budget
-exhausted without a result, 124 deadline. See docs/exit-codes.md.
+exhausted without a result, 124 deadline; 130 Ctrl-C while submit waits or follows (the task
+goes on). See docs/exit-codes.md.
 """
 
 
@@ -177,7 +180,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--wait", action="store_true", help="wait for the result and exit with the task's code")
-    mode.add_argument("--follow", action="store_true", help="show progress live, then the result")
+    mode.add_argument(
+        "--follow",
+        action="store_true",
+        help="print the task id, then its progress live, then the result (Ctrl-C stops following; the "
+        "task goes on)",
+    )
     _json_arg(p)
     _schedule_args(p)
 
@@ -187,14 +195,16 @@ def build_parser() -> argparse.ArgumentParser:
         ("tree", "show a task's tree"),
     ):
         p = sub.add_parser(name, help=text)
-        p.add_argument("task", metavar="TASK", help="task id")
+        p.add_argument("task", metavar="TASK", help=TASK_HELP)
         _socket_arg(p)
         _json_arg(p)
     p = sub.add_parser(
         "list",
         help="list your tasks (all tasks for admins), newest first, a page at a time",
-        description="Each task is a summary (the instruction cut to 200 characters, no result: "
-        "`agentd status TASK` shows it whole). Pages: pass the last task id as --before.",
+        description="One line per task: its short id (any unique start of a task id is accepted "
+        "wherever a task id is), age, state, model and the start of its instruction, fitted to the "
+        "terminal's width (`agentd status TASK` shows it whole; --json prints each task as JSON, the "
+        "instruction cut to 200 characters, no result). Pages: pass the last task id as --before.",
     )
     p.add_argument("--state", choices=["queued", "starting", "running", "terminal"])
     p.add_argument("--limit", type=int, default=50, help="tasks per page (1 to 1000; default 50)")
@@ -206,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
         "schedules",
         help="list your schedules, or pause, resume or delete one",
         description="Without an action: every schedule of yours (all for admins) with its kind, "
-        "expression, next fire, last run and state. `show ID` prints one as JSON.",
+        "expression, next fire, last run and state. `show ID` prints one (with --json: as JSON).",
     )
     p.add_argument("action", nargs="?", choices=["show", "pause", "resume", "delete"])
     p.add_argument("schedule", nargs="?", metavar="ID")
@@ -218,12 +228,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Each line: task, call id, tool, arguments, age. You see the requests of your own "
         "tasks (admins: all).",
     )
-    p.add_argument("task", nargs="?", metavar="TASK", help="only this task's requests")
+    p.add_argument("task", nargs="?", metavar="TASK", help="only this task's requests (id or its start)")
     _socket_arg(p)
     _json_arg(p)
     for name, text in (("approve", "let a waiting tool call run"), ("deny", "refuse a waiting tool call")):
         p = sub.add_parser(name, help=text)
-        p.add_argument("task", metavar="TASK", help="task id")
+        p.add_argument("task", metavar="TASK", help=TASK_HELP)
         p.add_argument("call", nargs="?", metavar="CALL", help="the request (needed when several wait)")
         if name == "deny":
             p.add_argument("--reason", metavar="TEXT", help="told to the model")
@@ -250,7 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
         "and every tool result, as journaled (docs/durability.md). Bodies are cut unless --full. "
         "The same rule as `status`: your own tasks (admins: all).",
     )
-    p.add_argument("task", metavar="TASK", help="task id")
+    p.add_argument("task", metavar="TASK", help=TASK_HELP)
     p.add_argument(
         "--node", default="0", metavar="HANDLE", help="a nested subagent's handle (default 0, the root)"
     )
@@ -265,7 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
         "steps of TASK (each with its tool calls and results: nothing is asked or run again) and goes "
         "on from there, on another model or with another instruction if given (docs/durability.md).",
     )
-    p.add_argument("task", metavar="TASK", help="the task to fork")
+    p.add_argument("task", metavar="TASK", help="the task to fork (its id, or any unique start of it)")
     p.add_argument("--from-step", type=int, required=True, metavar="N", help="how many of its steps to keep")
     p.add_argument("--model", metavar="NAME", help="a configured endpoint for the new task")
     p.add_argument("--instruction", metavar="TEXT", help="a new instruction for the new task")
@@ -278,14 +288,14 @@ def build_parser() -> argparse.ArgumentParser:
         description="Each amount is added to what the task had (within the daemon's ceilings); the task "
         "resumes from its last journaled step (docs/durability.md).",
     )
-    p.add_argument("task", metavar="TASK", help="a task in awaiting_budget")
+    p.add_argument("task", metavar="TASK", help="a task in awaiting_budget (id or its start)")
     p.add_argument("--steps", type=int, metavar="N", help="more model turns")
     p.add_argument("--tokens", type=int, metavar="N", help="more tokens")
     p.add_argument("--deadline", metavar="DURATION", help="more wall-clock time: 30s, 5m, 2h or seconds")
     _socket_arg(p)
     _json_arg(p)
     p = sub.add_parser("logs", help="show a task's events")
-    p.add_argument("task", metavar="TASK")
+    p.add_argument("task", metavar="TASK", help=TASK_HELP)
     p.add_argument("-f", "--follow", action="store_true", help="keep showing new events until the task ends")
     _socket_arg(p)
     _json_arg(p)

@@ -25,7 +25,7 @@ def _node(handle: str, state: str, pid: int) -> NodeView:
         handle=handle,
         parent=handle.rpartition(".")[0] or None,
         depth=handle.count("."),
-        state=state,  # type: ignore[arg-type]
+        state=state,
         pid=pid,
         usage=RunUsage(tokens_in=123_456, tokens_out=7_890, steps=12),
         grant_steps=40,

@@ -40,7 +40,7 @@ def test_submit_wait_and_follow_print_the_outcome_line_on_stderr(tmp_path: Path)
 
         followed = daemon.cli("submit", "x", "--follow")
         assert followed.returncode == 5
-        assert followed.stdout.splitlines()  # the JSON event lines and the final view
+        assert followed.stdout.splitlines()[0].startswith("task t_")  # the id, the events, the end
         (line,) = stderr_lines(followed.stderr)
         assert "refused (exit 5)" in line
 

@@ -153,13 +153,14 @@ def test_a_spec_naming_an_unknown_model_is_refused_with_exit_2(tmp_path: Path) -
         assert "m" in done.stderr
 
 
-def test_submit_follow_without_a_terminal_prints_json_lines_then_the_task(tmp_path: Path) -> None:
+def test_submit_follow_json_prints_the_submit_then_json_event_lines_then_the_task(tmp_path: Path) -> None:
     body = (
         scripted("adder", ADD_TURNS, tmp_path) + demo_mcp() + '[defaults]\nmodel = "adder"\nmcp = ["demo"]\n'
     )
     with running_daemon(tmp_path, body) as daemon:
-        done = daemon.cli("submit", "add", "--follow")
+        done = daemon.cli("submit", "add", "--follow", "--json")
         assert done.returncode == 0, done.stderr
-        lines = [json.loads(line) for line in done.stdout.splitlines()]  # not a tty: JSON lines
-        assert "loop.final" in {e.get("event") for e in lines[:-1]}
+        lines = [json.loads(line) for line in done.stdout.splitlines()]
+        assert lines[0]["task_id"] == lines[-1]["task_id"]
+        assert "loop.final" in {e.get("event") for e in lines[1:-1]}
         assert lines[-1]["result"] == "The answer is 42."

@@ -54,7 +54,7 @@ def test_a_task_submitted_to_the_front_door_completes_on_a_worker_with_its_event
             + server.executor_toml()
         )
         with running_daemon(tmp_path, body) as daemon, running_worker(tmp_path, daemon.config) as worker:
-            done = daemon.cli("submit", "add 20 and 22", "--follow", timeout_s=120)
+            done = daemon.cli("submit", "add 20 and 22", "--follow", "--json", timeout_s=120)
             assert done.returncode == 0, done.stderr
             lines = [json.loads(line) for line in done.stdout.splitlines()]
             task_id = lines[-1]["task_id"]
