@@ -240,6 +240,16 @@ def _event(event: str, **fields: JsonValue) -> EventView:
             id="connect",
         ),
         pytest.param(
+            _event("subagent.exit", handle="0.1", pid=42, status="completed", exit="exited with code 0"),
+            "  ⏹ subagent 0.1 (pid 42) exited with code 0",
+            id="exit",
+        ),
+        pytest.param(
+            _event("subagent.signal", pid=42, rung="sigterm", cause="deadline"),
+            "  ! subagent 0 (pid 42): sigterm (deadline)",
+            id="signal",
+        ),
+        pytest.param(
             _event("mcp.log", server="ev", level="error", message="disk\x1b[2J full"),
             "  MCP ev error: disk\\x1b[2J full",
             id="escaped",
