@@ -243,7 +243,8 @@ async def _main(args: argparse.Namespace, spec: McpServerSpec, out: TextIO) -> i
         else "no refresh token: log in again when it expires"
     )
     saved = spec.oauth_login.token_file
-    print(f"logged in to {spec.name} ({tools} tools); tokens saved in {saved} ({refresh})", file=out)
+    listed = f"{tools} tool" + ("" if tools == 1 else "s")
+    print(f"logged in to {spec.name} ({listed}); tokens saved in {saved} ({refresh})", file=out)
     return 0
 
 

@@ -7,7 +7,7 @@ JSON. Pure: a `TaskView` in, a line (or None for exit 0) out.
 
 from __future__ import annotations
 
-from agentd.cli.display import one_line
+from agentd.cli.display import one_line, plural
 from protocol.api import TaskView
 from protocol.result import TerminalStatus
 
@@ -37,9 +37,9 @@ def _what_happened(view: TaskView, where: str) -> str:
         reason = view.result if isinstance(view.result, str) and view.result else "no reason given"
         return f"the model declined the task: {_one_line(reason)}"
     if status is TerminalStatus.EXHAUSTED_STEPS:
-        return f"the step budget ran out after {usage.steps} steps" + _partial(view, where)
+        return f"the step budget ran out after {plural(usage.steps, 'step')}" + _partial(view, where)
     if status is TerminalStatus.EXHAUSTED_TOKENS:
-        return f"the token budget ran out after {usage.tokens} tokens" + _partial(view, where)
+        return f"the token budget ran out after {plural(usage.tokens, 'token')}" + _partial(view, where)
     if status is TerminalStatus.DEADLINE:
         took = ""
         if view.started_at is not None and view.ended_at is not None:

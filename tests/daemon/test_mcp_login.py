@@ -99,7 +99,7 @@ def test_a_task_uses_a_server_after_agentd_mcp_login(tmp_path: Path, oauth_url: 
 
         done = login(daemon, "web")
         assert done.returncode == 0, done
-        assert "logged in to web (1 tools)" in done.stdout
+        assert "logged in to web (1 tool)" in done.stdout
         assert f"the login will be stored in {tmp_path / 'state' / 'mcp-oauth' / 'web.json'}" in done.stderr
 
         view = daemon.wait(daemon.submit("who am I?"), timeout_s=90)
