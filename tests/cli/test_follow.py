@@ -123,6 +123,39 @@ def test_an_unknown_or_ambiguous_start_of_an_id_is_a_clear_error(daemon: Daemon)
     assert [line.split()[0] for line in before.stdout.splitlines()[1:]] == [first[:14]]
 
 
+def test_empty_listings_say_so_and_json_prints_nothing(daemon: Daemon) -> None:
+    for args, said in (
+        (["list"], "no tasks\n"),
+        (["list", "--state", "queued"], "no queued tasks\n"),
+        (["schedules"], "no schedules (`agentd submit … --cron|--every|--loop` makes one)\n"),
+        (["approvals"], "no pending approval requests you may decide\n"),
+    ):
+        shown = daemon.cli(*args)
+        assert (shown.returncode, shown.stdout, shown.stderr) == (0, said, ""), args
+        machine = daemon.cli(*args, "--json")
+        assert (machine.returncode, machine.stdout) == (0, ""), args
+
+
+def test_schedule_commands_say_what_they_did(daemon: Daemon) -> None:
+    created = daemon.cli("submit", "yearly report", "--cron", "0 0 1 1 *")
+    assert created.returncode == 0, created.stderr
+    schedule_id = created.stdout.strip()
+    shown = daemon.cli("schedules", "show", schedule_id)
+    assert shown.stdout.splitlines()[:3] == [
+        f"schedule     {schedule_id}",
+        "state        active",
+        "when         cron: 0 0 1 1 *",
+    ]
+    assert json.loads(daemon.cli("schedules", "show", schedule_id, "--json").stdout)["state"] == "active"
+    paused = daemon.cli("schedules", "pause", schedule_id)
+    assert (
+        paused.stdout
+        == f"paused schedule {schedule_id}: no fires until `agentd schedules resume {schedule_id}`\n"
+    )
+    deleted = daemon.cli("schedules", "delete", schedule_id)
+    assert deleted.stdout.startswith(f"deleted schedule {schedule_id}: it fires no more")
+
+
 def test_status_of_a_deadline_task_says_why_it_ended(tmp_path: Path) -> None:
     body = scripted("m", [{"text": "slow", "delay_s": 30}], tmp_path) + '[defaults]\nmodel = "m"\n'
     with running_daemon(tmp_path, body) as daemon:
