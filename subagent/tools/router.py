@@ -193,8 +193,9 @@ class ToolRouter:
         return self._specs
 
     def ungranted(self) -> frozenset[str]:
-        """Wire names of tools a granted server lists that this agent's grant leaves out: a call
-        of one is refused as not granted; any other name not offered does not exist."""
+        """Wire names of tools a granted server lists that are not offered (the grant leaves them
+        out, or they need MCP Tasks): a call of one is refused as not granted; any other name not
+        offered does not exist."""
         return self._ungranted
 
     def resource_catalogue(self) -> str:
@@ -230,7 +231,10 @@ class ToolRouter:
                     ungranted.add(plain_name(ToolRef(link.name, tool.name)))
                     continue
                 if needs_tasks(tool):
+                    # Listed, and not offered (the catalogue says why): a call of it is refused as
+                    # outside the agent's scope, not answered as a tool that does not exist.
                     withheld.append(f"{link.name}/{tool.name}")
+                    ungranted.add(plain_name(ToolRef(link.name, tool.name)))
                     continue
                 tools.setdefault(ToolRef(link.name, tool.name), tool)
         names = assign_wire_names(tools, reserved=RESERVED_NAMES)
