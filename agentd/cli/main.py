@@ -467,7 +467,8 @@ def run_command(argv: Sequence[str] | None = None) -> int:
         from agentd.cli.run import cmd_run
 
         return cmd_run(args)
-    if getattr(args, "config", None) is not None and args.socket is None:
+    if getattr(args, "config", None) is not None and getattr(args, "socket", False) is None:
+        # a client command's --config names its socket; `mcp login` reads its file for the server
         code = _socket_from_config(command, args)
         if code is not None:
             return code
