@@ -186,6 +186,7 @@ def trigger_configs(config: Config) -> list[TriggerConfig]:
                 max_inflight=section.max_inflight,
                 overflow=section.overflow,
                 prestart=section.prestart,
+                on_arm=section.on_arm,
             )
         )
     return out

@@ -491,6 +491,11 @@ class TriggerSection(Section):
         default=True,
         description="route spawn: fork and prepare a URI's task while its debounce window is open.",
     )
+    on_arm: Literal["deliver", "skip"] = Field(
+        default="deliver",
+        description="The 'possibly changed' per URI after the watcher (re)arms or the trigger resumes: "
+        "`deliver` it (nothing changed meanwhile is missed) or `skip` it (only real changes start tasks).",
+    )
     # route = "continue" (docs/warm-sessions.md): each delivery's turn, and the session's life.
     turn_max_steps: int = Field(
         default=20, ge=1, le=100_000, description="route continue: model steps one delivery's turn may take."

@@ -42,6 +42,7 @@ from agentd.triggers.plan import (
     Gate,
     Governor,
     GovernorPolicy,
+    OnArm,
     Overflow,
     Target,
     owner,
@@ -113,6 +114,8 @@ class TriggerConfig:
     overflow: Overflow = "coalesce"
     # route spawn: a URI's task is forked and prepared while its debounce window is open.
     prestart: bool = True
+    # The "possibly changed" per URI after (re)arming and resuming: delivered, or skipped.
+    on_arm: OnArm = "deliver"
 
     def target(self) -> Target:
         return Target(self.name, self.index, uri=self.uri, glob=self.glob)
@@ -211,6 +214,8 @@ class _Server:
     owners: dict[str, str | None] = field(default_factory=dict)
     # The server's catalogue as its watcher last listed it, and the spec it was listed with.
     catalogue: tuple[McpServerSpec, McpCatalogue] | None = None
+    # URIs whose next synthetic report is the one after (re)arming, not a glob's new match.
+    arming: set[str] = field(default_factory=set)
 
     def owner_of(self, uri: str) -> str | None:
         if uri not in self.owners:
@@ -512,6 +517,8 @@ class TriggerManager:
         params = frame.params
         server.era = params.era or server.era
         if params.state == "armed":
+            if server.state != "armed":  # a (re)arm; an armed server's new list is a glob's new matches
+                server.arming = set(params.subscribed)
             server.state = "armed"
             server.subscribed = frozenset(params.subscribed)
             self._log.info(
@@ -539,7 +546,11 @@ class TriggerManager:
             EV_UPDATED, server=server.name, uri=params.uri, synthetic=params.synthetic, trigger=name
         )
         trigger = self._triggers.get(name) if name is not None else None
+        arming = params.synthetic and params.uri in server.arming
+        server.arming.discard(params.uri)
         if trigger is None or trigger.config.server != server.name or trigger.paused:
+            return
+        if arming and trigger.config.on_arm == "skip":
             return
         # Only a newly held URI can be due before the dispatcher's next wake-up (a held one's due
         # time only moves later): waking it for every change made a burst cost a full pass over
@@ -810,7 +821,7 @@ class TriggerManager:
 
     async def resume(self, name: str) -> TriggerView:
         """Deliver again, starting with one "possibly changed" per URI it owns (what changed
-        while it was paused was not delivered)."""
+        while it was paused was not delivered), unless its `on_arm` is `skip`."""
         trigger = self._triggers.get(name)
         if trigger is None:
             raise KeyError(name)
@@ -819,7 +830,7 @@ class TriggerManager:
         if trigger.paused:
             trigger.paused = False
             server = self._servers.get(trigger.config.server)
-            if server is not None:
+            if server is not None and trigger.config.on_arm == "deliver":
                 now = self._clock()
                 for uri in sorted(server.subscribed):
                     if server.owner_of(uri) == name:

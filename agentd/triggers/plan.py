@@ -15,6 +15,7 @@ from typing import Literal
 from protocol.watch import glob_matches, literal_prefix
 
 Overflow = Literal["coalesce", "drop_oldest", "drop_newest"]
+OnArm = Literal["deliver", "skip"]
 # How many deliveries one trigger holds back at most under `coalesce` (one per URI): the watcher
 # subscribes at most this many URIs (protocol.watch.MAX_WATCHED_URIS), so only a flood of
 # distinct URIs from a misbehaving server reaches it; past it the oldest waiting one is dropped.

@@ -252,6 +252,29 @@ async def test_kill_9_of_the_watcher_is_rearmed_with_one_synthetic_delivery_per_
         assert sorted(t.uri or "" for t in await tasks(journal)) == sorted(uris * 2)
 
 
+async def test_on_arm_skip_starts_tasks_only_for_real_changes(journal: Journal, control: Control) -> None:
+    uris = [f"file:///srv/{i}" for i in range(3)]
+    control.uris(uris)
+    skip = trigger(max_inflight=10, on_arm="skip")
+    async with running(journal, [skip], options(control.path)) as (manager, _):
+        await until(lambda: manager.view("inbox").state == "armed", "armed")
+        # A real change after the synthetic ones: only it starts a task.
+        control.emit([("file:///srv/1", "v2")])
+        await until(lambda: manager.view("inbox").tasks_started == 1, "the change's task")
+        assert [t.uri for t in await tasks(journal)] == ["file:///srv/1"]
+        # Re-arming after a kill -9, and resuming, deliver nothing of their own either.
+        (pid,) = control.start_pids()
+        os.kill(pid, signal.SIGKILL)
+        await until(lambda: len(control.starts()) == 2, "a restarted watcher")
+        await until(lambda: manager.view("inbox").state == "armed", "re-armed")
+        await manager.pause("inbox")
+        await manager.resume("inbox")
+        control.emit([("file:///srv/2", "v2")])
+        await until(lambda: manager.view("inbox").tasks_started == 2, "the second change's task")
+        await anyio.sleep(0.3)  # a debounce window and more: nothing else follows
+        assert [t.uri for t in await tasks(journal)] == ["file:///srv/1", "file:///srv/2"]
+
+
 async def test_a_flapping_watcher_fails_after_the_limit_and_restart_tries_again(
     journal: Journal, control: Control
 ) -> None:
