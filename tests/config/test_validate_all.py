@@ -75,7 +75,7 @@ def test_the_example_configuration_passes_without_its_environment() -> None:
     code = cmd_validate(str(REPO / "examples" / "agentd.toml"), out, err, check_environment=False)
     assert (code, err.getvalue()) == (0, "")
     assert out.getvalue() == (
-        f"ok: {REPO / 'examples' / 'agentd.toml'} (4 endpoint(s), 3 MCP server(s), 1 trigger(s)); "
+        f"ok: {REPO / 'examples' / 'agentd.toml'} (4 endpoint(s), 4 MCP server(s), 1 trigger(s)); "
         "environment not checked (--no-env)\n"
     )
 
@@ -126,8 +126,8 @@ def test_a_gate_matching_none_of_the_tools_the_server_lists_is_an_error(tmp_path
     code, out, err = validate(tmp_path, DEMO.format(approval='["word_*", "add"]'))
     assert (code, out) == (2, "")
     assert err.splitlines()[1:] == [
-        "  mcp.demo.approval[1]: 'add' matches none of the tools the server lists: read_note, search_notes, "
-        "word_count; it would gate nothing: correct the pattern or remove it"
+        "  mcp.demo.approval[1]: 'add' matches none of the tools the server lists: post, read_note, "
+        "search_notes, word_count; it would gate nothing: correct the pattern or remove it"
     ]
 
 
