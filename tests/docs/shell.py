@@ -53,7 +53,8 @@ def section(path: Path, heading: str) -> str:
 
 
 def blocks(text: str, language: str) -> list[str]:
-    return re.findall(rf"```{language}\n(.*?)```", text, flags=re.DOTALL)
+    found: list[str] = re.findall(rf"```{language}\n(.*?)```", text, flags=re.DOTALL)
+    return found
 
 
 @dataclass(frozen=True)

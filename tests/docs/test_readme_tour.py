@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tests.docs.shell import REPO, Line, doc_shell, section, shell_lines
+from tests.docs.shell import REPO, Line, blocks, doc_shell, section, shell_lines
 
 pytestmark = pytest.mark.processes
 README = REPO / "README.md"
@@ -22,14 +22,14 @@ TASK_ID = re.compile(r"\bt_[0-9A-Z]{26}\b")
 
 
 def _lines(heading: str) -> list[Line]:
-    block = re.findall(r"```sh\n(.*?)```", section(README, heading), flags=re.DOTALL)[0]
+    block = blocks(section(README, heading), "sh")[0]
     return shell_lines(block)
 
 
 def _first_block_command(program: str) -> list[str]:
     # The README opens with `python3 -m venv .venv && .venv/bin/pip install … && .venv/bin/agentd demo`:
     # the install is what runs these tests; the last command is the tour's first step.
-    block = re.findall(r"```sh\n(.*?)```", README.read_text(), flags=re.DOTALL)[0]
+    block = blocks(README.read_text(), "sh")[0]
     for line in block.splitlines():
         if program in line:
             return line.split("&&")[-1].split()
