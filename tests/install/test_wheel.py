@@ -141,6 +141,20 @@ def test_agentd_is_imported_from_the_fresh_environment_not_the_checkout(installe
     assert all(Path(line).is_relative_to(installed.venv) for line in done.stdout.splitlines()), done.stdout
 
 
+def test_the_example_server_runs_as_a_module_as_the_trigger_recipe_says(installed: Install) -> None:
+    python = installed.venv / "bin" / "python"
+    done = subprocess.run(
+        [str(python), "-m", "agentd.examples.mcp_demo_server", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=installed.cwd,
+        env=installed.env,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "--port" in done.stdout
+
+
 def test_demo_runs_the_bundled_server_and_script(installed: Install) -> None:
     done = installed.agentd("demo")
     assert done.returncode == 0, done.stdout + done.stderr
