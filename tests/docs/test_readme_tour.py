@@ -44,7 +44,7 @@ def test_the_demo_works_as_written() -> None:
 
 
 def test_the_run_example_works_as_written() -> None:
-    (run,) = _lines("## One task without a daemon: `agentd run`")
+    (run,) = _lines("### One task without a daemon: `agentd run`")
     with doc_shell(REPO) as shell:
         done = shell.run(run.argv)
         assert done.returncode == 0, done.stderr[-2000:]
@@ -52,7 +52,7 @@ def test_the_run_example_works_as_written() -> None:
 
 
 def test_the_daemon_tour_runs_line_by_line_against_the_embedded_defaults() -> None:
-    lines = _lines("## The daemon")
+    lines = _lines("### The daemon")
     assert lines[0].background and lines[0].argv[1:] == ["serve"], lines[0]
     task: str | None = None
     with doc_shell(REPO) as shell:
