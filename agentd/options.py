@@ -48,6 +48,8 @@ def submit_quota(config: Config) -> Quota:
     return Quota(
         max_queued=_finite(config.daemon.max_queued_per_uid),
         max_pending_bytes=_finite(config.daemon.max_pending_bytes_per_uid),
+        max_schedules=_finite(config.daemon.max_schedules_per_uid),
+        max_fires_per_minute=_finite(config.daemon.max_fires_per_minute_per_uid),
     )
 
 

@@ -487,8 +487,13 @@ class ScheduleRef(_Model):
 
 
 class ScheduleListParams(_Model):
+    """A page of the caller's schedules, oldest first: `limit` of them, created after the schedule
+    `after` (the last schedule id of the previous page). Each view's instruction is cut to 200
+    characters (`schedule.get` has it whole)."""
+
     state: ScheduleState | None = None
     limit: int = Field(default=100, ge=1, le=1000)
+    after: str | None = Field(default=None, min_length=1, max_length=64)
 
 
 # ---- requests: one model per method, typed by its result ----------------------------------

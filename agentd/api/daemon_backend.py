@@ -422,10 +422,16 @@ class DaemonBackend:
         await self._check_spec(params.spec)
         try:
             record, created = await scheduler.create(
-                caller.uid, params.trigger, params.spec, idempotency_key=params.idempotency_key
+                caller.uid,
+                params.trigger,
+                params.spec,
+                idempotency_key=params.idempotency_key,
+                quota=submit_quota(self._config()),
             )
         except (TriggerError, CheckTimedOut) as exc:
             raise ApiError(INVALID_SPEC, f"invalid schedule: {exc}") from None
+        except QuotaExceeded as exc:
+            raise ApiError(QUOTA_EXCEEDED, f"the schedule was not accepted: {exc}", retryable=True) from None
         except IdempotencyConflict as exc:
             raise ApiError(IDEMPOTENCY_CONFLICT, f"the schedule was not accepted: {exc}") from None
         except JournalUnavailable as exc:
@@ -439,7 +445,8 @@ class DaemonBackend:
 
     async def schedule_list(self, caller: Caller, params: ScheduleListParams) -> builtins.list[ScheduleView]:
         owner = None if caller.is_admin else caller.uid
-        return [r.to_view() for r in await self.journal.list_schedules(owner, params.state, params.limit)]
+        records = await self.journal.list_schedules(owner, params.state, params.limit, params.after)
+        return [r.to_view() for r in records]
 
     async def schedule_get(self, caller: Caller, params: ScheduleRef) -> ScheduleView:
         return (await self._owned_schedule(caller, params.schedule_id)).to_view()

@@ -19,6 +19,7 @@ from protocol.api import (
     ListRequest,
     ScheduleDeleteRequest,
     ScheduleGetRequest,
+    ScheduleListParams,
     ScheduleListRequest,
     SchedulePauseRequest,
     ScheduleRef,
@@ -34,6 +35,7 @@ from protocol.api import (
 from protocol.exit_codes import ExitCode
 
 LABEL = 13  # `schedules show`'s label column
+SCHEDULE_PAGE = 500  # schedules asked for at a time
 
 
 def terminal_width() -> int:
@@ -148,9 +150,20 @@ def _done(action: str, view: ScheduleView) -> str:
     return f"resumed schedule {sid}: next fire {_utc(view.next_fire_at)}"
 
 
+def _all_schedules(client: ApiClient) -> list[ScheduleView]:
+    """Every schedule the caller may see, a page at a time (the daemon answers in pages)."""
+    views: list[ScheduleView] = []
+    while True:
+        after = views[-1].schedule_id if views else None
+        page = client.call(ScheduleListRequest(params=ScheduleListParams(limit=SCHEDULE_PAGE, after=after)))
+        views.extend(page)
+        if len(page) < SCHEDULE_PAGE:
+            return views
+
+
 def cmd_schedules(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
     if args.action is None:
-        views = client.call(ScheduleListRequest())
+        views = _all_schedules(client)
         for view in views:
             out.write((view.model_dump_json() if args.json else describe_schedule(view)) + "\n")
         if not views and not args.json:

@@ -120,8 +120,18 @@ class DaemonSection(Section):
     )
     max_pending_bytes_per_uid: SizeOrInfinity = Field(
         default=64 << 20,
-        description="Bytes of specs one user's queued and running tasks may hold in the journal; a submit "
-        "past it is refused (retryable). `infinity` for none.",
+        description="Bytes of specs one user's queued and running tasks and schedules may hold in the "
+        "journal; a submit or schedule past it is refused (retryable). `infinity` for none.",
+    )
+    max_schedules_per_uid: CountOrInfinity = Field(
+        default=100,
+        description="Schedules one user may hold (in any state, until deleted); a schedule past it is "
+        "refused (retryable). `infinity` for none.",
+    )
+    max_fires_per_minute_per_uid: CountOrInfinity = Field(
+        default=60,
+        description="Fires one user's schedules may make in a minute; a fire past it is skipped, naming "
+        "the cap. `infinity` for none.",
     )
 
 

@@ -240,12 +240,29 @@ QUOTA_SUM = (
 )
 
 
+# How many schedules an owner holds and the bytes of their specs, from the owner index (schema v10).
+SCHEDULE_SUM = "SELECT count(*), coalesce(sum(spec_bytes), 0) FROM schedules WHERE owner_uid = ?"
+
+
+def schedule_holdings(conn: sqlite3.Connection, owner_uid: int) -> tuple[int, int]:
+    """The owner's schedules (in any state until deleted) and the bytes of their specs."""
+    count, spec_bytes = conn.execute(SCHEDULE_SUM, (owner_uid,)).fetchone()
+    return int(count), int(spec_bytes)
+
+
+def pending_bytes(conn: sqlite3.Connection, owner_uid: int) -> int:
+    """The spec bytes of the owner's unfinished tasks."""
+    return int(conn.execute(QUOTA_SUM, (owner_uid,)).fetchone()[1])
+
+
 def _check_quota(conn: sqlite3.Connection, owner_uid: int, spec_bytes: int, quota: Quota) -> None:
     if quota.max_queued is None and quota.max_pending_bytes is None:
         return
     # Only unfinished tasks count (the state index keeps this to them), so a cap clears as the
     # owner's work completes and a refusal is worth retrying.
     queued, pending_bytes = conn.execute(QUOTA_SUM, (owner_uid,)).fetchone()
+    if quota.max_pending_bytes is not None:
+        pending_bytes += schedule_holdings(conn, owner_uid)[1]
     problem = quota_problem(quota, queued=queued, pending_bytes=pending_bytes, spec_bytes=spec_bytes)
     if problem is not None:
         raise QuotaExceeded(problem)

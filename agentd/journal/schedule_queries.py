@@ -12,9 +12,9 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from agentd.errors import IdempotencyConflict, ScheduleNotFound
-from agentd.journal.queries import insert_task
-from agentd.journal.quota import Quota
+from agentd.errors import IdempotencyConflict, QuotaExceeded, ScheduleNotFound
+from agentd.journal.queries import LIST_INSTRUCTION_CHARS, insert_task, pending_bytes, schedule_holdings
+from agentd.journal.quota import Quota, schedule_quota_problem
 from agentd.journal.records import ScheduleRecord, TaskRecord
 from protocol.api import ScheduleSpec, ScheduleState, TaskSpec, TaskState
 from protocol.result import TerminalStatus
@@ -64,11 +64,14 @@ def insert_schedule(
     spec: TaskSpec,
     next_fire_at: float | None,
     now: float,
+    quota: Quota,
 ) -> tuple[ScheduleRecord, bool]:
     """Insert an active schedule, or return the one this owner created under the same key.
 
     Raises:
         IdempotencyConflict: the key names this owner's schedule with another trigger or spec.
+        QuotaExceeded: the owner is at a cap of `quota` (checked in the writer's transaction, so
+            concurrent creates cannot overshoot it); a resend under an existing key is not.
     """
     if idempotency_key is not None:
         rows = conn.execute(
@@ -80,9 +83,12 @@ def insert_schedule(
             if existing.trigger != trigger or existing.spec != spec:
                 raise IdempotencyConflict(idempotency_key, existing.schedule_id, what="schedule")
             return existing, False
+    spec_json = spec.model_dump_json()
+    spec_bytes = len(spec_json.encode())
+    _check_schedule_quota(conn, owner_uid, spec_bytes, quota)
     rows = conn.execute(
         "INSERT INTO schedules (schedule_id, owner_uid, idempotency_key, name, kind, trigger_spec, spec,"
-        f" next_fire_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING {_COLUMNS}",
+        f" spec_bytes, next_fire_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING {_COLUMNS}",
         (
             schedule_id,
             owner_uid,
@@ -90,12 +96,24 @@ def insert_schedule(
             name,
             trigger.kind,
             trigger.model_dump_json(),
-            spec.model_dump_json(),
+            spec_json,
+            spec_bytes,
             next_fire_at,
             now,
         ),
     ).fetchall()
     return schedule_from_row(rows[0]), True
+
+
+def _check_schedule_quota(conn: sqlite3.Connection, owner_uid: int, spec_bytes: int, quota: Quota) -> None:
+    if quota.max_schedules is None and quota.max_pending_bytes is None:
+        return
+    schedules, held = schedule_holdings(conn, owner_uid)
+    problem = schedule_quota_problem(
+        quota, schedules=schedules, pending_bytes=held + pending_bytes(conn, owner_uid), spec_bytes=spec_bytes
+    )
+    if problem is not None:
+        raise QuotaExceeded(problem)
 
 
 def _update(
@@ -266,21 +284,45 @@ def get_for_fire(
     return schedule_from_row(rows[0]), rows[0]["last_state"]
 
 
+# A listing carries each schedule's instruction cut as `task.list` cuts a task's, in SQL: a page
+# costs memory in proportion to its length, never to what clients stored (DESIGN §14).
+_INSTRUCTION = "json_extract(spec, '$.instruction')"
+_SUMMARY_COLUMNS = _COLUMNS.replace(
+    " spec,",
+    " json_object('instruction', CASE WHEN length(" + _INSTRUCTION + ") > :cap"
+    " THEN substr(" + _INSTRUCTION + ", 1, :cap) || '…' ELSE " + _INSTRUCTION + " END) AS spec,",
+)
+
+
 def list_schedules(
-    conn: sqlite3.Connection, *, owner_uid: int | None, state: ScheduleState | None, limit: int
+    conn: sqlite3.Connection,
+    *,
+    owner_uid: int | None,
+    state: ScheduleState | None,
+    limit: int,
+    after: str | None = None,
 ) -> tuple[ScheduleRecord, ...]:
-    """Schedules oldest first, optionally one owner's and/or one state's."""
+    """Summaries of schedules oldest first, optionally one owner's and/or one state's, after the
+    cursor `after` (a schedule id: only schedules created after it). Each record's spec holds
+    only the instruction, cut to `LIST_INSTRUCTION_CHARS`."""
     clauses: list[str] = []
-    params: list[object] = []
+    params: dict[str, object] = {"cap": LIST_INSTRUCTION_CHARS, "limit": limit}
     if owner_uid is not None:
-        clauses.append("owner_uid = ?")
-        params.append(owner_uid)
+        clauses.append("owner_uid = :owner")
+        params["owner"] = owner_uid
     if state is not None:
-        clauses.append("state = ?")
-        params.append(state)
+        clauses.append("state = :state")
+        params["state"] = state
+    if after is not None:
+        # A cursor the caller may not see is a missing one (an empty page), so another user's
+        # schedule id cannot be told from an unknown one.
+        seen = " AND owner_uid = :owner" if owner_uid is not None else ""
+        cursor = f"(SELECT seq FROM schedules WHERE schedule_id = :after{seen})"
+        clauses.append(f"seq > coalesce({cursor}, 9223372036854775807)")  # missing: past every seq
+        params["after"] = after
     where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
     rows = conn.execute(
-        f"SELECT {_COLUMNS} FROM schedules{where} ORDER BY seq LIMIT ?", (*params, limit)
+        f"SELECT {_SUMMARY_COLUMNS} FROM schedules{where} ORDER BY seq LIMIT :limit", params
     ).fetchall()
     return tuple(schedule_from_row(row) for row in rows)
 

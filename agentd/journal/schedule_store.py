@@ -40,9 +40,11 @@ class ScheduleJournal:
         now: float,
         idempotency_key: str | None = None,
         name: str | None = None,
+        quota: Quota | None = None,
     ) -> tuple[ScheduleRecord, bool]:
         """Journal a new active schedule; returns `(record, created)` (an existing one for the same
-        owner and key). Raises `JournalUnavailable` if not committed."""
+        owner and key). Raises `JournalUnavailable` if not committed, `QuotaExceeded` (nothing
+        written) if the owner is at one of `quota`'s caps."""
         op = functools.partial(
             sq.insert_schedule,
             schedule_id=new_schedule_id(),
@@ -53,6 +55,7 @@ class ScheduleJournal:
             spec=spec,
             next_fire_at=next_fire_at,
             now=now,
+            quota=quota or Quota(),
         )
         return await self._write(op)
 
@@ -155,10 +158,15 @@ class ScheduleJournal:
         return await self._read(functools.partial(sq.get_for_fire, schedule_id=schedule_id))
 
     async def list_schedules(
-        self, owner_uid: int | None = None, state: ScheduleState | None = None, limit: int = 100
+        self,
+        owner_uid: int | None = None,
+        state: ScheduleState | None = None,
+        limit: int = 100,
+        after: str | None = None,
     ) -> tuple[ScheduleRecord, ...]:
+        """Summaries (the instruction cut) oldest first, after the schedule id `after`."""
         return await self._read(
-            functools.partial(sq.list_schedules, owner_uid=owner_uid, state=state, limit=limit)
+            functools.partial(sq.list_schedules, owner_uid=owner_uid, state=state, limit=limit, after=after)
         )
 
     async def active_schedules(self) -> tuple[ScheduleRecord, ...]:

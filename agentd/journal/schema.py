@@ -13,7 +13,7 @@ from pathlib import Path
 
 from agentd.errors import JournalError
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 BUSY_TIMEOUT_MS = 5000
 
 # Invariant: `seq` is the rowid alias, so it is the submission order and survives VACUUM (an
@@ -221,8 +221,18 @@ UPDATE tasks SET transcript_bytes =
     (SELECT COALESCE(SUM(bytes), 0) FROM steps WHERE steps.task_id = tasks.task_id);
 """
 
+# v10: a user's schedules count against the per-uid caps like its tasks: each keeps its spec's
+# size, so the bytes a user's schedules hold are summed from the owner index without reading a
+# spec (`[daemon] max_pending_bytes_per_uid`).
+_V10 = """
+ALTER TABLE schedules ADD COLUMN spec_bytes INTEGER NOT NULL DEFAULT 0;
+UPDATE schedules SET spec_bytes = length(CAST(spec AS BLOB));
+DROP INDEX schedules_by_owner;
+CREATE INDEX schedules_by_owner ON schedules (owner_uid, spec_bytes);
+"""
+
 # Index i holds the script that takes a database from version i to i + 1.
-_MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9)
+_MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10)
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 
 # SQLite primary result codes (the low byte of an extended code) that describe the environment

@@ -24,6 +24,7 @@ from agentd.journal.records import ScheduleRecord, TaskRecord
 from agentd.journal.store import Journal
 from agentd.metrics.port import NULL_METRICS, Metrics
 from agentd.off_loop import run_check
+from agentd.scheduling.fire_rate import FireRate
 from agentd.scheduling.plan import (
     MIN_IDLE_PAUSE_S,
     DueDecision,
@@ -99,6 +100,7 @@ class Scheduler:
         self._next: dict[str, float] = {}
         self._wake = anyio.Event()
         self._limiter = anyio.CapacityLimiter(FIRE_CONCURRENCY)
+        self._rate = FireRate()
 
     # ---- the timetable -----------------------------------------------------------------------
 
@@ -195,17 +197,20 @@ class Scheduler:
         task_id: str | None = None
         refused: str | None = None
         if decision.fire:
+            quota = self._quota()
             try:
+                self._admit(record, now, quota)
                 schedule, task = await self.journal.fire_schedule(
                     schedule_id,
                     expect_next=due_at,
                     next_at=next_at,
                     skipped=decision.skipped,
                     spec=self._fire_spec(record),
-                    quota=self._quota(),
+                    quota=quota,
                 )
                 task_id = task.task_id
             except QuotaExceeded as exc:
+                self._rate.forget(record.owner_uid, now)
                 # The owner's queue is full: this occurrence is skipped (and says why), not retried;
                 # a loop tries again after its interval.
                 refused = str(exc)
@@ -257,6 +262,15 @@ class Scheduler:
         self.arm(schedule_id, schedule.next_fire_at)
         self._on_fired()
         return Fired(schedule_id, due_at, decision, task_id, lag_s)
+
+    def _admit(self, record: ScheduleRecord, now: float, quota: Quota) -> None:
+        """Count a fire against its owner's rate, or raise `QuotaExceeded` naming the cap. The
+        daemon's own schedules (`[[schedule]]` in its config) are the operator's: not capped."""
+        if record.name is not None:
+            return
+        problem = self._rate.admit(record.owner_uid, now, quota.max_fires_per_minute)
+        if problem is not None:
+            raise QuotaExceeded(problem)
 
     async def _last_running(self, record: ScheduleRecord) -> bool:
         if record.last_task_id is None or record.last_status is not None:
@@ -333,14 +347,23 @@ class Scheduler:
         *,
         idempotency_key: str | None = None,
         name: str | None = None,
+        quota: Quota | None = None,
     ) -> tuple[ScheduleRecord, bool]:
         """Check a client's trigger (off the event loop, bounded: raises `TriggerError` naming
-        the field, or `CheckTimedOut`), journal the new schedule and arm it."""
+        the field, or `CheckTimedOut`), journal the new schedule and arm it. A client's schedule
+        counts against its `quota` (`QuotaExceeded`); the config's named ones do not."""
         now = self._clock()
         checked = await run_check(lambda: parse_trigger(trigger, now))
         first = first_fire(checked)
         record, created = await self.journal.create_schedule(
-            owner_uid, trigger, spec, next_fire_at=first, now=now, idempotency_key=idempotency_key, name=name
+            owner_uid,
+            trigger,
+            spec,
+            next_fire_at=first,
+            now=now,
+            idempotency_key=idempotency_key,
+            name=name,
+            quota=quota,
         )
         if created:
             self._log.info(

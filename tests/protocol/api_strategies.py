@@ -339,6 +339,7 @@ schedule_list_requests = st.builds(
         ScheduleListParams,
         state=_maybe(st.sampled_from(["active", "paused", "ended"])),
         limit=st.integers(1, 1000),
+        after=_maybe(st.text(min_size=1, max_size=64)),
     ),
 )
 schedule_views = st.builds(
