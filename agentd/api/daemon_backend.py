@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable
 import anyio
 from pydantic import JsonValue
 
-from agentd.admission import SpecRejected, check_spec
+from agentd.admission import Requester, SpecRejected, check_spec
 from agentd.api.backend import check_owner, schedule_not_found, task_not_found
 from agentd.api.peercred import Caller
 from agentd.config.load import Config
@@ -121,15 +121,16 @@ class DaemonBackend:
         check_owner(caller, record.owner_uid, task_id=task_id)
         return record
 
-    async def _check_spec(self, spec: TaskSpec) -> None:
-        """`check_spec`, as an INVALID_SPEC error; with an output schema (whose validation a
-        hostile schema can make slow) off the event loop, under `run_check`'s bound."""
+    async def _check_spec(self, spec: TaskSpec, caller: Caller) -> None:
+        """`check_spec` for `caller`, as an INVALID_SPEC error; with an output schema (whose
+        validation a hostile schema can make slow) off the event loop, under `run_check`'s bound."""
         config = self._config()
+        requester = Requester(caller.uid, caller.groups | {caller.gid}, caller.is_admin)
         try:
             if spec.output_contract.schema_ is None:
-                check_spec(config, spec)
+                check_spec(config, spec, requester)
             else:
-                await run_check(lambda: check_spec(config, spec))
+                await run_check(lambda: check_spec(config, spec, requester))
         except (SpecRejected, CheckTimedOut) as exc:
             raise ApiError(INVALID_SPEC, str(exc)) from None
 
@@ -207,7 +208,7 @@ class DaemonBackend:
     ) -> SubmitResult:
         if self.supervisor.draining:
             raise ApiError(DRAINING, "agentd is shutting down and accepts no new tasks", retryable=True)
-        await self._check_spec(spec)
+        await self._check_spec(spec, caller)
         # Named before it is committed: the scheduler leaves it alone until the executor accepted it.
         task_id = new_task_id()
         self.supervisor.accepting.add(task_id)
@@ -419,7 +420,7 @@ class DaemonBackend:
         scheduler = self._scheduler()
         if self.supervisor.draining:
             raise ApiError(DRAINING, "agentd is shutting down and accepts no new schedules", retryable=True)
-        await self._check_spec(params.spec)
+        await self._check_spec(params.spec, caller)
         try:
             record, created = await scheduler.create(
                 caller.uid,
@@ -512,6 +513,7 @@ class DaemonBackend:
         record = await self.journal.get_approval(call)
         if record is None or record.task_id != params.task_id:
             raise ApiError(NOT_FOUND, f"no approval request {call!r} on task {params.task_id!r}")
+        self._check_approver(caller, record.server)
         try:
             decided, won = await desk.decide(
                 call, approve=params.approve, reason=params.reason, decider_uid=caller.uid
@@ -526,6 +528,16 @@ class DaemonBackend:
                 + (f" ({decided.reason})" if decided.reason else ""),
             )
         return decided.to_view()
+
+    def _check_approver(self, caller: Caller, server: str) -> None:
+        """A server with `approval_by = "admin"` has its gated calls decided by an admin only: the
+        operator gated them, and the task's owner is the one the gate holds back."""
+        configured = self._config().mcp.get(server)
+        if configured is not None and configured.section.approval_by == "admin" and not caller.is_admin:
+            raise ApiError(
+                FORBIDDEN,
+                f"calls of MCP server {server!r} are decided by an admin only (mcp.{server}.approval_by)",
+            )
 
     # ---- reactive triggers (docs/triggers.md) -------------------------------------------------
 

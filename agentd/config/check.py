@@ -49,12 +49,19 @@ def no_such(key: str, table: str, name: str, known: Iterable[str]) -> ConfigProb
 
 
 def rule_of_two_violation(
-    servers: Mapping[str, McpServer], names: Iterable[str], allow_all: bool
+    servers: Mapping[str, McpServer],
+    names: Iterable[str],
+    allow_all: bool,
+    *,
+    untrusted_from: str | None = None,
 ) -> str | None:
     """Why granting `names` together breaks the Rule of Two (DESIGN §14), or None when it does not
-    (or the operator allowed it). Unknown names are ignored: resolve them first."""
+    (or the operator allowed it). Unknown names are ignored: resolve them first. `untrusted_from`:
+    untrusted input the task gets other than from a server (a trigger's URI, in its instruction)."""
     granted = [servers[n] for n in dict.fromkeys(names) if n in servers]
     carriers = {tag: [s.name for s in granted if tag in s.section.effective_trust] for tag in TRUST_TAGS}
+    if untrusted_from is not None:
+        carriers["untrusted_input"].append(untrusted_from)
     if not all(carriers.values()) or allow_all:
         return None
     refusing = [s.name for s in granted if not s.section.allow_rule_of_two_violation]
@@ -378,7 +385,12 @@ def _check_triggers(
             out.append(ConfigProblem(f"{key}.max_wait_ms", "must be at least debounce_ms"))
         if problem := _template_problem(trigger.instruction):
             out.append(ConfigProblem(f"{key}.instruction", problem))
-        if why := rule_of_two_violation(servers, trigger_grant(file, index), allow_all):
+        # A delivery's URI (and etag) is the watched server's text in the task's instruction:
+        # untrusted input, however the servers are tagged.
+        untrusted = f"the URI in {key}'s instruction"
+        if why := rule_of_two_violation(
+            servers, trigger_grant(file, index), allow_all, untrusted_from=untrusted
+        ):
             out.append(ConfigProblem(f"{key}.mcp", why))
 
 

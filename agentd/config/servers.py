@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
+from agentd.config.allow import entry_problem
 from agentd.config.bundled import EMBEDDED_SCRIPT
 from agentd.config.secrets import SecretSource
 from agentd.config.sections import Section, TrustTag
@@ -48,6 +49,14 @@ def _endpoint_default(name: str) -> float:
 
 def _server_default(name: str) -> float:
     return float(McpServerSpec.model_fields[name].default)
+
+
+def _allow_entries(value: list[str] | None) -> list[str] | None:
+    for entry in value or ():
+        problem = entry_problem(entry)
+        if problem is not None:
+            raise ValueError(problem)
+    return value
 
 
 class IntelligenceSection(Section):
@@ -120,6 +129,17 @@ class IntelligenceSection(Section):
         max_length=MAX_CHAIN - 1,
         description="Endpoints tried in order when this one is unavailable (not transitive).",
     )
+    allow: list[str] | None = Field(
+        default=None,
+        max_length=256,
+        description='Who may use this endpoint: "user:NAME", "user:UID", "group:NAME", "group:GID". '
+        "Unset: every user who may connect. Admins always may.",
+    )
+
+    @field_validator("allow")
+    @classmethod
+    def _check_allow(cls, value: list[str] | None) -> list[str] | None:
+        return _allow_entries(value)
 
     @field_validator("api_key")
     @classmethod
@@ -267,6 +287,17 @@ class McpSection(Section):
         description="Tool names (shell-style globs: `delete_*`) whose calls wait for a person's approval "
         "(`agentd approve`/`deny`); a task can add to this list, never remove from it.",
     )
+    allow: list[str] | None = Field(
+        default=None,
+        max_length=256,
+        description='Who may grant this server to a task: "user:NAME", "user:UID", "group:NAME", '
+        '"group:GID". Unset: every user who may connect. Admins always may.',
+    )
+    approval_by: Literal["owner", "admin"] = Field(
+        default="owner",
+        description="Who may approve this server's gated calls: `owner`, the task's owner (or an admin); "
+        "`admin`, an admin only.",
+    )
     approval_timeout: Duration = Field(
         default=_server_default("approval_timeout_s"),
         gt=0,
@@ -280,6 +311,11 @@ class McpSection(Section):
         "running when its task was stopped runs again when the task resumes; any other call is "
         "reported to the model as interrupted, its outcome unknown (docs/durability.md).",
     )
+
+    @field_validator("allow")
+    @classmethod
+    def _check_allow(cls, value: list[str] | None) -> list[str] | None:
+        return _allow_entries(value)
 
     @field_validator("approval", "idempotent")
     @classmethod

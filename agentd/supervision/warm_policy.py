@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import JsonValue
 
 from protocol.result import RunResult, RunUsage, TerminalStatus
+from protocol.watch import QUOTED_NOTE, quoted_data
 
 # A delivery is injected at most this often: once, and once more after its session crashed on it.
 MAX_INJECTIONS = 2
@@ -115,11 +116,12 @@ def after_exit(result: RunResult, *, stopping: bool, wedged: bool) -> ExitDecisi
 
 def render_delivery(delivery: Delivery) -> str:
     """The user turn one delivery appends: the URI, never the resource's body."""
-    lines = [f"A watched resource changed: {delivery.uri}"]
+    lines = [f"A watched resource changed: {quoted_data(delivery.uri)}"]
     detail = f"(server `{delivery.server}`, trigger `{delivery.trigger}`"
     if delivery.etag is not None:
-        detail += f", etag {delivery.etag}"
+        detail += f", etag {quoted_data(delivery.etag)}"
     lines.append(detail + ")")
+    lines.append(QUOTED_NOTE)
     if delivery.synthetic:
         lines.append(
             "It may or may not have changed: the subscription was (re)established and changes made "

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from protocol.watch import glob_matches, literal_prefix
+from protocol.watch import QUOTED_NOTE, glob_matches, literal_prefix, quoted_data
 
 Overflow = Literal["coalesce", "drop_oldest", "drop_newest"]
 OnArm = Literal["deliver", "skip"]
@@ -239,5 +239,8 @@ class Governor:
 
 def render_instruction(template: str, *, uri: str, server: str, etag: str | None) -> str:
     """The trigger's instruction with {uri}, {server} and {etag} filled ({{ and }} are braces).
-    The config check accepted the template, so only these fields occur."""
-    return template.format(uri=uri, server=server, etag=etag or "")
+    The config check accepted the template, so only these fields occur. The URI and the etag are
+    the watched server's (anyone who can create a resource there chooses them): they go in as
+    quoted data, followed by a note saying so, never as text the model could take for orders."""
+    text = template.format(uri=quoted_data(uri), server=server, etag=quoted_data(etag) if etag else "")
+    return f"{text}\n\n{QUOTED_NOTE}"

@@ -45,7 +45,7 @@ def _role(match: str, server: str, uri: str) -> dict[str, object]:
 
 
 def _body(tmp_path: Path, files_state: Path, feed_state: Path) -> str:
-    roles = [_role(f"File changed: {u}\\.", "files", u) for u in [*INBOX_URIS, "watch://item/9"]]
+    roles = [_role(f'File changed: "{u}"\\.', "files", u) for u in [*INBOX_URIS, "watch://item/9"]]
     roles.append(_role("Feed changed", "feed", "watch://item/0"))
     # The warm session: every injection is one turn that reads the feed and answers.
     warm = _role("You watch the ops feed", "feed", "watch://item/1")

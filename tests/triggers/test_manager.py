@@ -26,6 +26,7 @@ from agentd.triggers.plan import Delivery, GovernorPolicy
 from processes.ladder import LadderPolicy
 from protocol.result import TerminalStatus
 from protocol.spawn import McpServerSpec
+from protocol.watch import QUOTED_NOTE
 
 pytestmark = [pytest.mark.anyio, pytest.mark.processes]
 FAKE_WATCHER = Path(__file__).resolve().parents[1] / "fixtures" / "fake_watcher.py"
@@ -172,7 +173,8 @@ async def test_a_change_becomes_a_journaled_task_with_trigger_and_uri(
         assert [(t.trigger, t.uri, t.state) for t in records] == [("inbox", "file:///srv/a", "queued")] * 2
         full = await journal.get(records[1].task_id)
         assert full is not None
-        assert full.spec.instruction == "changed: file:///srv/a on files"
+        # The URI is the watched server's text: quoted data, followed by a note that says so.
+        assert full.spec.instruction == f'changed: "file:///srv/a" on files\n\n{QUOTED_NOTE}'
         assert full.spec.mcp == ["files"] and full.owner_uid == os.getuid()
         assert len(woken) == 2
         started = control.starts()
