@@ -96,6 +96,7 @@ def supervisor_options(config: Config) -> SupervisorOptions:
     )
     return SupervisorOptions(
         max_concurrent_tasks=config.daemon.max_concurrent_tasks,
+        max_running_per_uid=_finite(config.daemon.max_running_per_uid),
         drain_timeout_s=config.daemon.drain_timeout_s,
         on_stop=config.daemon.on_stop,
         on_budget=config.defaults.on_budget,

@@ -56,6 +56,11 @@ class DaemonSection(Section):
     max_concurrent_tasks: int = Field(
         default=8, ge=1, le=10_000, description="Root tasks running at once; further submits queue."
     )
+    max_running_per_uid: CountOrInfinity = Field(
+        default=None,
+        description="Root tasks one user may have running at once (a task waiting for an approval "
+        "included); that user's further tasks wait, others' start. `infinity` for none.",
+    )
     max_connections_per_uid: int = Field(
         default=32, ge=1, le=10_000, description="Open API connections one client uid may hold."
     )

@@ -29,3 +29,9 @@ def fair_order(
         keyed.append(((share, last_started.get(owner, -1), position), record))
         ahead[owner] += 1
     return [record for _, record in sorted(keyed, key=lambda item: item[0])]
+
+
+def at_owner_cap(running: int, cap: int | None) -> bool:
+    """Whether an owner with `running` tasks may start no more (`[daemon] max_running_per_uid`).
+    A task waiting for a person's approval runs (its subagent lives): it counts."""
+    return cap is not None and running >= cap

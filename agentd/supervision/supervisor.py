@@ -33,7 +33,7 @@ from agentd.spawning.cgroup import CgroupRoot
 from agentd.spawning.spawner import Spawner
 from agentd.supervision.approvals import ApprovalDesk
 from agentd.supervision.executor import Executor, LocalExecutor, Run
-from agentd.supervision.fairness import fair_order
+from agentd.supervision.fairness import at_owner_cap, fair_order
 from agentd.supervision.parking import Parking
 from agentd.supervision.ports import DrainState, RunOptions, RunPorts, StepJournal
 from agentd.supervision.queue_cache import QueueCache, first_per_owner
@@ -63,6 +63,8 @@ class PayloadError(AgentdError):
 @dataclass(frozen=True, slots=True)
 class SupervisorOptions:
     max_concurrent_tasks: int = 8
+    # Root tasks one owner may have running at once; None: no cap.
+    max_running_per_uid: int | None = None
     drain_timeout_s: float = 25.0
     orphan_sweep_interval_s: float = 10.0
     # Subagents booting at once (spawn → first model call); the rest wait in order. 0: no bound.
@@ -301,9 +303,12 @@ class Supervisor:
                     waiting = [
                         r for r in queued if r.task_id not in self.running and r.task_id not in self.accepting
                     ]
+                    cap = self.options.max_running_per_uid
                     for record in fair_order(waiting, self._running_by_owner, self._last_started):
                         if len(self.running) >= self.options.max_concurrent_tasks:
                             break
+                        if at_owner_cap(self._running_by_owner[record.owner_uid], cap):
+                            continue  # its owner runs its share: it waits, another owner's may start
                         self._starts += 1
                         self._last_started[record.owner_uid] = self._starts
                         slot = _Slot(record)

@@ -13,7 +13,7 @@ import pytest
 from agentd.errors import ApiClientError
 from agentd.journal.quota import Quota, quota_problem
 from agentd.journal.records import TaskRecord
-from agentd.supervision.fairness import fair_order
+from agentd.supervision.fairness import at_owner_cap, fair_order
 from protocol.api import QUOTA_EXCEEDED, ListParams, ListRequest, SubmitParams, SubmitRequest, TaskSpec
 from tests.api.test_ownership import NOGROUP, _fork_as_nobody
 from tests.support.daemon import running_daemon, scripted, start_daemon, write_config
@@ -179,3 +179,36 @@ def test_task_list_memory_is_bounded_by_the_page_not_the_journal(tmp_path: Path)
         sampler.join()
         assert counts == [150] * 16
         assert peak[0] - before < 50 * MiB, f"RSS grew by {(peak[0] - before) / MiB:.0f} MiB"
+
+
+@pytest.mark.parametrize(
+    ("running", "cap", "full"), [(0, None, False), (10**6, None, False), (1, 2, False), (2, 2, True)]
+)
+def test_an_owner_at_its_running_cap_starts_no_more(running: int, cap: int | None, full: bool) -> None:
+    assert at_owner_cap(running, cap) is full
+
+
+@pytest.mark.processes
+@AS_ANOTHER_USER
+def test_one_users_waiting_tasks_do_not_hold_every_slot(tmp_path: Path) -> None:
+    """One user's tasks that wait (here on a slow model; an approval holds its task the same way)
+    fill at most `max_running_per_uid` slots: another user's task starts at once, and the first
+    user's next task waits though a slot is free."""
+    run = tmp_path / "run"
+    socket_path = run / "agentd.sock"
+    daemon_lines = f'socket_group = "{NOGROUP}"\nmax_concurrent_tasks = 3\nmax_running_per_uid = 1\n'
+    config = write_config(tmp_path, _slow(tmp_path, delay_s=30), daemon=daemon_lines, socket=socket_path)
+    daemon = start_daemon(tmp_path, config, socket=socket_path)
+    try:
+        first, second = daemon.submit("root 1"), daemon.submit("root 2")
+        daemon.wait_log("task.started", task_id=first)
+        seen = _fork_as_nobody(run, first, "agentd.sock", [])
+        theirs = seen["submit"]["result"]["task_id"]
+        daemon.wait_log("task.started", task_id=theirs)
+        # Two of three slots run; root's second task still waits for root's first.
+        view = daemon.call("task.get", {"task_id": second})
+        assert isinstance(view, dict) and view["state"] == "queued", view
+        for task_id in (first, second, theirs):
+            daemon.call("task.cancel", {"task_id": task_id})
+    finally:
+        assert daemon.stop() == 0
