@@ -32,12 +32,33 @@ SOCKET_MODE = 0o660  # the daemon's user and group may scrape; the figures hold 
 
 
 class _Handler(WSGIRequestHandler):
-    timeout = CONNECTION_TIMEOUT_S  # every read and write of the connection, so no slowloris
+    timeout = CONNECTION_TIMEOUT_S  # every read and write of the connection
+    # The whole request (line and headers) must arrive within this, as an API frame must within
+    # `[daemon] frame_deadline_s`: a client trickling a byte every few seconds would otherwise
+    # hold one of the `MAX_CONNECTIONS` slots for ever, and sixteen of them starve the scraper.
+    request_deadline_s = CONNECTION_TIMEOUT_S
 
     def setup(self) -> None:
         super().setup()
         if not isinstance(self.client_address, tuple):  # AF_UNIX peers have no address
             self.client_address = ("unix", 0)
+        self._deadline = threading.Timer(self.request_deadline_s, self._cut)
+        self._deadline.daemon = True
+        self._deadline.start()
+
+    def _cut(self) -> None:
+        """The request did not arrive in time: end the connection (its read sees the end)."""
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
+
+    def parse_request(self) -> bool:
+        parsed = super().parse_request()  # reads the headers: still under the deadline
+        self._deadline.cancel()  # the request is in: answering it is bounded by `timeout`
+        return parsed
+
+    def finish(self) -> None:
+        self._deadline.cancel()
+        super().finish()
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # scrapes are not the daemon's events
@@ -99,20 +120,24 @@ def _remove_stale_socket(path: str) -> None:
 
 
 @contextlib.contextmanager
-def serving(registry: CollectorRegistry, address: ListenAddress) -> Iterator[str]:
-    """Serve `registry` at `address` until the block ends; yields where it listens.
+def serving(
+    registry: CollectorRegistry, address: ListenAddress, *, request_deadline_s: float = CONNECTION_TIMEOUT_S
+) -> Iterator[str]:
+    """Serve `registry` at `address` until the block ends; yields where it listens. A client must
+    send its whole request within `request_deadline_s`.
 
     Raises OSError when the address cannot be bound (in use, no such directory, …).
     """
     app = make_wsgi_app(registry)
+    handler = type("Handler", (_Handler,), {"request_deadline_s": request_deadline_s})
     server: _Server
     if isinstance(address, UnixAddress):
         _remove_stale_socket(address.path)
-        server = _UnixServer(address.path, _Handler)
+        server = _UnixServer(address.path, handler)
         server.set_app(app)
         where = address.path
     else:
-        server = make_server(address.host, address.port, app, _tcp_server_class(address), _Handler)
+        server = make_server(address.host, address.port, app, _tcp_server_class(address), handler)
         host, port = str(server.server_address[0]), server.server_address[1]
         where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     thread = threading.Thread(target=server.serve_forever, name="agentd-metrics", daemon=True)

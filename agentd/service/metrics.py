@@ -158,7 +158,9 @@ def exporting(metrics: Metrics, config: Config, journal: Journal) -> Iterator[Ex
             if section.listen is not None:
                 registry = exporter.prometheus().registry
                 try:
-                    where = stack.enter_context(serving(registry, parse_listen(section.listen)))
+                    address = parse_listen(section.listen)
+                    deadline = config.daemon.frame_deadline_s
+                    where = stack.enter_context(serving(registry, address, request_deadline_s=deadline))
                 except (OSError, ValueError) as exc:
                     raise ListenerError(f"metrics listener {section.listen}: {exc}") from exc
                 logs.get().info("proc.metrics", listen=where)

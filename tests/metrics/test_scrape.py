@@ -3,8 +3,12 @@ over the `[metrics]` listener while it runs (docs/metrics.md)."""
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import json
 import signal
+import socket
+import threading
 import time
 from pathlib import Path
 
@@ -199,3 +203,44 @@ def test_schedule_fires_count_by_configured_name_and_others_as_other(tmp_path: P
             return tick == 2 and tock == 1 and paused == 1
 
         _wait_for(lambda: scrape_tcp(address), fired, timeout_s=30)
+
+
+def test_slow_clients_cannot_starve_the_scraper_of_a_tcp_listener(tmp_path: Path) -> None:
+    """Sixteen clients that trickle a request a byte at a time hold every connection slot; each is
+    cut once `[daemon] frame_deadline_s` passes without a whole request, so the scraper gets in."""
+    body = scripted("m", [{"text": "ok"}], tmp_path) + '[metrics]\nlisten = "127.0.0.1:0"\n'
+    with running_daemon(tmp_path, body, daemon_lines="frame_deadline_s = 1\n") as daemon:
+        host, port = _listening(daemon).rsplit(":", 1)
+        stop = threading.Event()
+        slow = []
+        for _ in range(16):
+            sock = socket.create_connection((host, int(port)), timeout=5)
+            sock.sendall(b"GET /metrics HTTP/1.1\r\nX-Slow: ")
+            slow.append(sock)
+
+        def trickle() -> None:
+            while not stop.wait(0.2):
+                for sock in slow:
+                    with contextlib.suppress(OSError):
+                        sock.sendall(b"x")
+
+        thread = threading.Thread(target=trickle)
+        thread.start()
+        try:
+            time.sleep(0.3)  # the slow clients hold every slot now
+            started = time.monotonic()
+            page = None
+            while page is None and time.monotonic() - started < 8:
+                try:
+                    page = scrape_tcp(f"{host}:{port}", timeout_s=5)
+                except (OSError, http.client.HTTPException):
+                    time.sleep(0.1)
+            waited = time.monotonic() - started
+        finally:
+            stop.set()
+            thread.join()
+            for sock in slow:
+                sock.close()
+        # Before the request deadline a trickling client held its slot for ever.
+        assert page is not None and "agentd_tasks_running" in page, f"no scrape within {waited:.1f} s"
+        assert waited < 4, f"the scraper waited {waited:.1f} s"
