@@ -32,7 +32,7 @@ import anyio.abc
 from agentd import logs
 from agentd.api.daemon_backend import DaemonBackend
 from agentd.api.limits import ApiLimits
-from agentd.api.listener import listener_from_fd, open_listener
+from agentd.api.listener import listener_from_fd, membership_problem, open_listener, resolve_group
 from agentd.api.server import serve_api
 from agentd.config.load import Config, ConfigError, load_config
 from agentd.errors import ExecutorUnavailable, JournalError, ListenerError, UnsafeDirectory
@@ -127,6 +127,12 @@ def _listener(config: Config) -> Iterator[socket.socket]:
             sock.close()
         return
     group = config.daemon.socket_group or config.daemon.admin_group
+    gid = resolve_group(int(group) if group and group.isdigit() else group)
+    if gid is not None:
+        problem = membership_problem(gid, euid=os.geteuid(), egid=os.getegid(), groups=os.getgroups())
+        if problem is not None:
+            key = "daemon.socket_group" if config.daemon.socket_group else "daemon.admin_group"
+            raise ListenerError(f"{key} = {group!r}: {problem}")
     # With a group, its members reach the socket through a 0750 directory; without one, the
     # directory is the daemon's user's alone (0700), e.g. a per-user daemon's /tmp/agentd-<uid>.
     with open_listener(

@@ -494,8 +494,10 @@ class DaemonBackend:
 
     async def approval_decide(self, caller: Caller, params: ApprovalDecideParams) -> ApprovalView:
         """A person's decision on a pending request of a task the caller may decide (its owner or an
-        admin: the same rule, and the same NOT_FOUND, as every task operation)."""
-        await self._owned(caller, params.task_id)
+        admin: the same rule, and the same NOT_FOUND, as every task operation). A decision that
+        can no longer reach the call (the task ended or is being cancelled) is refused, saying the
+        call did not run."""
+        task = await self._owned(caller, params.task_id)
         desk = self.supervisor.approvals
         if desk is None:
             raise ApiError(UNAVAILABLE, "this daemon takes no approvals", retryable=False)
@@ -515,9 +517,15 @@ class DaemonBackend:
             raise ApiError(NOT_FOUND, f"no approval request {call!r} on task {params.task_id!r}")
         self._check_approver(caller, record.server)
         try:
-            decided, won = await desk.decide(
-                call, approve=params.approve, reason=params.reason, decider_uid=caller.uid
-            )
+            if task.state == "terminal":
+                # No run can make the call any more: the answer says the call did not run.
+                status = task.status.value if task.status is not None else "ended"
+                decided, won = await desk.withdraw(call, f"the task ended ({status}) before a decision")
+                won = False
+            else:
+                decided, won = await desk.decide(
+                    call, approve=params.approve, reason=params.reason, decider_uid=caller.uid
+                )
         except JournalUnavailable as exc:
             raise ApiError(UNAVAILABLE, f"the decision was not recorded: {exc}", retryable=True) from None
         assert decided is not None
@@ -525,7 +533,8 @@ class DaemonBackend:
             raise ApiError(
                 INVALID_SPEC,
                 f"approval request {call!r} is already {decided.state}"
-                + (f" ({decided.reason})" if decided.reason else ""),
+                + (f" ({decided.reason})" if decided.reason else "")
+                + ("; the call did not run" if decided.state in ("withdrawn", "expired", "denied") else ""),
             )
         return decided.to_view()
 

@@ -15,9 +15,10 @@ import errno
 import fcntl
 import grp
 import os
+import pwd
 import socket
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from agentd.errors import DaemonRunning, ListenerError, UnsafeDirectory
@@ -56,7 +57,7 @@ def open_listener(
     target = Path(os.path.abspath(raw))
     if len(os.fsencode(target)) > MAX_UNIX_PATH:
         raise ListenerError(f"socket path {target} is longer than {MAX_UNIX_PATH} bytes")
-    gid = _resolve_group(group)
+    gid = resolve_group(group)
     dir_fd = _private_directory(target.parent, dir_mode, gid)
     try:
         lock_fd = _lock(dir_fd, target)
@@ -107,7 +108,27 @@ def listener_from_fd(fd: int) -> socket.socket:
     return sock
 
 
-def _resolve_group(group: int | str | None) -> int | None:
+def membership_problem(gid: int, *, euid: int, egid: int, groups: Iterable[int]) -> str | None:
+    """Why a daemon running as `euid` cannot give its socket to group `gid`, or None: chown(2) lets
+    a user other than root change a file's group only to a group it is a member of."""
+    if euid == 0 or gid == egid or gid in groups:
+        return None
+    try:
+        user = pwd.getpwuid(euid).pw_name
+    except KeyError:
+        user = str(euid)
+    try:
+        group = grp.getgrgid(gid).gr_name
+    except KeyError:
+        group = str(gid)
+    return (
+        f"the daemon runs as {user} (uid {euid}), which is not a member of group {group}, so it cannot "
+        f"give the socket to that group: add it (`usermod -aG {group} {user}`) and start the daemon again "
+        "(a new login of its user), or let systemd create the socket (`SocketGroup=` in agentd.socket)"
+    )
+
+
+def resolve_group(group: int | str | None) -> int | None:
     if group is None or isinstance(group, int):
         return group
     try:

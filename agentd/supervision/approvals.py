@@ -208,6 +208,12 @@ class ApprovalDesk:
         """A person's decision; returns the row and whether it was this decision that counted
         (False: the request was decided, expired or withdrawn already)."""
         state: Literal["approved", "denied"] = "approved" if approve else "denied"
+        waiter = self._waiting.get(call_id)
+        if waiter is not None and waiter.withdrawn is not None:
+            # The task was cancelled and its wait is ending: the call will not run, whatever a
+            # person says now. The withdrawal is journaled first, so the answer says so instead
+            # of "approved" for a call that never ran.
+            await self._journal.decide_approval(call_id, "withdrawn", reason=waiter.withdrawn)
         record, won = await self._journal.decide_approval(
             call_id, state, reason=reason, decided_by=decider_uid
         )
@@ -217,6 +223,11 @@ class ApprovalDesk:
             if waiter is not None:
                 waiter.woken.set()
         return record, won
+
+    async def withdraw(self, call_id: str, reason: str) -> tuple[ApprovalRecord | None, bool]:
+        """End a request no run can act on any more (its task ended); the row and whether this
+        withdrew it (False: it was decided already)."""
+        return await self._journal.decide_approval(call_id, "withdrawn", reason=reason)
 
     def _requested(self, asker: Asker, record: ApprovalRecord) -> None:
         fields: dict[str, JsonValue] = {

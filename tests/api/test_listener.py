@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agentd.api.listener import listener_from_fd, open_listener
+from agentd.api.listener import listener_from_fd, membership_problem, open_listener
 from agentd.errors import DaemonRunning, ListenerError
 
 NOGROUP = 65534
@@ -144,3 +144,24 @@ def test_listener_from_fd_refuses_a_non_socket_fd(tmp_path: Path) -> None:
             listener_from_fd(fd)
     finally:
         os.close(fd)
+
+
+@pytest.mark.parametrize(
+    ("euid", "egid", "groups", "refused"),
+    [
+        pytest.param(0, 0, [], False, id="root-may-give-any-group"),
+        pytest.param(1000, 4242, [], False, id="its-primary-group"),
+        pytest.param(1000, 1000, [4242], False, id="a-supplementary-group"),
+        pytest.param(1000, 1000, [5], True, id="not-a-member"),
+    ],
+)
+def test_a_daemon_user_outside_the_socket_group_is_told_how_to_join_it(
+    euid: int, egid: int, groups: list[int], refused: bool
+) -> None:
+    problem = membership_problem(4242, euid=euid, egid=egid, groups=groups)
+    if not refused:
+        assert problem is None
+    else:
+        assert problem is not None
+        assert "is not a member of group 4242" in problem and "usermod -aG 4242" in problem
+        assert "SocketGroup=" in problem

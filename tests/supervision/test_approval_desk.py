@@ -168,3 +168,28 @@ async def test_a_decision_taken_while_no_run_waits_is_honoured_once(tmp_path: Pa
             # Honoured once: the same call again is a new request.
             second = await desk.request(asker, _params(timeout_s=0.1), deadline=anyio.current_time() + 30)
         assert second.outcome == "timeout" and second.call != row.call_id
+
+
+async def test_an_approve_racing_a_cancel_answers_that_the_call_was_withdrawn(tmp_path: Path) -> None:
+    async with open_journal(tmp_path) as journal:
+        desk = ApprovalDesk(journal)
+        asker = await _task(journal)
+        answers = []
+        decisions = []
+
+        async def ask() -> None:
+            answers.append(await desk.request(asker, _params(), deadline=anyio.current_time() + 30))
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ask)
+                await _until_awaiting(desk, asker.task_id, {"0"})
+                (pending,) = await journal.pending_approvals()
+                # The cancel ends the wait; the approve arrives before the waiter has journaled it.
+                desk.release(asker.task_id, "cancelled by client")
+                decisions.append(await desk.decide(pending.call_id, approve=True, reason=None, decider_uid=0))
+        ((record, won),) = decisions
+        # Before: the approve won, and the client heard "approved" for a call that never ran.
+        assert record is not None and (record.state, won) == ("withdrawn", False)
+        assert record.reason == "cancelled by client"
+        assert [(a.outcome, a.reason) for a in answers] == [("denied", "cancelled by client")]
