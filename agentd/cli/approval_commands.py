@@ -13,7 +13,7 @@ import time
 from typing import TextIO
 
 from agentd.api.client import ApiClient
-from agentd.cli.display import human_age, one_line
+from agentd.cli.display import cut, human_age, one_line, safe
 from agentd.cli.task_ids import short_ids
 from agentd.errors import ApiClientError
 from protocol.api import (
@@ -26,11 +26,20 @@ from protocol.api import (
 )
 from protocol.exit_codes import ExitCode
 
-ARGS_SHOWN = 200
+# A person approves exactly the arguments shown: up to this many characters are shown whole; past
+# it the line says plainly how much is cut and how to see all of it.
+ARGS_SHOWN = 4000
+ALL_ARGUMENTS = "`agentd approvals --json` shows them all"
 
 
-def _cut(text: str, limit: int = ARGS_SHOWN) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def _arguments(text: str) -> str:
+    """Arguments as JSON text, every control and bidi character escaped (nothing folded: two
+    spaces stay two), cut only past `ARGS_SHOWN` and then saying so. Text the daemon's event
+    already cut (it ends in "…", which JSON never does) says so too."""
+    shown = cut(safe(text, keep_newlines=False), ARGS_SHOWN, hint=ALL_ARGUMENTS)
+    if text.endswith("…") and len(shown) == len(safe(text, keep_newlines=False)):
+        shown += f" [cut; {ALL_ARGUMENTS}]"
+    return shown
 
 
 def describe_approval(view: ApprovalView, *, now: float, short_id: str | None = None) -> str:
@@ -42,7 +51,7 @@ def describe_approval(view: ApprovalView, *, now: float, short_id: str | None = 
     left_s = max(0.0, view.expires_at - now)
     tool = one_line(f"{view.server}__{view.tool}")
     return (
-        f"{short_id or view.task_id}  {view.call}  {tool} {_cut(one_line(args))}  "
+        f"{short_id or view.task_id}  {view.call}  {tool} {_arguments(args)}  "
         f"waiting {human_age(age_s)}, denied in {human_age(left_s)} if undecided  "
         f"(node {view.handle}, owner uid {view.owner_uid})"
     )
@@ -83,7 +92,7 @@ def render_approval(event: EventView) -> str | None:
     f = event.fields
     if event.event == "approval.requested":
         tool = one_line(f"{f.get('server')}__{f.get('tool')}")
-        return f"⏸ awaiting approval: {tool} {_cut(one_line(str(f.get('arguments', ''))))}"
+        return f"⏸ awaiting approval: {tool} {_arguments(str(f.get('arguments', '')))}"
     if event.event == "approval.decided":
         outcome, who = f.get("outcome"), f.get("decider_uid")
         if outcome == "approved":

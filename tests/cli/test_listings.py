@@ -7,13 +7,14 @@ from __future__ import annotations
 import pytest
 from pydantic import JsonValue
 
+from agentd.cli.approval_commands import describe_approval, render_approval
 from agentd.cli.columns import Column, cells, clip, fit, render
 from agentd.cli.display import plural
 from agentd.cli.listing_commands import schedule_lines
 from agentd.cli.progress import detached, render_event
 from agentd.cli.task_ids import is_full, normalised, short_ids
 from agentd.cli.task_text import cancel_line, list_lines, status_lines
-from protocol.api import EventView, ScheduleSpec, ScheduleView, TaskView
+from protocol.api import ApprovalView, EventView, ScheduleSpec, ScheduleView, TaskView
 from protocol.result import RunError, RunUsage, TerminalStatus
 
 NOW = 1_800_000_000.0
@@ -269,3 +270,45 @@ def test_ctrl_c_says_the_task_goes_on_and_how_to_reach_it() -> None:
 def test_plural() -> None:
     assert [plural(n, "step") for n in (0, 1, 2)] == ["0 steps", "1 step", "2 steps"]
     assert plural(2, "try", "tries") == "2 tries"
+
+
+# ---- approvals --------------------------------------------------------------------------------
+
+
+def _approval(arguments: JsonValue) -> ApprovalView:
+    return ApprovalView(
+        call="a_1",
+        task_id=ID_A,
+        handle="0",
+        owner_uid=1000,
+        server="gh",
+        tool="merge",
+        arguments=arguments,
+        state="pending",
+        requested_at=NOW - 5,
+        expires_at=NOW + 3600,
+    )
+
+
+def test_approvals_show_the_arguments_exactly_and_escaped() -> None:
+    line = describe_approval(_approval({"cmd": "rm  -rf /tmp/x", "note": "\x9b2J\u202eevil"}), now=NOW)
+    # Two spaces stay two; 8-bit CSI and the right-to-left override are shown, not obeyed.
+    assert '"cmd": "rm  -rf /tmp/x"' in line
+    assert "\x9b" not in line and "\u202e" not in line
+    assert "\\x9b2J\\u202eevil" in line
+    assert "more characters" not in line and "…" not in line
+
+
+def test_long_arguments_say_they_are_cut_and_how_to_see_them() -> None:
+    line = describe_approval(_approval({"body": "y" * 5000}), now=NOW)
+    assert "more characters; `agentd approvals --json` shows them all]" in line
+    # Before: cut at 200 characters with a bare "…".
+    assert line.count("y") > 3900
+    event = EventView(
+        seq=1,
+        ts=NOW,
+        event="approval.requested",
+        fields={"server": "gh", "tool": "merge", "arguments": '{"body": "' + "y" * 1990 + "…"},
+    )
+    shown = render_approval(event)
+    assert shown is not None and shown.endswith("[cut; `agentd approvals --json` shows them all]")
