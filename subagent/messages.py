@@ -78,9 +78,22 @@ class ToolSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class ResponseSchema:
+    """A JSON Schema the reply's text must satisfy (constrained decoding), where the endpoint
+    supports it. `strict` asks for OpenAI's strict mode; it is set only for schemas inside
+    strict mode's subset (loop/constrain.py)."""
+
+    name: str
+    schema: JsonObject
+    strict: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class ModelRequest:
     """One model call. `tools` is empty in JSON-action mode (the catalogue is in `system`), and
-    `json_actions` tells the adapter to send earlier tool turns as plain text."""
+    `json_actions` tells the adapter to send earlier tool turns as plain text. `response_schema`
+    asks the endpoint to constrain the reply's text to a schema (an adapter that cannot ignores
+    it; one whose server rejects it is asked again without it, intel/failover.py)."""
 
     system: str
     messages: tuple[Message, ...]
@@ -89,6 +102,7 @@ class ModelRequest:
     purpose: Literal["turn", "compact", "wrap_up"] = "turn"
     max_output_tokens: int | None = None
     json_actions: bool = False
+    response_schema: ResponseSchema | None = None
 
 
 @dataclass(frozen=True, slots=True)

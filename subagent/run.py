@@ -313,11 +313,17 @@ class Driver:
 
     def result(self, terminal: Terminal) -> RunResult:
         idle = self.tools is not None and self.tools.idle_reported
+        error = None
+        if terminal.error_kind is not None:
+            error = RunError(
+                kind=terminal.error_kind, message=cap_text(terminal.reason or terminal.error_kind, 4000)
+            )
         return RunResult(
             status=terminal.status,
             result=distill(terminal.result),
             partial=terminal.partial,
             usage=self.usage(),
+            error=error,
             idle=idle and terminal.status == TerminalStatus.COMPLETED,
         )
 

@@ -6,6 +6,8 @@
                                     -> ToolCallUnparsed               the model's malformed output
     4xx naming tools/functions, 5xx saying tools are unsupported
                                     -> ToolsRejected (config)         auto tool mode: JSON actions
+    4xx/5xx naming the response schema, for a request that carried one
+                                    -> ConstraintRejected (config)    asked again without it
     408, 409, 5xx (incl. 529)       -> IntelTransient
     400, 413 saying "context length" / "prompt is too long" -> ContextOverflow
     any other 4xx                   -> IntelFatal (our request or config is wrong)
@@ -62,6 +64,21 @@ TOOLS_REJECTED_PHRASES = (
     "tool calling is not supported",
     "tools are not supported",
 )
+# The server does not take the request's response schema (`response_format`), or not this one.
+# Matched only for a request that carried one.
+CONSTRAINT_REJECTED_PHRASES = (
+    "response_format",  # OpenAI, LM Studio, a strict server's "extra inputs" on the field
+    "response format",
+    "json_schema",  # llama.cpp: "Cannot use both json_schema and grammar"
+    "schema conversion failed",  # llama.cpp: "JSON schema conversion failed: ..." (400/500)
+    "json schema error",  # llama.cpp's schema parser
+    "guided_json",  # vLLM
+    "guided decoding",  # vLLM
+    "structured output",  # vLLM, LM Studio
+    "xgrammar",  # vLLM: "... features not supported by xgrammar"
+    "unsupported schema",
+    "invalid schema",
+)
 _NAMES_TOOLS = re.compile(r"\btools?\b|tool_choice|tool[ _]calls?|\bfunctions?\b|function[ _]call")
 
 
@@ -94,6 +111,14 @@ class ToolCallUnparsed(IntelError):
         self.status = status
 
 
+class ConstraintRejected(EndpointFatal):
+    """The endpoint refused the request's response schema (no constrained decoding, or not for
+    this schema). The failover driver asks again at once without it, and remembers the endpoint."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message, kind="config", status=status)
+
+
 class EndpointOverflow(ContextOverflow):
     """The endpoint said the request does not fit its context window."""
 
@@ -102,8 +127,11 @@ class EndpointOverflow(ContextOverflow):
         self.status = status
 
 
-def classify_status(status: int, body: bytes, *, retry_after_s: float | None = None) -> IntelError:
-    """The exception for a non-2xx reply with `status` and (size-capped) `body`."""
+def classify_status(
+    status: int, body: bytes, *, retry_after_s: float | None = None, constrained: bool = False
+) -> IntelError:
+    """The exception for a non-2xx reply with `status` and (size-capped) `body`; `constrained`
+    says the request carried a response schema."""
     if status in AUTH_STATUSES:
         return EndpointFatal(f"authentication failed (HTTP {status})", kind="auth", status=status)
     if status == 429:
@@ -116,6 +144,11 @@ def classify_status(status: int, body: bytes, *, retry_after_s: float | None = N
         )
     if any(phrase in text for phrase in TOOLS_REJECTED_PHRASES):
         return _tools_rejected(status, body, text)
+    if constrained and any(phrase in text for phrase in CONSTRAINT_REJECTED_PHRASES):
+        detail = error_detail(body) or re.sub(r"\s+", " ", text).strip()[:DETAIL_CHARS]
+        return ConstraintRejected(
+            f"the endpoint rejected the request's response schema (HTTP {status}): {detail}", status=status
+        )
     if status in TRANSIENT_STATUSES or status >= 500:
         return IntelTransient(f"server error (HTTP {status})", retry_after_s=retry_after_s, status=status)
     detail = error_detail(body)

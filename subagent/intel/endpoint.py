@@ -25,11 +25,13 @@ from subagent.messages import (
 
 @dataclass(frozen=True, slots=True)
 class Prepared:
-    """One call's request as an adapter will send it. `size_bytes` is reported in `intel.call`."""
+    """One call's request as an adapter will send it. `size_bytes` is reported in `intel.call`;
+    `constrained`: the payload asks the endpoint for the request's response schema."""
 
     request: ModelRequest
     payload: bytes
     size_bytes: int
+    constrained: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,9 @@ failure auth/config → `IntelFatal`, else `IntelUnavailable`, naming each endpo
 
 `intel.result` outcomes: `ok`; `malformed` (the reply could not be parsed, returned as a value);
 `retry` (this endpoint will be tried again after `retry_in_ms`); `failover` (this endpoint gave
-up); `fatal` (auth, a rejected request — its tools included —, or context overflow). A server that
+up); `fatal` (auth, a rejected request — its tools included —, or context overflow);
+`unconstrained` (the endpoint rejected the request's response schema: the same request goes again
+at once without it, and this process's later requests to that endpoint carry none). A server that
 could not parse its own model's tool call answers `malformed` too (`err: ToolCallUnparsed`).
 """
 
@@ -18,7 +20,7 @@ import json
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import anyio
@@ -39,9 +41,10 @@ from subagent.intel.breaker import (
     breaker_allows,
     reopens_in_s,
 )
-from subagent.intel.classify import EndpointFatal, ToolCallUnparsed, ToolsRejected
+from subagent.intel.classify import ConstraintRejected, EndpointFatal, ToolCallUnparsed, ToolsRejected
 from subagent.intel.endpoint import Endpoint, Prepared
 from subagent.intel.retry import RetryPolicy, retry_delay_s
+from subagent.intel.tool_memory import rejects_constraints, remember_unconstrained
 from subagent.messages import ModelReply, ModelRequest, ToolCall
 from subagent.telemetry import EventSink, describe
 
@@ -131,6 +134,8 @@ class FailoverIntelligence:
 
     async def _attempts(self, endpoint: Endpoint, request: ModelRequest) -> ModelReply:
         """Try one endpoint until it answers, fails fatally, or its retries are spent."""
+        if request.response_schema is not None and rejects_constraints(endpoint.spec):
+            request = replace(request, response_schema=None)
         prepared = endpoint.prepare(request)
         retry_index = 0
         stalls = 0
@@ -166,6 +171,16 @@ class FailoverIntelligence:
                 )
                 await anyio.sleep(delay_s)
                 retry_index += 1
+                continue
+            except ConstraintRejected as exc:
+                if not prepared.constrained:
+                    self._emit_failure(endpoint, attempt, started, exc, "fatal", status=exc.status)
+                    raise
+                # The server takes no response schema (or not this one): the same request at once
+                # without it, costing no retry — the reply is then read by the tolerant parsers.
+                self._emit_failure(endpoint, attempt, started, exc, "unconstrained", status=exc.status)
+                remember_unconstrained(endpoint.spec)
+                prepared = endpoint.prepare(replace(request, response_schema=None))
                 continue
             except ToolCallUnparsed as exc:
                 # The model's malformed output, reported by its server: a reply for the loop to
@@ -253,6 +268,7 @@ def _error_name(exc: IntelError) -> str:
     """The public class an error belongs to (adapters raise private subclasses)."""
     for public in (
         ToolsRejected,
+        ConstraintRejected,
         ToolCallUnparsed,
         ContextOverflow,
         IntelUnavailable,

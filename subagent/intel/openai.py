@@ -24,6 +24,7 @@ from subagent.intel.openai_wire import (
     encode_system,
     encode_tool,
     parse_completion,
+    response_format,
     with_image_turns,
 )
 from subagent.intel.replies import with_estimated_usage
@@ -75,6 +76,8 @@ class OpenAIChat:
             head["stream_options"] = {"include_usage": True}
         if request.tools:
             head["tool_choice"] = "auto"
+        if request.response_schema is not None:
+            head["response_format"] = response_format(request.response_schema)
         if request.json_actions:
             messages = self._text_messages.encode_all(self._no_images.select(request.messages))
         else:
@@ -86,7 +89,8 @@ class OpenAIChat:
         if request.tools:
             tail["tools"] = join_array(self._tools.encode_all(request.tools))
         body = with_fields(head, tail)
-        return Prepared(request=request, payload=body, size_bytes=len(body))
+        constrained = request.response_schema is not None
+        return Prepared(request=request, payload=body, size_bytes=len(body), constrained=constrained)
 
     def _system_bytes(self, system: str) -> bytes:
         # The system prompt rarely changes within a run; re-encode only when it does.
@@ -105,6 +109,7 @@ class OpenAIChat:
             prepared.payload,
             timeout_s=self._spec.request_timeout_s,
             idle_timeout_s=self._spec.read_idle_timeout_s,
+            constrained=prepared.constrained,
         )
         return self._parse_body(received, prepared)
 
@@ -122,6 +127,7 @@ class OpenAIChat:
             first_token_timeout_s=self._spec.first_token_timeout_s,
             idle_timeout_s=self._spec.stream_idle_timeout_s,
             on_event=stream.on_event,
+            constrained=prepared.constrained,
         )
         if streamed.plain is not None:
             return self._parse_body(streamed.plain, prepared)

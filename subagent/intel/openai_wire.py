@@ -18,6 +18,7 @@ from subagent.messages import (
     AssistantMessage,
     Message,
     ModelReply,
+    ResponseSchema,
     TokenUsage,
     ToolCall,
     ToolResultMessage,
@@ -101,6 +102,15 @@ def encode_tool(tool: ToolSpec) -> bytes:
         "parameters": tool.input_schema,
     }
     return json_bytes({"type": "function", "function": function})
+
+
+def response_format(schema: ResponseSchema) -> JsonValue:
+    """`response_format` asking for a reply that satisfies `schema` (OpenAI structured outputs;
+    llama.cpp, vLLM and LM Studio read the same field and compile it to a grammar)."""
+    inner: dict[str, JsonValue] = {"name": schema.name, "schema": schema.schema}
+    if schema.strict:
+        inner["strict"] = True
+    return {"type": "json_schema", "json_schema": inner}
 
 
 def parse_completion(data: JsonValue, new_id: Callable[[], str]) -> ModelReply:

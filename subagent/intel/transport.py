@@ -97,19 +97,21 @@ async def post_json(
     *,
     timeout_s: float,
     idle_timeout_s: float,
+    constrained: bool = False,
 ) -> Received:
     """POST `body` and read the whole reply; a non-2xx reply raises.
 
     The exchange must end within `timeout_s`; once the response has begun (its headers came),
     no silence between body chunks may exceed `idle_timeout_s`. Either bound raises
     `IntelStalled`: a server that sends half a body and stops is cut off at the idle bound,
-    not the (much longer) total one.
+    not the (much longer) total one. `constrained`: the body asks for a response schema, so an
+    error naming it is the server refusing that (`ConstraintRejected`).
     """
     with anyio.move_on_after(timeout_s):
         try:
             async with client.stream("POST", url, content=body, headers=dict(headers)) as response:
                 with anyio.CancelScope(deadline=anyio.current_time() + idle_timeout_s) as idle:
-                    await _raise_for_status(response, idle, idle_timeout_s)
+                    await _raise_for_status(response, idle, idle_timeout_s, constrained)
                     return await _read_body(response, idle, idle_timeout_s)
         except httpx2.HTTPError as exc:
             raise translate_http_error(exc) from exc
@@ -128,6 +130,7 @@ async def post_sse(
     first_token_timeout_s: float,
     idle_timeout_s: float,
     on_event: Callable[[SseEvent], bool],
+    constrained: bool = False,
 ) -> Streamed:
     """POST `body` and feed each server-sent event to `on_event` until it returns True or EOF.
 
@@ -140,7 +143,7 @@ async def post_sse(
     with anyio.CancelScope(deadline=anyio.current_time() + first_token_timeout_s) as scope:
         try:
             async with client.stream("POST", url, content=body, headers=dict(headers)) as response:
-                await _raise_for_status(response, scope, idle_timeout_s)
+                await _raise_for_status(response, scope, idle_timeout_s, constrained)
                 status = response.status_code
                 if is_json_content_type(response.headers.get("content-type", "")):
                     scope.deadline = anyio.current_time() + idle_timeout_s
@@ -196,7 +199,7 @@ async def _read_body(response: httpx2.Response, idle: anyio.CancelScope, idle_ti
 
 
 async def _raise_for_status(
-    response: httpx2.Response, idle: anyio.CancelScope, idle_timeout_s: float
+    response: httpx2.Response, idle: anyio.CancelScope, idle_timeout_s: float, constrained: bool
 ) -> None:
     status = response.status_code
     if 200 <= status < 300:
@@ -211,7 +214,7 @@ async def _raise_for_status(
     retry_after_s = parse_retry_after_ms(response.headers.get("retry-after-ms"))
     if retry_after_s is None:
         retry_after_s = parse_retry_after(response.headers.get("retry-after"), now_epoch_s=time.time())
-    raise classify_status(status, body.head, retry_after_s=retry_after_s)
+    raise classify_status(status, body.head, retry_after_s=retry_after_s, constrained=constrained)
 
 
 def translate_http_error(exc: httpx2.HTTPError) -> IntelError:

@@ -14,11 +14,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from pydantic import JsonValue
-
 from protocol.result import RunUsage, TerminalStatus, interrupted_status
 from protocol.spawn import SpawnPayload
-from subagent.loop import context, progress, prompt, stop, tool_mode, verify, window, wrapup
+from subagent.loop import (
+    constrain,
+    context,
+    feedback,
+    progress,
+    prompt,
+    stop,
+    tool_mode,
+    verify,
+    window,
+    wrapup,
+)
 from subagent.loop.action import (
     ACTION_FORMAT,
     FinalAction,
@@ -27,6 +36,7 @@ from subagent.loop.action import (
     ToolAction,
     parse_action,
 )
+from subagent.loop.final import on_final, on_refusal
 from subagent.loop.state import (
     Action,
     Budgets,
@@ -40,12 +50,28 @@ from subagent.loop.state import (
     PlannedCall,
     Terminal,
 )
+from subagent.loop.steps import (
+    append,
+    end_idle_turn,
+    end_turn,
+    finish,
+    heard,
+    message_chars,
+    note_error,
+    remember_partial,
+    request_chars,
+    reset_transcript,
+    say,
+    step_note,
+    terminal_for,
+)
 from subagent.loop.view import TurnView as TurnView  # re-exported: the driver builds it
 from subagent.messages import (
     AssistantMessage,
     Message,
     ModelReply,
     ModelRequest,
+    ResponseSchema,
     ToolCall,
     ToolOutcome,
     ToolResultMessage,
@@ -53,6 +79,19 @@ from subagent.messages import (
     estimate_tokens,
     unoffered_text,
 )
+
+__all__ = [
+    "TurnView",
+    "initial_state",
+    "message_chars",
+    "next_action",
+    "on_context_overflow",
+    "on_model_reply",
+    "on_tool_results",
+    "on_tools_rejected",
+    "terminal_for",
+    "with_json_actions",
+]
 
 
 def initial_state(payload: SpawnPayload, *, now: float) -> LoopState:
@@ -89,16 +128,6 @@ def initial_state(payload: SpawnPayload, *, now: float) -> LoopState:
     return LoopState(config=config, head=tuple(head), chars=sum(message_chars(m) for m in head))
 
 
-def message_chars(m: Message) -> int:
-    if isinstance(m, AssistantMessage):
-        return len(m.text) + sum(len(c.name) + len(c.raw_arguments or "") + 16 for c in m.tool_calls)
-    return len(m.text)
-
-
-def request_chars(request: ModelRequest) -> int:
-    return len(request.system) + sum(message_chars(m) for m in request.messages)
-
-
 # ---- next action ---------------------------------------------------------------------------
 
 
@@ -125,6 +154,7 @@ def next_action(state: LoopState, view: TurnView, *, now: float, cancelled: bool
         purpose="turn",
         max_output_tokens=cfg.max_output_tokens,
         json_actions=json_actions,
+        response_schema=view.actions,
     )
     chars = len(view.system) + state.chars + view.tools_chars
     last_call = state.budgets.last_call
@@ -162,9 +192,18 @@ def next_action(state: LoopState, view: TurnView, *, now: float, cancelled: bool
             purpose="wrap_up",
             max_output_tokens=wrap.max_output_tokens,
             json_actions=True,  # no tools, so tool turns as text (above)
+            response_schema=_wrap_up_schema(cfg),
         )
         return CallModel(last, offered=frozenset(), wrap_up=wrap.status)
     return CallModel(request, offered=frozenset(t.name for t in tools), ungranted=view.ungranted)
+
+
+def _wrap_up_schema(cfg: LoopConfig) -> ResponseSchema | None:
+    """The wrap-up answer's constraint: a `final` (or `refuse`) action in JSON-action mode, else
+    the output schema of a JSON contract."""
+    if cfg.tool_mode == "json":
+        return constrain.action_schema((), cfg.contract, tools_allowed=False)
+    return constrain.output_schema(cfg.contract)
 
 
 def _verbatim_results(state: LoopState) -> list[ToolResultMessage]:
@@ -195,11 +234,6 @@ def _compactable(transcript: tuple[Message, ...]) -> bool:
     )
 
 
-def terminal_for(state: LoopState, status: TerminalStatus, reason: str | None = None) -> Terminal:
-    """A terminal status carrying the best partial result so far."""
-    return Terminal(status=status, result=state.partial, partial=state.partial is not None, reason=reason)
-
-
 # ---- model replies -------------------------------------------------------------------------
 
 
@@ -219,6 +253,8 @@ def on_model_reply(
     """Record a model call's usage and branch on its reply (RFC 0007 §3.1 steps 4–6)."""
     if action.request.purpose == "compact":
         return _on_compacted(state, action.request, reply)
+    if reply.unparsed_tool_call and action.wrap_up is None and _may_switch(state):
+        return _on_unparsed_tool_call(state, action, reply)
     state = replace(
         state,
         budgets=_record_usage(state, action.request, reply, step=True),
@@ -226,27 +262,19 @@ def on_model_reply(
         overflow_retried=False,
     )
     if reply.refusal is not None:
-        return _finish(
+        return finish(
             state, TerminalStatus.REFUSED, reply.refusal or "refused by the model provider", "refused"
         )
     if action.wrap_up is not None:
         return _on_wrap_up(state, action.wrap_up, reply)
     if reply.malformed is not None:
-        obs = (
+        state, _ = say(
+            state,
             f"Your previous reply could not be used ({reply.malformed}). "
-            "Reply again with a tool call or your final answer."
+            "Reply again with a tool call or your final answer.",
         )
-        if reply.unparsed_tool_call and _may_switch(state):
-            # The server's tool-call parser failed on what the model wrote (typically prose and a
-            # fenced object): our own tolerant parser reads exactly that, so use JSON actions.
-            state = _switch_to_json(state, "tool_call_unparsed", reply.malformed)
-            obs = (
-                f"Your previous reply could not be used ({reply.malformed}). "
-                f"From now on, call tools with JSON actions instead. {ACTION_FORMAT}"
-            )
-        state = _append(state, UserMessage(obs, kind="observation"))
-        state = _note_error(state, "malformed_reply", reply.malformed)
-        return _end_turn(progress.record_signature(state, None), "malformed", now, cancelled)
+        state = note_error(state, "malformed_reply", reply.malformed)
+        return end_idle_turn(state, "malformed", None, now, cancelled)
 
     if state.config.tool_mode == "json":
         return _on_json_reply(
@@ -268,20 +296,15 @@ def on_model_reply(
                 ungranted=action.ungranted,
             )
 
-    state = _remember_partial(state, reply.text)
+    state = remember_partial(state, reply.text)
     refusal = next((c for c in reply.tool_calls if c.name == prompt.REFUSE_TOOL), None)
     if refusal is not None:
         reason = refusal.arguments.get("reason") if refusal.arguments else None
-        return _finish(
-            state,
-            TerminalStatus.REFUSED,
-            str(reason or reply.text or "the model declined the task"),
-            "refused",
-        )
+        return on_refusal(state, str(reason or reply.text), reply.text, now, cancelled)
     assistant = AssistantMessage(reply.text, reply.tool_calls)
     if reply.tool_calls:
         return _plan_calls(
-            _append(state, assistant),
+            append(state, assistant),
             reply.text,
             reply.tool_calls,
             action.offered,
@@ -289,7 +312,7 @@ def on_model_reply(
             cancelled,
             ungranted=action.ungranted,
         )
-    return _on_final(_append(state, assistant), reply.text, reply.text, now, cancelled)
+    return on_final(append(state, assistant), reply.text, reply.text, now, cancelled)
 
 
 def _may_switch(state: LoopState) -> bool:
@@ -299,7 +322,18 @@ def _may_switch(state: LoopState) -> bool:
 def _switch_to_json(state: LoopState, why: str, detail: str) -> LoopState:
     """Switch the run to JSON actions for good (the tool catalogue moves into the system prompt)."""
     state = replace(state, config=replace(state.config, tool_mode="json"))
-    return _note_error(state, why, f"switched the run to JSON actions: {detail}")
+    return note_error(state, why, f"switched the run to JSON actions: {detail}")
+
+
+def _on_unparsed_tool_call(state: LoopState, action: CallModel, reply: ModelReply) -> LoopState:
+    """The server could not parse its own model's tool call (typically prose and a fenced object):
+    an `auto` run switches to JSON actions — constrained to the action union where the endpoint
+    allows — and the same turn is asked again at once. The call's tokens count; no step is spent,
+    since the model produced nothing the run could use."""
+    budgets = _record_usage(state, action.request, reply, step=False)
+    state = replace(state, budgets=budgets, notes=())
+    assert reply.malformed is not None  # the adapter reports an unparsed call as malformed
+    return _switch_to_json(state, "tool_call_unparsed", reply.malformed)
 
 
 def _on_written_tool_call(
@@ -320,13 +354,13 @@ def _on_written_tool_call(
         state = _switch_to_json(state, "prose_tool_call", f"the model wrote a call to {written.tool} as text")
         return _on_json_reply(state, reply, json_offered, now=now, cancelled=cancelled, ungranted=ungranted)
     state = _switch_to_json(state, "prose_tool_call", f"the model described a call to {written} in prose")
-    obs = (
+    state, _ = say(
+        append(state, AssistantMessage(reply.text)),
         "You described a tool call instead of making one, so no tool ran. Tools are now called with "
         f"JSON actions. {ACTION_FORMAT}\nIf your previous reply was your final answer, send it again as "
-        'a "final" action.'
+        'a "final" action.',
     )
-    state = _append(_append(state, AssistantMessage(reply.text)), UserMessage(obs, kind="observation"))
-    return _end_turn(progress.record_signature(state, None), "prose_tool_call", now, cancelled)
+    return end_idle_turn(state, "prose_tool_call", None, now, cancelled)
 
 
 def _on_json_reply(
@@ -341,15 +375,13 @@ def _on_json_reply(
     parsed = parse_action(reply.text)
     step = state.budgets.used.steps
     if isinstance(parsed, ParseFailure):
-        state = _append(state, AssistantMessage(reply.text))
-        obs = f"Your reply was not a valid action object ({parsed.reason}). {ACTION_FORMAT}"
-        state = _note_error(
-            _append(state, UserMessage(obs, kind="observation")), "malformed_action", parsed.reason
-        )
-        return _end_turn(progress.record_signature(state, None), "malformed", now, cancelled)
+        state = append(state, AssistantMessage(reply.text))
+        state, _ = say(state, f"Your reply was not a valid action object ({parsed.reason}). {ACTION_FORMAT}")
+        state = note_error(state, "malformed_action", parsed.reason)
+        return end_idle_turn(state, "malformed", None, now, cancelled)
     if isinstance(parsed, RefuseAction):
-        return _finish(
-            state, TerminalStatus.REFUSED, parsed.reason or "the model declined the task", "refused"
+        return on_refusal(
+            append(state, AssistantMessage(reply.text)), parsed.reason, reply.text, now, cancelled
         )
     if isinstance(parsed, ToolAction):
         call = ToolCall(
@@ -358,13 +390,13 @@ def _on_json_reply(
             arguments=parsed.arguments,
             raw_arguments=progress.canonical_json(parsed.arguments),
         )
-        state = _append(state, AssistantMessage(reply.text, (call,)))
+        state = append(state, AssistantMessage(reply.text, (call,)))
         return _plan_calls(state, reply.text, (call,), offered, now, cancelled, ungranted=ungranted)
     assert isinstance(parsed, FinalAction)
-    state = _append(state, AssistantMessage(reply.text))
+    state = append(state, AssistantMessage(reply.text))
     if isinstance(parsed.result, str):
-        state = _remember_partial(state, parsed.result)
-    return _on_final(state, parsed.result, reply.text, now, cancelled)
+        state = remember_partial(state, parsed.result)
+    return on_final(state, parsed.result, reply.text, now, cancelled)
 
 
 def _plan_calls(
@@ -406,7 +438,8 @@ def _plan_calls(
                 refusal = None
         if refusal is not None:
             # Logged without the observation's text: argument errors can quote model output.
-            state = _note_error(state, "call_refused", f"{why}: {call.name[:64]}")
+            state = note_error(heard(state, refusal), "call_refused", f"{why}: {call.name[:64]}")
+            refusal = feedback.mark(refusal)
         planned.append(PlannedCall(call=call, key=key, refusal=refusal))
     state = replace(state, repeats=repeats, pending=tuple(planned), pending_text=text)
     if all(p.refusal is not None for p in planned):
@@ -460,50 +493,18 @@ def on_tool_results(
         pending=None,
         pending_text="",
     )
-    return _end_turn(
+    return end_turn(
         progress.record_signature(state, signature), "tools", now, cancelled, tool_calls=len(results)
     )
 
 
-def _on_final(state: LoopState, result: JsonValue, text: str, now: float, cancelled: bool) -> LoopState:
-    """The VERIFY gate for a final answer (RFC 0007 §3.5), with one re-ask for a vacuous one."""
-    cfg = state.config
-    if (
-        isinstance(result, str)
-        and verify.is_vacuous(result)
-        and state.vacuous_reasks_used < cfg.vacuous_reasks
-    ):
-        obs = "Your final answer was empty. Give the complete result of the task."
-        state = replace(
-            _append(state, UserMessage(obs, kind="observation")),
-            vacuous_reasks_used=state.vacuous_reasks_used + 1,
-        )
-        state = _note_error(state, "vacuous_final", "empty final answer re-asked")
-        signature = progress.turn_signature(text, [obs])
-        return _end_turn(progress.record_signature(state, signature), "vacuous", now, cancelled)
-    verdict = verify.verify_final(result, cfg.contract)
-    if isinstance(verdict, verify.Verified):
-        terminal = Terminal(TerminalStatus.COMPLETED, result=verdict.result, partial=False)
-        return replace(state, terminal=terminal, notes=(*state.notes, _step_note(state, "final")))
-    if verdict.candidate is not None:
-        state = replace(state, partial=verdict.candidate)
-    # Logged without the observation: schema messages quote the model's answer.
-    state = _note_error(
-        _append(state, UserMessage(verdict.observation, kind="observation")),
-        "verify_failed",
-        "the final answer does not satisfy the output contract",
-    )
-    signature = progress.turn_signature(text, [verdict.observation])
-    return _end_turn(progress.record_signature(state, signature), "verify_failed", now, cancelled)
-
-
 def _on_wrap_up(state: LoopState, status: TerminalStatus, reply: ModelReply) -> LoopState:
     """The wrap-up call's answer ends the run: a partial labeled with the budget that ran out."""
-    result, partial, refused = wrapup.answer(state, reply)
+    result, partial, refused = wrapup.answer(state, reply, status)
     if refused:
-        return _finish(state, TerminalStatus.REFUSED, str(result), "refused")
+        return finish(state, TerminalStatus.REFUSED, str(result), "refused")
     terminal = Terminal(status=status, result=result, partial=partial, reason="wrap_up")
-    return replace(state, terminal=terminal, notes=(*state.notes, _step_note(state, "wrap_up")))
+    return replace(state, terminal=terminal, notes=(*state.notes, step_note(state, "wrap_up")))
 
 
 # ---- compaction and overflow ---------------------------------------------------------------
@@ -522,7 +523,7 @@ def _on_compacted(state: LoopState, request: ModelRequest, reply: ModelReply) ->
         "loop.compact",
         {"how": how, "messages_before": len(state.transcript), "compactions": state.compactions + 1},
     )
-    state = _reset_transcript(state, transcript)
+    state = reset_transcript(state, transcript)
     return replace(
         state, budgets=budgets, compactions=state.compactions + 1, force_compaction=False, notes=(note,)
     )
@@ -533,7 +534,7 @@ def on_context_overflow(state: LoopState, action: CallModel) -> tuple[LoopState,
     if action.request.purpose == "compact":
         transcript = context.mechanical_compaction(state.transcript, _kept_after_compaction(state))
         note = Note("loop.compact", {"how": "mechanical", "messages_before": len(state.transcript)})
-        state = _reset_transcript(state, transcript)
+        state = reset_transcript(state, transcript)
         return replace(state, force_compaction=False, compactions=state.compactions + 1, notes=(note,)), False
     if state.overflow_retried or not _compactable(state.transcript):
         return state, True
@@ -552,59 +553,3 @@ def on_tools_rejected(state: LoopState, action: CallModel, detail: str) -> tuple
     if action.request.purpose != "turn" or not action.request.tools or not _may_switch(state):
         return state, True
     return _switch_to_json(replace(state, notes=()), "tools_rejected", detail), False
-
-
-# ---- shared steps --------------------------------------------------------------------------
-
-
-def _append(state: LoopState, message: Message) -> LoopState:
-    return replace(state, transcript=(*state.transcript, message), chars=state.chars + message_chars(message))
-
-
-def _reset_transcript(state: LoopState, transcript: tuple[Message, ...]) -> LoopState:
-    """Replace the whole transcript (compaction): recount, nothing left verbatim."""
-    if state.turn_message is not None and state.turn_message not in transcript:
-        transcript = (*transcript, state.turn_message)
-    chars = sum(message_chars(m) for m in (*state.head, *transcript))
-    return replace(state, transcript=transcript, chars=chars, verbatim=())
-
-
-def _remember_partial(state: LoopState, text: str) -> LoopState:
-    if verify.is_vacuous(text):
-        return state
-    if state.config.contract.format == "json":
-        ok, value = verify.parse_json_result(text)
-        return replace(state, partial=value) if ok else state
-    return replace(state, partial=text)
-
-
-def _note_error(state: LoopState, kind: str, detail: str) -> LoopState:
-    return replace(state, notes=(*state.notes, Note("loop.error", {"kind": kind, "detail": detail[:300]})))
-
-
-def _step_note(state: LoopState, kind: str, tool_calls: int = 0) -> Note:
-    used = state.budgets.used
-    return Note(
-        "loop.step",
-        {
-            "step": used.steps,
-            "kind": kind,
-            "tool_calls": tool_calls,
-            "tokens_in": used.tokens_in,
-            "tokens_out": used.tokens_out,
-            "idle_turns": state.idle_turns,
-        },
-    )
-
-
-def _end_turn(state: LoopState, kind: str, now: float, cancelled: bool, tool_calls: int = 0) -> LoopState:
-    state = replace(state, notes=(*state.notes, _step_note(state, kind, tool_calls)))
-    halt = stop.post_call_stop(state, now=now, cancelled=cancelled)
-    if halt is None:
-        return state
-    return replace(state, terminal=terminal_for(state, halt))
-
-
-def _finish(state: LoopState, status: TerminalStatus, result: str, kind: str) -> LoopState:
-    terminal = Terminal(status=status, result=result, partial=False, reason=result[:300])
-    return replace(state, terminal=terminal, notes=(*state.notes, _step_note(state, kind)))

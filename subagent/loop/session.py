@@ -93,6 +93,7 @@ def begin_turn(state: LoopState, message: str, bounds: TurnBounds, *, overhead_c
         last_signature=None,
         idle_turns=0,
         vacuous_reasks_used=0,
+        parrot_reasks_used=0,
         pending=None,
         pending_text="",
         partial=None,

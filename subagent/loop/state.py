@@ -92,6 +92,8 @@ class Terminal:
     result: JsonValue = None
     partial: bool = False
     reason: str | None = None
+    # Set when the status needs a word of its own (the run's `error.kind`; `reason` its message).
+    error_kind: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +113,10 @@ class LoopState:
     last_signature: str | None = None
     idle_turns: int = 0
     vacuous_reasks_used: int = 0
+    # Answers that only repeated agentd's own messages, re-asked (loop/feedback.py).
+    parrot_reasks_used: int = 0
+    # The normalised sentences of agentd's own messages this run (loop/feedback.py).
+    feedback: tuple[str, ...] = ()
     # The model has made a native tool call this run: its later prose is an answer, not a call.
     native_calls_seen: bool = False
     # Invariant: set between a CallTools action and its on_tool_results.

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from subagent.loop import prompt
+from subagent.loop import constrain, prompt
 from subagent.loop.state import LoopConfig
-from subagent.messages import ToolSpec
+from subagent.messages import ResponseSchema, ToolSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +33,8 @@ class TurnView:
     # Wire names of tools a granted server lists but this agent's grant leaves out: a call of one
     # is refused as not granted, any other name not offered as a tool that does not exist.
     ungranted: frozenset[str] = frozenset()
+    # JSON-action mode: the action union every turn's reply is constrained to (loop/constrain.py).
+    actions: ResponseSchema | None = None
 
     @staticmethod
     def build(
@@ -52,4 +54,5 @@ class TurnView:
             offered=offered,
             tool_mode=config.tool_mode,
             ungranted=ungranted,
+            actions=constrain.action_schema(offered, config.contract) if config.tool_mode == "json" else None,
         )

@@ -17,7 +17,7 @@ from pydantic import JsonValue
 
 from protocol.contract import result_errors
 from protocol.result import TerminalStatus
-from subagent.loop import verify
+from subagent.loop import feedback, verify
 from subagent.loop.action import FinalAction, RefuseAction, ToolAction, parse_action
 from subagent.loop.state import LoopConfig, LoopState
 from subagent.messages import ModelReply, UserMessage
@@ -79,26 +79,30 @@ def message(config: LoopConfig, status: TerminalStatus) -> UserMessage:
         lines.append("The answer must still be a single JSON value matching the output schema.")
     if config.tool_mode == "json":
         lines.append('Reply with exactly one JSON object: {"action": "final", "result": <your answer>}.')
-    return UserMessage(" ".join(lines), kind="observation")
+    return UserMessage(feedback.mark(" ".join(lines)), kind="observation")
 
 
-def answer(state: LoopState, reply: ModelReply) -> tuple[JsonValue, bool, bool]:
+def answer(state: LoopState, reply: ModelReply, status: TerminalStatus) -> tuple[JsonValue, bool, bool]:
     """The wrap-up reply as the run's result: `(result, partial, refused)`.
 
     The model's answer wins when it is usable (a non-vacuous text, or a JSON reading under a JSON
     contract, preferring one that satisfies the schema); otherwise the best partial seen before.
-    In JSON-action mode a `final` action's result is the answer and a tool action is ignored.
+    In JSON-action mode a `final` action's result is the answer and a tool action is ignored. An
+    answer or refusal reason that only repeats agentd's messages is no answer (loop/feedback.py).
     """
     cfg = state.config
+    sent = (*state.feedback, *feedback.sentences(message(cfg, status).text))
     result: JsonValue = reply.text
     if cfg.tool_mode == "json":
         parsed = parse_action(reply.text)
-        if isinstance(parsed, RefuseAction):
+        if isinstance(parsed, RefuseAction) and not feedback.parrots(parsed.reason, sent):
             return parsed.reason or "the model declined the task", False, True
         if isinstance(parsed, FinalAction):
             result = parsed.result
-        elif isinstance(parsed, ToolAction):
-            result = ""  # a tool call it can no longer make: nothing to report
+        elif isinstance(parsed, ToolAction | RefuseAction):
+            result = ""  # a tool call it can no longer make, a parroted refusal: nothing to report
+    if isinstance(result, str) and feedback.parrots(result, sent):
+        result = ""
     usable = _usable(result, cfg)
     if usable is not None:
         return usable, True, False

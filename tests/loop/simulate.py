@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from protocol.spawn import EndpointSpec, SpawnPayload
@@ -15,7 +15,7 @@ from subagent.loop.machine import (
     on_model_reply,
     on_tool_results,
 )
-from subagent.loop.state import CallModel, CallTools, Finish, LoopState, Terminal
+from subagent.loop.state import CallModel, CallTools, Finish, LoopState, Note, Terminal
 from subagent.messages import (
     ModelReply,
     ModelRequest,
@@ -64,6 +64,8 @@ class Run:
     terminal: Terminal | None = None
     requests: list[ModelRequest] = field(default_factory=list)
     executed: list[ToolCall] = field(default_factory=list)
+    # Every note the transitions left for the driver, in order (the driver emits and clears them).
+    notes: list[Note] = field(default_factory=list)
 
 
 def drive(
@@ -98,6 +100,8 @@ def drive(
                 run.executed.append(c)
                 outcomes.append(tools[c.name](c))
             run.state = on_tool_results(run.state, outcomes, now=now, cancelled=cancelled)
+        run.notes.extend(run.state.notes)
+        run.state = replace(run.state, notes=())
         check_invariants(run.state)
     raise AssertionError("the loop did not terminate")
 

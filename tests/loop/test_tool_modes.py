@@ -86,17 +86,22 @@ def test_a_native_run_never_switches_on_prose() -> None:
     assert run.executed == []
 
 
-def test_an_unparsed_tool_call_is_an_idle_turn_with_a_re_ask_and_switches_auto_to_json() -> None:
+def test_an_unparsed_tool_call_switches_auto_to_constrained_json_and_asks_the_same_turn_again() -> None:
     unparsed = ModelReply(
         malformed="the server could not parse the model's tool call", unparsed_tool_call=True
     )
     action = json.dumps({"action": "tool", "tool": READ, "arguments": {"path": "a.txt"}})
     run = drive(start_auto(), [unparsed, reply(action), reply(FINAL)], TOOLS)
     assert run.terminal is not None and run.terminal.status is S.COMPLETED
-    re_ask = run.requests[1].messages[-1]
-    assert isinstance(re_ask, UserMessage) and "call tools with JSON actions" in re_ask.text
-    assert run.requests[1].json_actions
-    assert run.state.budgets.used.steps == 3  # the malformed turn consumed its step
+    first, again = run.requests[:2]
+    # The same turn again: the same messages, now as JSON actions under the action schema.
+    assert again.messages == first.messages
+    assert again.json_actions and not again.tools
+    assert again.response_schema is not None and again.response_schema.name == "agentd_action"
+    assert run.state.budgets.used.steps == 2  # the unparsed reply spent no step
+    assert run.state.budgets.used.model_calls == 3  # but it was a model call
+    kinds = [n.fields["kind"] for n in run.notes if n.event == "loop.error"]
+    assert kinds == ["tool_call_unparsed"]
 
 
 def test_unparsed_tool_calls_in_a_native_run_are_re_asked_until_stalled() -> None:
