@@ -25,6 +25,8 @@ PARROT_SHARE = 0.5
 MAX_SENTENCES = 64
 # An answer this long that is a piece of one of the run's feedback sentences was cut from it.
 MIN_PIECE_CHARS = 30
+# Parenthesised details nested deeper than this are kept (a bound on the work, not a rule).
+MAX_NESTING = 4
 PLACEHOLDERS = frozenset({"your answer", "why", "tool name"})
 
 REASK = (
@@ -44,7 +46,11 @@ def mark(text: str) -> str:
 
 def sentences(text: str) -> tuple[str, ...]:
     """The fixed sentences of an agentd message, normalised (details and listings left out)."""
-    fixed = _DETAIL.sub(" ", text.replace(MARK, " "))
+    fixed = text.replace(MARK, " ")
+    for _ in range(MAX_NESTING):  # inner parentheses first, then the ones around them
+        fixed, removed = _DETAIL.subn(" ", fixed)
+        if not removed:
+            break
     found = (_normal(part) for part in _SENTENCE_END.split(fixed))
     return tuple(s for s in found if len(s) >= MIN_SENTENCE_CHARS)
 

@@ -1,6 +1,6 @@
 """`agentd run` against a misbehaving local model server (the fake OpenAI-compatible one on
 loopback): a reply that stalls mid-way, a server that rejects `tools`, a model that writes its
-tool calls as prose, a server that cannot parse its own model's tool call (issue 15)."""
+tool calls as prose, a server that cannot parse its own model's tool call."""
 
 from __future__ import annotations
 
@@ -85,7 +85,9 @@ def loop_errors(stderr: str) -> list[str]:
     return [str(e.get("kind")) for e in log_events(stderr) if e["event"] == "loop.error"]
 
 
-def test_a_tool_call_the_server_cannot_parse_is_re_asked_then_json_actions_complete(tmp_path: Path) -> None:
+def test_a_tool_call_the_server_cannot_parse_is_asked_again_at_once_in_constrained_json_actions(
+    tmp_path: Path,
+) -> None:
     with FakeLLM() as fake:
         fake.enqueue(error(500, LLAMACPP_UNPARSED), chat(WRITE_NOTE), chat(FINAL))
         done = run(config_for(tmp_path, fake), "note that you saw this")
@@ -93,9 +95,13 @@ def test_a_tool_call_the_server_cannot_parse_is_re_asked_then_json_actions_compl
     assert done.stdout == "noted\n"
     first, second, third = fake.requests
     assert has_tools(first) and not has_tools(second) and not has_tools(third)
-    assert "JSON actions" in last_message(second)  # the re-ask
+    # The same turn again, not a re-ask: the same conversation, now under the action schema.
+    assert last_message(second) == last_message(first)
+    assert isinstance(second.json, dict) and "json_schema" in json.dumps(second.json["response_format"])
     assert last_message(third).startswith("Result of tool `note_write`")
-    assert {"tool_call_unparsed", "malformed_reply"} <= set(loop_errors(done.stderr))
+    assert loop_errors(done.stderr) == ["tool_call_unparsed"]
+    [final] = [e for e in log_events(done.stderr) if e["event"] == "loop.final"]
+    assert final["steps"] == 2  # the unparsed reply cost no step
 
 
 def test_a_server_that_rejects_tools_completes_in_json_actions(tmp_path: Path) -> None:
