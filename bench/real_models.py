@@ -92,6 +92,8 @@ def run_once(args: argparse.Namespace, task: Task) -> dict[str, Any]:
         config.write_text(config_text(args, task, directory))
         argv = [*args.agentd, "run", "--config", str(config), "--model", "bench"]
         argv += ["--max-steps", str(task.max_steps), "--deadline", f"{args.deadline_s:g}s"]
+        if args.tool_mode:
+            argv += ["--tool-mode", args.tool_mode]
         for name in task.servers:
             argv += ["--mcp", name]
         if task.schema is not None:
@@ -186,6 +188,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--context-window", type=int, default=4096, help="the server's context in tokens")
     parser.add_argument("--deadline-s", type=float, default=600.0, help="each run's deadline (default 600)")
     parser.add_argument(
+        "--tool-mode",
+        choices=("auto", "native", "json"),
+        default="",
+        help="agentd run --tool-mode (default: auto)",
+    )
+    parser.add_argument(
         "--agentd", default="", help="the agentd command to run (default: this interpreter's)"
     )
     parser.add_argument("--label", default="", help="a word for this measurement in the JSON (e.g. before)")
@@ -226,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         "started": started,
         "intelligence": args.intelligence,
         "model": args.model,
+        "tool_mode": args.tool_mode or "auto",
         "repeat": args.repeat,
         "context_window": args.context_window,
         "machine_before": load_before,
