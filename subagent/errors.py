@@ -9,8 +9,10 @@ AgentError
  │    ├── IntelFatal            auth or unusable configuration: abort `intelligence` at once
  │    │    ├── EndpointFatal    one endpoint's classified failure, with its kind and HTTP status
  │    │    │    │               (subagent/intel/classify.py)
- │    │    │    └── ToolsRejected  the endpoint refused the request's `tools`: an `auto` run
- │    │    │                       switches to JSON actions (same module)
+ │    │    │    ├── ToolsRejected  the endpoint refused the request's `tools`: an `auto` run
+ │    │    │    │                  switches to JSON actions (same module)
+ │    │    │    └── ConstraintRejected  the endpoint refused the request's response schema: the
+ │    │    │                       request goes again at once without it (same module)
  │    │    └── ContextTooSmall  the fixed part of every request (system prompt, task, tool
  │    │                         catalogue) leaves no room for a reply in the context window
  │    ├── ToolCallUnparsed      the server could not parse its model's tool call: returned as a
