@@ -212,9 +212,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    load_before = machine()
-    tasks: dict[str, Any] = {}
+    results: dict[str, Any] = {
+        "label": args.label,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "intelligence": args.intelligence,
+        "model": args.model,
+        "tool_mode": args.tool_mode or "auto",
+        "repeat": args.repeat,
+        "context_window": args.context_window,
+        "machine_before": machine(),
+        "tasks": {},
+    }
+    tasks: dict[str, Any] = results["tasks"]
     print(f"{'task':<18} {'pass':>6} {'steps':>6} {'tokens':>7} {'seconds':>8}  statuses", flush=True)
     for task in args.selected:
         runs = [run_once(args, task) for _ in range(args.repeat)]
@@ -226,26 +235,21 @@ def main(argv: list[str] | None = None) -> int:
             f"{row['mean_seconds']:>8}  {statuses}",
             flush=True,
         )
+        write(args.out, results)  # after every task: a long run can be read while it goes on
     every = [r for t in tasks.values() for r in t["runs"]]
-    overall = round(sum(r["passed"] for r in every) / len(every), 3)
-    print(f"{'overall':<18} {overall:>6.0%}  ({sum(r['passed'] for r in every)}/{len(every)} runs)")
-    results = {
-        "label": args.label,
-        "started": started,
-        "intelligence": args.intelligence,
-        "model": args.model,
-        "tool_mode": args.tool_mode or "auto",
-        "repeat": args.repeat,
-        "context_window": args.context_window,
-        "machine_before": load_before,
-        "machine_after": machine(),
-        "pass_rate": overall,
-        "tasks": tasks,
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    results["pass_rate"] = round(sum(r["passed"] for r in every) / len(every), 3)
+    results["machine_after"] = machine()
+    write(args.out, results)
+    print(
+        f"{'overall':<18} {results['pass_rate']:>6.0%}  ({sum(r['passed'] for r in every)}/{len(every)} runs)"
+    )
     print(f"wrote {args.out}")
     return 0
+
+
+def write(out: Path, results: dict[str, Any]) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
 
 
 if __name__ == "__main__":
