@@ -134,7 +134,7 @@ def _text(value: str | bytes | None) -> str:
 
 
 def outcome_of(exit_code: int, stdout: str, stderr: str, seconds: float) -> Outcome:
-    """The run's `loop.final` event (status, steps, tokens) read back from its JSON log lines."""
+    """The root's `loop.final` event (status, steps, tokens) read back from the run's JSON log lines."""
     final: dict[str, Any] = {}
     for line in stderr.splitlines():
         if line.startswith("{"):
@@ -142,7 +142,8 @@ def outcome_of(exit_code: int, stdout: str, stderr: str, seconds: float) -> Outc
                 event = json.loads(line)
             except ValueError:
                 continue
-            if event.get("event") == "loop.final":
+            # The root's, not a nested subagent's (the model may spawn one).
+            if event.get("event") == "loop.final" and str(event.get("handle", "0")) == "0":
                 final = event
     status = str(final.get("status") or ("killed" if exit_code == -9 else "unknown"))
     error = final.get("error") or final.get("abort")

@@ -103,6 +103,25 @@ def file_holds(name: str, text: str) -> Check:
     return check
 
 
+def remembered(entity: str, observation: str) -> Check:
+    """Completed, the memory server's file holds `observation` for `entity`, and so does the answer
+    (the instruction names both, so the answer alone proves nothing)."""
+
+    def check(outcome: Outcome, directory: Path) -> bool:
+        stored = directory / "memory.jsonl"
+        if outcome.status != "completed" or not stored.is_file():
+            return False
+        lines = [json.loads(line) for line in stored.read_text().splitlines() if line.strip()]
+        found = any(
+            item.get("name") == entity
+            and any(observation.lower() in o.lower() for o in item.get("observations", []))
+            for item in lines
+        )
+        return found and observation.lower() in outcome.stdout.lower()
+
+    return check
+
+
 def refused(outcome: Outcome, _directory: Path) -> bool:
     return outcome.status == "refused"
 
@@ -181,7 +200,7 @@ TASKS: tuple[Task, ...] = (
         "Store in the knowledge graph an entity named 'Ada Lovelace' of type 'person' with the "
         "observation 'wrote the first published program'. Then search the graph for 'Ada' and "
         "report the observation stored for her.",
-        says("first published program"),
+        remembered("Ada Lovelace", "wrote the first published program"),
         servers=("memory",),
     ),
     Task(

@@ -62,13 +62,12 @@ def action_schema(
 
 
 def output_schema(contract: Contract) -> ResponseSchema | None:
-    """The final answer's schema in a native request without tools: a JSON contract's schema
-    (any JSON value when it names none); None for a text contract, whose answer is free text."""
-    if contract.format != "json":
+    """The final answer's schema in a native request without tools: a JSON contract's schema.
+    None for a text contract (free text) and for a JSON contract without a schema (any JSON
+    value: nothing a schema would add)."""
+    if contract.format != "json" or not contract.schema:
         return None
-    schema: JsonObject = dict(contract.schema) if contract.schema is not None else {}
-    if not schema:
-        return None  # any JSON value: nothing a schema would add
+    schema: JsonObject = dict(contract.schema)
     return ResponseSchema(OUTPUT_SCHEMA_NAME, schema, strict=is_strict_compatible(schema))
 
 
