@@ -116,7 +116,7 @@ def test_a_tool_that_does_not_exist_is_refused_as_no_such_tool_and_not_executed(
     assert run.terminal is not None and run.terminal.status is S.COMPLETED
     obs = run.requests[1].messages[-1]
     assert isinstance(obs, ToolResultMessage) and obs.is_error
-    assert obs.text == "no such tool `demo__add`: it was not run; call one of the tools offered"
+    assert obs.text == "[agentd] no such tool `demo__add`: it was not run; call one of the tools offered"
     assert run.executed == []
 
 
@@ -125,7 +125,7 @@ def test_a_listed_tool_outside_the_grant_is_refused_as_not_granted_and_not_execu
     run = drive(start(), replies, {"t": constant}, ungranted=frozenset({"secret__wipe"}))
     obs = run.requests[1].messages[-1]
     assert isinstance(obs, ToolResultMessage) and obs.is_error
-    assert obs.text == "tool `secret__wipe` is not in this agent's granted scope"
+    assert obs.text == "[agentd] tool `secret__wipe` is not in this agent's granted scope"
     assert run.executed == []
 
 
