@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-PACKAGES = ("protocol", "processes", "subagent", "agentd")
+PACKAGES = ("protocol", "processes", "subagent", "agentd", "mcp_serve")
 
 # Third-party imports each top-level package may use (the standard library is always allowed).
 ALLOWED_THIRD_PARTY = {
@@ -56,6 +56,9 @@ ALLOWED_THIRD_PARTY = {
         # agentd/executors/temporal_*.py only (the `temporal` extra), imported lazily.
         "temporalio",
     },
+    # `agentd mcp serve`: the MCP server a client starts, speaking MCP on stdio and the daemon's
+    # socket API through agentd's own client (never the daemon's code).
+    "mcp_serve": {"anyio", "pydantic", "pydantic_core", "mcp", "mcp_types"},
 }
 # Which first-party packages each may import.
 ALLOWED_FIRST_PARTY = {
@@ -63,7 +66,10 @@ ALLOWED_FIRST_PARTY = {
     "processes": {"processes"},
     "subagent": {"subagent", "protocol", "processes"},
     "agentd": {"agentd", "protocol", "processes"},
+    "mcp_serve": {"mcp_serve", "protocol", "agentd"},
 }
+# The only agentd modules mcp_serve may import: the socket API's client and the errors it raises.
+MCP_SERVE_MAY_IMPORT_FROM_AGENTD = frozenset({"agentd.api.client", "agentd.errors"})
 
 # agentd's floors, top to bottom: a module may import its own room and any room on a lower floor.
 FLOORS: tuple[frozenset[str], ...] = (
@@ -160,6 +166,27 @@ def test_each_package_imports_only_what_its_room_allows(package: str) -> None:
             elif top not in ALLOWED_THIRD_PARTY[package]:
                 wrong.append(f"{module} imports {target}")
     assert wrong == []
+
+
+def test_mcp_serve_uses_only_the_api_client_of_agentd() -> None:
+    reached = {
+        target
+        for module, imported in GRAPH.items()
+        if module.split(".")[0] == "mcp_serve"
+        for target in imported
+        if target.split(".")[0] == "agentd"
+    }
+    assert reached <= MCP_SERVE_MAY_IMPORT_FROM_AGENTD, reached - MCP_SERVE_MAY_IMPORT_FROM_AGENTD
+
+
+def test_no_package_but_mcp_serve_imports_it() -> None:
+    # agentd runs it as a program of its own (`agentd mcp serve` execs `python -m mcp_serve`).
+    importers = {
+        module
+        for module, imported in GRAPH.items()
+        if module.split(".")[0] != "mcp_serve" and any(t.split(".")[0] == "mcp_serve" for t in imported)
+    }
+    assert importers == set()
 
 
 def test_agentd_imports_point_down_the_floors() -> None:

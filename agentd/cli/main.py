@@ -368,8 +368,26 @@ def build_parser() -> argparse.ArgumentParser:
     c = csub.add_parser("show", help="print the effective configuration, secrets masked")
     c.add_argument("file", nargs="?", metavar="FILE")
 
-    p = sub.add_parser("mcp", help="MCP servers: the one-time OAuth login of an authorization_code server")
+    p = sub.add_parser(
+        "mcp",
+        help="MCP: serve agentd to an MCP client, or the one-time OAuth login of an authorization_code server",
+    )
     msub = p.add_subparsers(dest="mcp_command", required=True, metavar="SUBCOMMAND")
+    m = msub.add_parser(
+        "serve",
+        help="agentd as an MCP server on stdio, for Claude Code, Claude Desktop, Cursor, VS Code "
+        "(docs/mcp-server.md)",
+        description="Speaks MCP on stdin/stdout to the client that started it, and the daemon's socket "
+        "API as the user who started it. With --print-config, prints the JSON to add to a client's "
+        "configuration instead.",
+    )
+    _socket_arg(m)
+    m.add_argument(
+        "--print-config",
+        choices=["claude", "cursor", "vscode"],
+        metavar="CLIENT",
+        help="print the configuration snippet for CLIENT (claude, cursor or vscode) and exit",
+    )
     m = msub.add_parser(
         "login",
         help='authorize agentd at [mcp.NAME] (oauth_flow = "authorization_code"): prints a URL to open, '
@@ -403,6 +421,15 @@ def _socket_from_config(command: str, args: argparse.Namespace) -> int | None:
         sys.stderr.write(f"agentd {command}: {exc}\n")
         return 2
     return None
+
+
+def _mcp_serve(args: argparse.Namespace) -> int:
+    from agentd.cli import mcp_serve_command
+    from agentd.cli.client_commands import resolve_socket
+
+    if args.print_config is not None:
+        return mcp_serve_command.cmd_print_config(args.print_config, args.socket, sys.stdout)
+    return mcp_serve_command.cmd_serve(str(resolve_socket(args.socket)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -479,6 +506,8 @@ def run_command(argv: Sequence[str] | None = None) -> int:
             sys.stderr.write("agentd top: --interval must be between 0.1 and 3600 seconds\n")
             return 2
         return cmd_top(args)
+    if command == "mcp" and args.mcp_command == "serve":
+        return _mcp_serve(args)
     if command == "mcp":
         from agentd.cli.mcp_commands import cmd_login
         from agentd.config.duration import DurationError, parse_duration
