@@ -13,8 +13,12 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from protocol.api import SpecLimits, TaskSpec
 from protocol.contract import OutputContract
+from protocol.names import Handle
 
-TaskId = Annotated[str, Field(min_length=1, max_length=64, description="The task's id (as returned by run_task or submit_task).")]
+TaskId = Annotated[
+    str,
+    Field(min_length=1, max_length=64, description="The task's id (as returned by run_task or submit_task)."),
+]
 
 
 class _Arguments(BaseModel):
@@ -60,7 +64,9 @@ class TaskRefArguments(_Arguments):
 
 class CancelArguments(_Arguments):
     task_id: TaskId
-    reason: str = Field(default="cancelled by the MCP client", max_length=1000, description="Why (journaled).")
+    reason: str = Field(
+        default="cancelled by the MCP client", max_length=1000, description="Why (journaled)."
+    )
 
 
 class ListArguments(_Arguments):
@@ -89,8 +95,10 @@ class DenyArguments(ApproveArguments):
 
 class TranscriptArguments(_Arguments):
     task_id: TaskId
-    handle: str = Field(default="0", min_length=1, max_length=64, description="A subagent's handle; 0 is the root.")
-    after_seq: int = Field(default=0, ge=0, description="Only steps after this one (the previous page's next_seq).")
+    handle: Handle = Field(default="0", description="A subagent's handle (0.1, 0.1.2, …); 0 is the root.")
+    after_seq: int = Field(
+        default=0, ge=0, description="Only steps after this one (the previous page's next_seq)."
+    )
     limit: int = Field(default=50, ge=1, le=500, description="Steps per page.")
 
 
@@ -101,7 +109,7 @@ def task_spec(arguments: TaskArguments) -> TaskSpec:
         pydantic.ValidationError: the arguments break one of the spec's own bounds.
     """
     contract = (
-        OutputContract(format="json", schema=arguments.output_schema)
+        OutputContract(format="json", schema_=arguments.output_schema)
         if arguments.output_schema is not None
         else OutputContract()
     )

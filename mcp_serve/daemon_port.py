@@ -99,7 +99,9 @@ class _Follower:
                     return  # nobody listens any more (the stream closed, or the loop ended)
 
     def _read_until_end(self) -> bool:
-        request = EventsRequest(params=EventsParams(task_id=self._task_id, after_seq=self._after_seq, follow=True))
+        request = EventsRequest(
+            params=EventsParams(task_id=self._task_id, after_seq=self._after_seq, follow=True)
+        )
         with ApiClient(self._path, timeout_s=CALL_TIMEOUT_S) as client:
             for item in client.stream(request, idle_timeout_s=FOLLOW_POLL_S):
                 if self._stop.is_set():

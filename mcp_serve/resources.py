@@ -77,7 +77,9 @@ class Resources:
         except ApiClientError as exc:
             raise _failure(exc) from None
         text = json.dumps(document, ensure_ascii=False)
-        return types.ReadResourceResult(contents=[types.TextResourceContents(uri=uri, mime_type=JSON, text=text)])
+        return types.ReadResourceResult(
+            contents=[types.TextResourceContents(uri=uri, mime_type=JSON, text=text)]
+        )
 
     async def _document(self, uri: str) -> JsonValue:
         if uri == APPROVALS_URI:

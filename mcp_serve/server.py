@@ -57,7 +57,9 @@ def build_server(port: DaemonPort, *, inside_task: bool, version: str) -> Server
     async def call_tool(ctx: Context, params: types.CallToolRequestParams) -> types.CallToolResult:
         return await ctx.lifespan_context.tools.call(ctx, params)
 
-    async def list_resources(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
+    async def list_resources(
+        ctx: Context, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
         ctx.lifespan_context.changes.attach(ctx.session)
         return await ctx.lifespan_context.resources.list(params.cursor if params else None)
 
@@ -66,7 +68,9 @@ def build_server(port: DaemonPort, *, inside_task: bool, version: str) -> Server
     ) -> types.ListResourceTemplatesResult:
         return types.ListResourceTemplatesResult(resource_templates=TEMPLATES)
 
-    async def read_resource(ctx: Context, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+    async def read_resource(
+        ctx: Context, params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
         return await ctx.lifespan_context.resources.read(str(params.uri))
 
     async def subscribe(ctx: Context, params: types.SubscribeRequestParams) -> types.EmptyResult:

@@ -136,7 +136,8 @@ class Changes:
                 await self._poked.wait()
             self._poked = anyio.Event()
             try:
-                now = list_signature(await self._port.call(ListRequest(params=ListParams(limit=LIST_WINDOW))))
+                listed = await self._port.call(ListRequest(params=ListParams(limit=LIST_WINDOW)))
+                now = list_signature(listed)
                 pending = (
                     frozenset(v.call for v in await self._port.call(ApprovalListRequest()))
                     if self._approvals
@@ -146,9 +147,9 @@ class Changes:
                 continue  # the daemon is away; the next poll looks again
             if tasks is not None and now != tasks and not await self._list_changed():
                 return
-            if approvals is not None and pending is not None and pending != approvals:
-                if not await self._updated({APPROVALS_URI}):
-                    return
+            approvals_changed = approvals is not None and pending is not None and pending != approvals
+            if approvals_changed and not await self._updated({APPROVALS_URI}):
+                return
             tasks, approvals = now, pending
 
     async def _list_changed(self) -> bool:

@@ -71,7 +71,9 @@ class Tools:
         self._port = port
         self._changes = changes
         self._inside_task = inside_task
-        self._handlers: dict[str, Callable[[Context, dict[str, Any] | None], Awaitable[types.CallToolResult]]] = {
+        self._handlers: dict[
+            str, Callable[[Context, dict[str, Any] | None], Awaitable[types.CallToolResult]]
+        ] = {
             "run_task": self._run_task,
             "submit_task": self._submit_task,
             "get_task": self._get_task,
@@ -89,7 +91,9 @@ class Tools:
             raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}; tools/list names the tools")
         return await handler(ctx, params.arguments)
 
-    async def _ask(self, request: Request[Any], shape: Callable[[Any], dict[str, JsonValue]]) -> types.CallToolResult:
+    async def _ask(
+        self, request: Request[Any], shape: Callable[[Any], dict[str, JsonValue]]
+    ) -> types.CallToolResult:
         try:
             answer = await self._port.call(request)
         except ApiClientError as exc:
@@ -104,7 +108,10 @@ class Tools:
             return refusal(REFUSAL)
         request = SubmitRequest(params=SubmitParams(spec=_spec(arguments), idempotency_key=key))
         try:
-            answer = await self._port.call(request)
+            # Shielded (the call is bounded by the client's timeout): a request cancelled while its
+            # task is being submitted must still learn the task's id, to cancel it.
+            with anyio.CancelScope(shield=True):
+                answer = await self._port.call(request)
         except ApiClientError as exc:
             return refusal(str(exc))
         self._changes.poke()
@@ -124,7 +131,9 @@ class Tools:
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_TIMEOUT_S):
                 try:
-                    await self._port.call(CancelRequest(params=CancelParams(task_id=task_id, reason=CANCEL_REASON)))
+                    await self._port.call(
+                        CancelRequest(params=CancelParams(task_id=task_id, reason=CANCEL_REASON))
+                    )
                 except ApiClientError:
                     pass  # it ended meanwhile, or the daemon is gone: nothing is left to cancel
             raise
@@ -183,7 +192,10 @@ class Tools:
     async def _task_transcript(self, ctx: Context, raw: dict[str, Any] | None) -> types.CallToolResult:
         arguments = _parse(a.TranscriptArguments, raw)
         params = TranscriptParams(
-            task_id=arguments.task_id, handle=arguments.handle, after_seq=arguments.after_seq, limit=arguments.limit
+            task_id=arguments.task_id,
+            handle=arguments.handle,
+            after_seq=arguments.after_seq,
+            limit=arguments.limit,
         )
         return await self._ask(TranscriptRequest(params=params), _dumped)
 

@@ -370,7 +370,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "mcp",
-        help="MCP: serve agentd to an MCP client, or the one-time OAuth login of an authorization_code server",
+        help="MCP: serve agentd to an MCP client; the one-time OAuth login of an authorization_code server",
     )
     msub = p.add_subparsers(dest="mcp_command", required=True, metavar="SUBCOMMAND")
     m = msub.add_parser(

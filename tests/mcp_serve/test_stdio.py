@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -29,8 +30,13 @@ def _body(tmp_path: Path) -> str:
     fast = scripted("fast", [{"text": "forty-two"}], tmp_path)
     slow = scripted("slow", [{"text": "late", "delay_s": 60}], tmp_path)
     brief = scripted("brief", [{"text": "done soon", "delay_s": 2}], tmp_path)
-    echo = [{"tool_calls": [{"name": "demo__echo", "arguments": {"text": "hi"}}]}, {"text": "forty-two"}]
-    return fast + slow + brief + scripted("tools", echo, tmp_path) + demo_mcp() + '[defaults]\nmodel = "fast"\n'
+    echo: list[dict[str, object]] = [
+        {"tool_calls": [{"name": "demo__echo", "arguments": {"text": "hi"}}]},
+        {"text": "forty-two"},
+    ]
+    return (
+        fast + slow + brief + scripted("tools", echo, tmp_path) + demo_mcp() + '[defaults]\nmodel = "fast"\n'
+    )
 
 
 @pytest.fixture
@@ -53,10 +59,10 @@ async def test_the_tools_are_listed_with_schemas_in_both_eras(daemon: Daemon) ->
 
 
 async def test_run_task_completes_with_progress_and_returns_the_outcome_as_data(daemon: Daemon) -> None:
-    progress: list[str | None] = []
+    lines: list[str | None] = []
 
-    async def on_progress(value: float, total: float | None, message: str | None) -> None:
-        progress.append(message)
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        lines.append(message)
 
     async with open_client(daemon.socket) as (client, _):
         done = await client.call_tool(
@@ -71,19 +77,25 @@ async def test_run_task_completes_with_progress_and_returns_the_outcome_as_data(
     assert (outcome["status"], outcome["exit_code"], outcome["result"]) == ("completed", 0, "forty-two")
     assert json.loads(done.content[0].text) == outcome  # type: ignore[union-attr]
     # Delivered in tasks of their own, so in any order: each line carries the tally so far.
-    assert "tool call demo__echo · 0 steps, 1 tool call, 0 tokens" in progress, progress
-    assert any(m and m.startswith("step 2 done · 2 steps, 1 tool call, ") for m in progress), progress
+    assert "tool call demo__echo · 0 steps, 1 tool call, 0 tokens" in lines, lines
+    assert any(m and m.startswith("step 2 done · 2 steps, 1 tool call, ") for m in lines), lines
 
 
 async def test_cancelling_the_request_cancels_the_task(daemon: Daemon) -> None:
-    async with open_client(daemon.socket) as (client, heard):
-        with anyio.move_on_after(3):
-            await client.call_tool("run_task", {"instruction": "take your time", "model": "slow"})
-        listed = await client.call_tool("list_tasks", {})
-        assert listed.structured_content is not None
-        (task,) = listed.structured_content["tasks"]
-    view = daemon.wait(task["task_id"], timeout_s=30)
-    assert view.status == "cancelled"
+    started = anyio.Event()
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        started.set()
+
+    async with open_client(daemon.socket) as (client, _), anyio.create_task_group() as group:
+        arguments = {"instruction": "take your time", "model": "slow"}
+        group.start_soon(partial(client.call_tool, "run_task", arguments, progress_callback=on_progress))
+        with anyio.fail_after(30):
+            await started.wait()
+        group.cancel_scope.cancel()  # the SDK sends notifications/cancelled for the request
+    tasks = daemon.call("task.list", {})
+    assert isinstance(tasks, list) and len(tasks) == 1 and isinstance(tasks[0], dict)
+    assert daemon.wait(str(tasks[0]["task_id"]), timeout_s=30).status == "cancelled"
 
 
 async def test_submit_then_subscribe_tells_of_the_end_and_the_result_is_readable(daemon: Daemon) -> None:
@@ -101,13 +113,16 @@ async def test_submit_then_subscribe_tells_of_the_end_and_the_result_is_readable
         state = ""
         with anyio.fail_after(30):
             while state != "terminal":  # each `updated` says: read it again
-                seen = len(heard.updated)
-                await heard.wait_for(lambda: len(heard.updated) > seen)
+                await heard.next_update()
                 read = await client.read_resource(uri)
                 state = json.loads(read.contents[0].text)["state"]  # type: ignore[union-attr]
         result = await client.read_resource(f"{uri}/result")
         document = json.loads(result.contents[0].text)  # type: ignore[union-attr]
-        assert (document["task_id"], document["status"], document["result"]) == (task_id, "completed", "done soon")
+        assert (document["task_id"], document["status"], document["result"]) == (
+            task_id,
+            "completed",
+            "done soon",
+        )
 
 
 async def test_a_daemon_refusal_is_an_error_result_and_bad_arguments_a_protocol_error(daemon: Daemon) -> None:
@@ -134,3 +149,47 @@ async def test_without_a_daemon_every_call_says_so_and_how_to_start_it(tmp_path:
         with pytest.raises(MCPError) as read:
             await client.read_resource("agentd://approvals")
         assert "agentd serve" in str(read.value)
+
+
+def _gated_body(tmp_path: Path) -> str:
+    echo = {"name": "demo__echo", "arguments": {"text": "hi"}}
+    turns: list[dict[str, object]] = [
+        {"tool_calls": [echo]},
+        {"tool_calls": [echo]},
+        {"text": "{last_tool_result}"},
+    ]
+    server = demo_mcp().replace("trust = []\n", 'trust = []\napproval = ["echo"]\napproval_timeout = "60s"\n')
+    return scripted("gated", turns, tmp_path) + server + '[defaults]\nmodel = "gated"\n'
+
+
+async def test_waiting_calls_are_a_resource_approved_and_denied_with_a_reason_the_model_reads(
+    tmp_path: Path,
+) -> None:
+    with running_daemon(tmp_path, _gated_body(tmp_path)) as daemon:
+        async with open_client(daemon.socket) as (client, heard):
+            started = await client.call_tool(
+                "submit_task", {"instruction": "ask twice", "mcp_servers": ["demo"]}
+            )
+            assert started.structured_content is not None
+            task_id = started.structured_content["task_id"]
+            with pytest.warns(MCPDeprecationWarning):
+                await client.session.subscribe_resource("agentd://approvals")
+            for decision in ("approve_call", "deny_call"):
+                while True:
+                    assert await heard.next_update() == "agentd://approvals"
+                    read = await client.read_resource("agentd://approvals")
+                    waiting = json.loads(read.contents[0].text)  # type: ignore[union-attr]
+                    if waiting:
+                        break
+                (call,) = waiting
+                assert (call["task_id"], call["tool"]) == (task_id, "echo")
+                arguments = {"task_id": task_id, "call": call["call"]}
+                if decision == "deny_call":
+                    arguments["reason"] = "not this time"
+                decided = await client.call_tool(decision, arguments)
+                assert not decided.is_error, decided.content
+            view = daemon.wait(task_id, timeout_s=30)
+            assert "not this time" in str(view.result)
+            transcript = await client.call_tool("task_transcript", {"task_id": task_id})
+            assert transcript.structured_content is not None
+            assert len(transcript.structured_content["steps"]) >= 3

@@ -41,19 +41,23 @@ class Heard:
         self.changed.set()
         self.changed = anyio.Event()
 
-    async def wait_for(self, predicate: object, timeout_s: float = 30.0) -> None:
-        """Wait (bounded) until `predicate()` holds."""
-        assert callable(predicate)
+    async def next_update(self, timeout_s: float = 30.0) -> str:
+        """Wait (bounded) for the next `resources/updated`; its URI."""
+        seen = len(self.updated)
         with anyio.fail_after(timeout_s):
-            while not predicate():
+            while len(self.updated) == seen:
                 await self.changed.wait()
+        return self.updated[seen]
 
 
 @asynccontextmanager
 async def open_client(socket: Path, *, mode: str = "legacy") -> AsyncIterator[tuple[Client, Heard]]:
     heard = Heard()
     client = Client(
-        serve_parameters(socket), mode=mode, message_handler=heard.handle, read_timeout_seconds=CONNECT_TIMEOUT_S
+        serve_parameters(socket),
+        mode=mode,
+        message_handler=heard.handle,
+        read_timeout_seconds=CONNECT_TIMEOUT_S,
     )
     async with client:
         yield client, heard
