@@ -58,13 +58,16 @@ async def test_the_tools_are_listed_with_schemas_in_both_eras(daemon: Daemon) ->
             assert run.output_schema is not None
 
 
-async def test_run_task_completes_with_progress_and_returns_the_outcome_as_data(daemon: Daemon) -> None:
+@pytest.mark.parametrize("mode", ["legacy", "auto"], ids=["2025-11-25", "2026-07-28"])
+async def test_run_task_completes_with_progress_and_returns_the_outcome_as_data(
+    daemon: Daemon, mode: str
+) -> None:
     lines: list[str | None] = []
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         lines.append(message)
 
-    async with open_client(daemon.socket) as (client, _):
+    async with open_client(daemon.socket, mode=mode) as (client, _):
         done = await client.call_tool(
             "run_task",
             {"instruction": "answer", "model": "tools", "mcp_servers": ["demo"]},
