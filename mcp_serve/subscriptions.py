@@ -9,8 +9,6 @@ once after this server started a task.
 
 from __future__ import annotations
 
-from typing import Any
-
 import anyio
 import mcp_types as types
 from anyio.abc import TaskGroup
@@ -103,8 +101,9 @@ class Changes:
                     if view is None or _state(view) == last:
                         continue
                     last = _state(view)
-                    if not await self._updated(self._uris.get(task_id, set())):
-                        return
+                    uris = self._uris.get(task_id, set())
+                    if not uris or not await self._updated(uris):
+                        return  # unsubscribed, or the client is gone
                     if view.state == "terminal":
                         return
         finally:
@@ -129,8 +128,8 @@ class Changes:
         return True
 
     async def _poll_list(self) -> None:
-        tasks: Any = None
-        approvals: Any = None
+        tasks: frozenset[tuple[str, bool]] | None = None
+        approvals: frozenset[str] | None = None
         while True:
             with anyio.move_on_after(LIST_POLL_S):
                 await self._poked.wait()

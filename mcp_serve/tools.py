@@ -38,6 +38,8 @@ from protocol.api import (
     SubmitParams,
     SubmitRequest,
     TaskRef,
+    TaskSpec,
+    TaskView,
     TranscriptParams,
     TranscriptRequest,
 )
@@ -57,7 +59,7 @@ def _parse(model: type[ArgsT], raw: dict[str, Any] | None) -> ArgsT:
         raise MCPError(types.INVALID_PARAMS, f"invalid arguments: {a.problem(exc)}") from None
 
 
-def _spec(arguments: a.TaskArguments) -> Any:
+def _spec(arguments: a.TaskArguments) -> TaskSpec:
     try:
         return a.task_spec(arguments)
     except ValidationError as exc:
@@ -168,7 +170,7 @@ class Tools:
         arguments = _parse(a.ListArguments, raw)
         params = ListParams(state=arguments.state, limit=arguments.limit, before=arguments.cursor)
 
-        def page(views: Any) -> dict[str, JsonValue]:
+        def page(views: list[TaskView]) -> dict[str, JsonValue]:
             full = len(views) == arguments.limit
             return {
                 "tasks": [view_json(view) for view in views],
