@@ -3,11 +3,13 @@ subscribed task's state changes, its terminal one included, and
 `notifications/resources/list_changed` when the caller's tasks appear or end.
 
 Each subscribed task has one watcher that follows its events and compares the task's state after
-each; the list (and the waiting approvals, once subscribed) is polled every `LIST_POLL_S`, and at
-once after this server started a task.
+each; the list (and the waiting approvals, once subscribed) is looked at once the client first
+lists or subscribes, then every `LIST_POLL_S`, and at once after this server started a task.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import anyio
 import mcp_types as types
@@ -32,6 +34,14 @@ LIST_POLL_S = 1.0
 LIST_WINDOW = 100  # the newest tasks whose appearing or ending is announced
 
 _CLIENT_GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
+
+
+@dataclass(slots=True)
+class _Seen:
+    """What the last look at the list saw (None: not looked yet)."""
+
+    tasks: frozenset[tuple[str, bool]] | None = None
+    approvals: frozenset[str] | None = None
 
 
 def _state(view: TaskView) -> tuple[str, str | None]:
@@ -128,28 +138,31 @@ class Changes:
         return True
 
     async def _poll_list(self) -> None:
-        tasks: frozenset[tuple[str, bool]] | None = None
-        approvals: frozenset[str] | None = None
-        while True:
+        seen = _Seen()
+        while await self._look(seen):
             with anyio.move_on_after(LIST_POLL_S):
                 await self._poked.wait()
             self._poked = anyio.Event()
-            try:
-                listed = await self._port.call(ListRequest(params=ListParams(limit=LIST_WINDOW)))
-                now = list_signature(listed)
-                pending = (
-                    frozenset(v.call for v in await self._port.call(ApprovalListRequest()))
-                    if self._approvals
-                    else None
-                )
-            except ApiClientError:
-                continue  # the daemon is away; the next poll looks again
-            if tasks is not None and now != tasks and not await self._list_changed():
-                return
-            approvals_changed = approvals is not None and pending is not None and pending != approvals
-            if approvals_changed and not await self._updated({APPROVALS_URI}):
-                return
-            tasks, approvals = now, pending
+
+    async def _look(self, seen: _Seen) -> bool:
+        """Compare the list (and the waiting approvals) with what was seen; False once the client is gone."""
+        try:
+            listed = await self._port.call(ListRequest(params=ListParams(limit=LIST_WINDOW)))
+            pending = (
+                frozenset(view.call for view in await self._port.call(ApprovalListRequest()))
+                if self._approvals
+                else None
+            )
+        except ApiClientError:
+            return True  # the daemon is away; the next look tries again
+        tasks = list_signature(listed)
+        if seen.tasks is not None and tasks != seen.tasks and not await self._list_changed():
+            return False
+        approvals_changed = seen.approvals is not None and pending is not None and pending != seen.approvals
+        if approvals_changed and not await self._updated({APPROVALS_URI}):
+            return False
+        seen.tasks, seen.approvals = tasks, pending
+        return True
 
     async def _list_changed(self) -> bool:
         assert self._session is not None  # attach() set it before starting the poll

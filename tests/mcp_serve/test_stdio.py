@@ -113,12 +113,14 @@ async def test_submit_then_subscribe_tells_of_the_end_and_the_result_is_readable
             await client.session.subscribe_resource(uri)
         listed = await client.list_resources()
         assert uri in {str(r.uri) for r in listed.resources}
+        listed_changes = heard.list_changed  # the task was listed: what changes now is its end
         state = ""
         with anyio.fail_after(30):
             while state != "terminal":  # each `updated` says: read it again
                 await heard.next_update()
                 read = await client.read_resource(uri)
                 state = json.loads(read.contents[0].text)["state"]  # type: ignore[union-attr]
+        await heard.list_change_after(listed_changes)  # the task ended
         result = await client.read_resource(f"{uri}/result")
         document = json.loads(result.contents[0].text)  # type: ignore[union-attr]
         assert (document["task_id"], document["status"], document["result"]) == (
@@ -177,13 +179,15 @@ async def test_waiting_calls_are_a_resource_approved_and_denied_with_a_reason_th
             task_id = started.structured_content["task_id"]
             with pytest.warns(MCPDeprecationWarning):
                 await client.session.subscribe_resource("agentd://approvals")
+
+            async def waiting_calls() -> list[dict[str, str]]:
+                read = await client.read_resource("agentd://approvals")
+                calls: list[dict[str, str]] = json.loads(read.contents[0].text)  # type: ignore[union-attr]
+                return calls
+
             for decision in ("approve_call", "deny_call"):
-                while True:
+                while not (waiting := await waiting_calls()):
                     assert await heard.next_update() == "agentd://approvals"
-                    read = await client.read_resource("agentd://approvals")
-                    waiting = json.loads(read.contents[0].text)  # type: ignore[union-attr]
-                    if waiting:
-                        break
                 (call,) = waiting
                 assert (call["task_id"], call["tool"]) == (task_id, "echo")
                 arguments = {"task_id": task_id, "call": call["call"]}

@@ -49,6 +49,12 @@ class Heard:
                 await self.changed.wait()
         return self.updated[seen]
 
+    async def list_change_after(self, seen: int, timeout_s: float = 30.0) -> None:
+        """Wait (bounded) until more than `seen` `resources/list_changed` were heard."""
+        with anyio.fail_after(timeout_s):
+            while self.list_changed == seen:
+                await self.changed.wait()
+
 
 @asynccontextmanager
 async def open_client(socket: Path, *, mode: str = "legacy") -> AsyncIterator[tuple[Client, Heard]]:
