@@ -70,7 +70,7 @@ def test_the_opening_recipe_fires_a_task_and_the_cli_reference_runs(tmp_path: Pa
         )
         assert isinstance(fired, list) and len(fired) == 1 and fired[0]["status"] == "completed"
         listed = shell.run(listing.argv)
-        assert listed.returncode == 0 and "The inbox changed (notes://inbox)" in listed.stdout
+        assert listed.returncode == 0 and 'The inbox changed: "notes://inbox"' in listed.stdout
         status = shell.run([".venv/bin/agentd", "status", str(fired[0]["task_id"])])
         # What the recipe says the task's status shows.
         for said in ("origin  trigger inbox notes://inbox", "The inbox reads: Post the build is green"):
