@@ -1,4 +1,4 @@
-"""What a submitted spec must satisfy before it is journaled (DESIGN §9, §14).
+"""What a submitted spec must satisfy before it is journaled (docs/design.md §9, §14).
 
 `check_spec` runs at submit time and turns every problem a client can cause (an unknown model or
 MCP server, a grant that breaks the Rule of Two, an invalid output schema) into one clear

@@ -1,9 +1,9 @@
-"""`agentd serve`: the daemon's composition and lifecycle (DESIGN §6, §8, §9).
+"""`agentd serve`: the daemon's composition and lifecycle (docs/design.md §6, §8, §9).
 
 Order matters. The state directory's lock and restart recovery come before the socket accepts
 anything, so no client sees a half-reconciled journal; SIGTERM/SIGINT drain (stop intake,
 cancel running tasks, ladder stragglers, record outcomes) and exit 0 within the drain cap; a
-second signal SIGKILLs every child at once. Under systemd (DESIGN §15) `READY=1` is sent only once
+second signal SIGKILLs every child at once. Under systemd (docs/design.md §15) `READY=1` is sent only once
 recovery is done and the socket listens; SIGHUP is bracketed by `RELOADING=1` … `READY=1`, the
 drain starts with `STOPPING=1`, and the watchdog is fed from this event loop.
 """

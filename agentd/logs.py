@@ -1,4 +1,4 @@
-"""Log lines on stderr with the closed event vocabulary (DESIGN §13): JSON, or text for a person.
+"""Log lines on stderr with the closed event vocabulary (docs/design.md §13): JSON, or text for a person.
 
 Every line has `ts` (UTC, milliseconds), `level`, `event` (a name from `protocol.events`),
 `comp`, and whatever identity the caller binds (`task_id`, `run_id`, `handle`, `pid`, …).

@@ -1,7 +1,7 @@
 """Directories only the daemon may change, and files in them opened without following symlinks.
 
 A directory another user can write lets that user swap a file the daemon is about to open for a
-symlink or a socket of their own (DESIGN §14). So the state and socket directories are checked
+symlink or a socket of their own (docs/design.md §14). So the state and socket directories are checked
 once, through an fd (no path race): a real directory, owned by an allowed uid, writable by nobody
 else. Inside such a directory no one else can plant anything, and files are still opened with
 `O_NOFOLLOW` relative to the directory's fd.

@@ -1,4 +1,4 @@
-"""The root subagent's spawn payload, built from a queued task and the configuration (DESIGN §4).
+"""The root subagent's spawn payload, built from a queued task and the configuration (docs/design.md §4).
 
 `build_payload` runs at spawn time, not at submit: it reads secrets then, so a rotated key is
 picked up by the next task, and a task whose endpoint or server has since left the configuration

@@ -1,4 +1,4 @@
-"""`agentd worker`: a Temporal worker host that runs tasks on its own local supervisor (DESIGN §16).
+"""`agentd worker`: a Temporal worker host that runs tasks on its own local supervisor (docs/design.md §16).
 
 The same configuration file as `agentd serve` (`[executor] kind = "temporal"`). The worker opens
 its own journal in its state directory (one agentd process per state directory: a front door and

@@ -1,4 +1,4 @@
-"""The daemon against DESIGN §10: intake, cancel latency, ping RTT, memory, first model request.
+"""The daemon against docs/design.md §10: intake, cancel latency, ping RTT, memory, first model request.
 
 Starts real `agentd serve` processes (and one in-process `Supervisor` for ping RTT), measures,
 prints one table of figure / target / verdict with the machine's load, writes

@@ -1,4 +1,4 @@
-"""Durable submits per second through a real daemon's socket (DESIGN §10 target: >= 500/s).
+"""Durable submits per second through a real daemon's socket (docs/design.md §10 target: >= 500/s).
 
 Each client is a thread with its own connection (the CLI's `ApiClient`); `task.submit` is
 acknowledged only after its COMMIT. The daemon runs one task at a time and that task is an idle

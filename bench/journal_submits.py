@@ -1,4 +1,4 @@
-"""Benchmark: durable submits per second through the journal (DESIGN §10 target: >= 500/s).
+"""Benchmark: durable submits per second through the journal (docs/design.md §10 target: >= 500/s).
 
 Each submit is acknowledged only after its COMMIT with `synchronous=FULL`, exactly as the daemon
 does it. Runs 1, 8 and 64 concurrent submitters for `--duration-s` each against a fresh journal

@@ -1,4 +1,4 @@
-"""Running a kill-ladder plan against one process (DESIGN §6): the anyio driver of `processes.ladder`.
+"""Running a kill-ladder plan against one process (docs/design.md §6): the anyio driver of `processes.ladder`.
 
 `climb` runs shielded and time-bounded; each rung's wait ends early when the process exits. The
 effects come from the caller's `LadderTarget`, which keeps the safety rule: signals go to the

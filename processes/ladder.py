@@ -1,4 +1,4 @@
-"""The kill ladder's plan (DESIGN §6): which rungs to climb and how long each may take. Pure.
+"""The kill ladder's plan (docs/design.md §6): which rungs to climb and how long each may take. Pure.
 
     polite request → grace → killpg(SIGTERM) → grace → killpg(SIGKILL) → reap
 

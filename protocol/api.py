@@ -1,4 +1,4 @@
-"""The daemon's unix-socket API (DESIGN §9): one request model per method, its params and its result.
+"""The daemon's unix-socket API (docs/design.md §9): one request model per method, its params and its result.
 
 Same framing as the control channel (NDJSON JSON-RPC 2.0, envelope in `protocol.jsonrpc`) with a
 1 MiB frame cap. `REQUEST_ADAPTER` validates what a daemon may receive (the `method`-discriminated
@@ -327,7 +327,7 @@ class DaemonStatus(_Model):
     failed_triggers: list[str] = Field(default_factory=list)
 
 
-# ---- reactive triggers (DESIGN §11; docs/triggers.md) ----------------------------------------
+# ---- reactive triggers (docs/design.md §11; docs/triggers.md) ----------------------------------------
 
 # starting: its watcher is being spawned or connecting; armed: subscribed, changes become tasks;
 # unsupported: the server cannot notify (not retried); backoff: the watcher died and waits to be
@@ -400,7 +400,7 @@ class ApprovalDecideParams(_Model):
     reason: str | None = Field(default=None, max_length=1000)
 
 
-# ---- schedules (DESIGN §11) ------------------------------------------------------------------
+# ---- schedules (docs/design.md §11) ------------------------------------------------------------------
 
 ScheduleKind = Literal["cron", "interval", "loop"]
 ScheduleState = Literal["active", "paused", "ended"]

@@ -43,7 +43,7 @@ def remote_ref(schema: Mapping[str, JsonValue]) -> str | None:
     """Where `schema` refers outside itself, as a dotted path (`properties.a.$ref`), or None.
 
     A client's schema may only refer inside itself (`#…`): anything else names a URL or a file
-    that validation would have to fetch or read as the daemon's user (DESIGN §14).
+    that validation would have to fetch or read as the daemon's user (docs/design.md §14).
     """
     pending: list[tuple[tuple[str, ...], JsonValue]] = [((), dict(schema))]
     while pending:

@@ -1,4 +1,4 @@
-"""The control channel between the supervisor and a subagent (DESIGN §3).
+"""The control channel between the supervisor and a subagent (docs/design.md §3).
 
 JSON-RPC 2.0 messages, one per line, in the envelope of `protocol.jsonrpc`. Each method is a small
 model discriminated by `method`; responses (which carry no method) are told apart by `result` /
@@ -146,7 +146,7 @@ class Result(Message):
 
 class RequestedLimits(_Params):
     """What a parent asks for its child; each unset value takes the supervisor's default, and every
-    value is capped by what the parent has left (DESIGN §7)."""
+    value is capped by what the parent has left (docs/design.md §7)."""
 
     max_steps: int | None = Field(default=None, ge=1, le=100_000)
     max_tokens: int | None = Field(default=None, ge=1)

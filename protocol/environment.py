@@ -2,18 +2,18 @@
 supervisor) reads back: their names, in one place.
 
 Imports nothing: `subagent.boot` reads these before its first frame, when it may import almost
-nothing (DESIGN §2). The operator's own variables (`AGENTD_SOCKET`, `AGENTD_CONFIG`, …) are not a
+nothing (docs/design.md §2). The operator's own variables (`AGENTD_SOCKET`, `AGENTD_CONFIG`, …) are not a
 contract between the two processes; they live in `agentd.config`.
 """
 
 SUPERVISOR_PID_ENV = "AGENTD_SUPERVISOR_PID"
 """The pid of the supervisor that started the child. At boot the child exits unless it is its
-parent (the fork→prctl race, DESIGN §2); the zygote's grandchild waits until it is. Unset (a child
+parent (the fork→prctl race, docs/design.md §2); the zygote's grandchild waits until it is. Unset (a child
 started by hand or by a test harness), the check is skipped."""
 
 RUN_MARKER_ENV = "AGENTD_RUN_MARKER"
 """`<run_id>/<handle>`: a restarted supervisor reads it from `/proc/<pid>/environ` to recognise a
-child of a run it journaled (recovery, DESIGN §8)."""
+child of a run it journaled (recovery, docs/design.md §8)."""
 
 ZYGOTE_RUN_ID = "zygote"
 """The run id in the zygote's own marker. A subagent forked from the zygote sets its run's marker

@@ -1,4 +1,4 @@
-"""The closed event vocabulary of DESIGN §13.
+"""The closed event vocabulary of docs/design.md §13.
 
 Every log line's `event` and every `ev/event` frame names one of these. Extend deliberately:
 add the name here, document it in docs/events.md, and the vocabulary test keeps both in step.
@@ -36,7 +36,7 @@ EventName = Literal[
     "intel.result",
     "tool.call",
     "tool.result",
-    # Extensions beyond DESIGN §13, each documented in docs/events.md.
+    # Extensions beyond docs/design.md §13, each documented in docs/events.md.
     "mcp.connect",
     "mcp.disconnect",
     "mcp.log",
@@ -52,7 +52,7 @@ EventName = Literal[
     # fault-injection wedge of the event loop (only with AGENTD_TEST_WEDGE_ON_SIGUSR2 set).
     "proc.notify",
     "proc.wedge",
-    # Schedules (DESIGN §11; docs/schedules.md): created, each fire or skipped occurrence, paused
+    # Schedules (docs/design.md §11; docs/schedules.md): created, each fire or skipped occurrence, paused
     # (by a client or a spent token budget), resumed, ended (max_runs, failures, a cancel), deleted.
     "schedule.created",
     "schedule.fired",

@@ -1,5 +1,5 @@
 """Process exit codes: what every agentd process returns, and what `agentd run` and
-`agentd submit --wait` map a task's status to (DESIGN §12, docs/exit-codes.md).
+`agentd submit --wait` map a task's status to (docs/design.md §12, docs/exit-codes.md).
 
 Standard library only, so a subagent can exit with one before it imports anything else.
 """

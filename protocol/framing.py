@@ -1,4 +1,4 @@
-"""Newline-delimited JSON framing with a hard line cap (DESIGN §3).
+"""Newline-delimited JSON framing with a hard line cap (docs/design.md §3).
 
 Decoding never raises on bad input: an oversized, non-UTF-8, non-JSON or wrong-shape frame
 comes back as a `FrameError` value, so a reader can count faults and keep going.

@@ -2,7 +2,7 @@
 
 `TerminalStatus` is the closed set of RFC 0007; no other module may introduce a status.
 `interrupted_status` is the one rule for a run stopped from outside (cancelled beats deadline),
-shared by the loop, its driver and the supervisor's exit classifier. `exit_code` is DESIGN §12
+shared by the loop, its driver and the supervisor's exit classifier. `exit_code` is docs/design.md §12
 (RFC 0011): the single place a status becomes a process exit code.
 """
 
@@ -67,7 +67,7 @@ class RunError(_Wire):
 
 
 class RunResult(_Wire):
-    """The distillate of one run: the `ev/result` params and all a parent ever sees (DESIGN §4)."""
+    """The distillate of one run: the `ev/result` params and all a parent ever sees (docs/design.md §4)."""
 
     status: TerminalStatus
     result: JsonValue = None
@@ -110,7 +110,7 @@ def cap_text(text: str, limit: int = RESULT_TEXT_CAP) -> str:
 
 
 def distill(value: JsonValue) -> JsonValue:
-    """Cap every string in a result at 8,000 characters, with a marker (DESIGN §4)."""
+    """Cap every string in a result at 8,000 characters, with a marker (docs/design.md §4)."""
     if isinstance(value, str):
         return cap_text(value)
     if isinstance(value, list):
@@ -121,7 +121,7 @@ def distill(value: JsonValue) -> JsonValue:
 
 
 def exit_code(result: RunResult, *, clean_drain: bool = False) -> ExitCode:
-    """Map a run's outcome to the process exit code (DESIGN §12).
+    """Map a run's outcome to the process exit code (docs/design.md §12).
 
     Args:
         result: the terminal result of the root run.

@@ -1,4 +1,4 @@
-"""The spawn payload: everything a subagent needs to run one task (DESIGN §4).
+"""The spawn payload: everything a subagent needs to run one task (docs/design.md §4).
 
 The supervisor mints identity (task id, run id, handle, depth) and limits; the child never
 trusts a value it could have chosen itself. Secrets are `SecretStr`: they print masked and are
@@ -51,7 +51,7 @@ class SeedMessage(_Wire):
 
 
 class EndpointSpec(_Wire):
-    """One intelligence endpoint. An ordered list of them fails over (DESIGN §5)."""
+    """One intelligence endpoint. An ordered list of them fails over (docs/design.md §5)."""
 
     name: Name = "default"
     kind: Literal["openai", "anthropic", "scripted"]
@@ -187,7 +187,7 @@ class Limits(_Wire):
 
 
 class LoopKnobs(_Wire):
-    """The RFC 0007 loop's tunables, defaults per DESIGN §5."""
+    """The RFC 0007 loop's tunables, defaults per docs/design.md §5."""
 
     repeat_cap: int = Field(default=3, ge=1)
     idle_limit: int = Field(default=3, ge=1)
@@ -240,7 +240,7 @@ class SpawnPayload(_Wire):
     warm: bool = False
     session: WarmSpec = WarmSpec()
     # A loop schedule's run: offer the `nothing_to_do` self-tool, whose call makes the run's
-    # result `idle` (the schedule then backs off; DESIGN §11).
+    # result `idle` (the schedule then backs off; docs/design.md §11).
     idle_signal: bool = False
     # Granted servers' catalogues as a resource watcher last listed them (a trigger's task): the
     # first model request offers these while the task connects those servers in the background.

@@ -1,4 +1,4 @@
-"""The watch channel between the supervisor and a resource watcher (DESIGN §2, §11).
+"""The watch channel between the supervisor and a resource watcher (docs/design.md §2, §11).
 
 A watcher is a supervised child process, one per MCP server that has triggers: it holds the MCP
 session, subscribes to the resources the triggers name, and reports each change as `ev/resource`.
@@ -155,7 +155,7 @@ def glob_matches(glob: str, uri: str) -> bool:
 
 
 def literal_prefix(glob: str) -> str:
-    """The glob's text before its first wildcard: the longer, the more specific (DESIGN §11)."""
+    """The glob's text before its first wildcard: the longer, the more specific (docs/design.md §11)."""
     cut = min((i for i in (glob.find("*"), glob.find("?")) if i >= 0), default=len(glob))
     return glob[:cut]
 

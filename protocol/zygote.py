@@ -1,4 +1,4 @@
-"""The messages between the supervisor's `ZygoteSpawner` and the zygote process (DESIGN §10).
+"""The messages between the supervisor's `ZygoteSpawner` and the zygote process (docs/design.md §10).
 
 One JSON document per SOCK_SEQPACKET datagram, discriminated by `type`. Down (supervisor →
 zygote): `Fork`, with the child's three pipe ends riding along as SCM_RIGHTS. Up (zygote →

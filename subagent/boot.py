@@ -1,4 +1,4 @@
-"""The child's boot order (DESIGN §2), before anything heavy is imported.
+"""The child's boot order (docs/design.md §2), before anything heavy is imported.
 
 1. move the control channel to private fds; fd 0 becomes /dev/null and fd 1 points at fd 2;
 2. PR_SET_PDEATHSIG(SIGKILL), then exit if the supervisor already died (the fork→prctl race);

@@ -1,4 +1,4 @@
-"""The async driver: executes the pure loop's actions with the model and the tools (DESIGN §5).
+"""The async driver: executes the pure loop's actions with the model and the tools (docs/design.md §5).
 
 It owns every effect of a run — connecting intelligence and MCP, bounding each operation by
 the deadline, turning a `ctrl/cancel` into a cancelled operation, reporting events and usage —

@@ -1,4 +1,4 @@
-"""The zygote: a pre-imported, single-threaded process that forks subagents (DESIGN §10).
+"""The zygote: a pre-imported, single-threaded process that forks subagents (docs/design.md §10).
 
 `python -I -m subagent.zygote` imports the whole subagent stack once, freezes the garbage
 collector's view of it, reports ready, then serves fork requests from the supervisor on fd 3 (a

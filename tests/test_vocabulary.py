@@ -1,4 +1,4 @@
-"""The closed event vocabulary, the code that emits it and docs/events.md stay in step (DESIGN §13).
+"""The closed event vocabulary, the code that emits it and docs/events.md stay in step (docs/design.md §13).
 
 No processes and no imports of the code under scan: the source is read as text and parsed.
 
@@ -42,7 +42,7 @@ RECORDS = frozenset({"Note"})
 GROUPS = frozenset(name.partition(".")[0] for name in EVENT_NAMES)
 # A backticked `group.action` in the doc; three-part names (`tool.result.err`) are field references.
 DOC_NAME = re.compile(r"`([a-z][a-z0-9_]*\.[a-z][a-z0-9_]*)`")
-# Dotted names that share an event group's prefix but are the daemon API's methods (DESIGN §9).
+# Dotted names that share an event group's prefix but are the daemon API's methods (docs/design.md §9).
 API_NAMES = METHODS | {EVENT_NOTIFICATION}
 
 

@@ -1,6 +1,6 @@
 """What the daemon implements behind the API socket: the `Backend` protocol, and the ownership
 rule every backend keeps (`check_owner`, `task_not_found`) so that another uid's task is
-indistinguishable from a missing one (DESIGN §9)."""
+indistinguishable from a missing one (docs/design.md §9)."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ class Backend(Protocol):
     async def fork(self, caller: Caller, params: ForkParams) -> SubmitResult: ...
     async def extend(self, caller: Caller, params: ExtendParams) -> TaskView: ...
     async def status(self, caller: Caller) -> DaemonStatus: ...
-    # Schedules (DESIGN §11) keep the same rule: another uid's schedule is a missing one.
+    # Schedules (docs/design.md §11) keep the same rule: another uid's schedule is a missing one.
     async def schedule_create(self, caller: Caller, params: ScheduleCreateParams) -> ScheduleCreateResult: ...
     async def schedule_list(
         self, caller: Caller, params: ScheduleListParams

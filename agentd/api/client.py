@@ -1,4 +1,4 @@
-"""A small synchronous client of the daemon API, for the CLI (DESIGN §9).
+"""A small synchronous client of the daemon API, for the CLI (docs/design.md §9).
 
 Standard-library sockets and no event loop, so `agentd submit` starts fast. A call sends one of
 `protocol.api`'s request models and returns that method's result model, validated. One connection

@@ -1,4 +1,4 @@
-"""One API connection: a bounded reader and an in-order processor (DESIGN §9, §17).
+"""One API connection: a bounded reader and an in-order processor (docs/design.md §9, §17).
 
 The reader enforces the frame cap, the per-frame deadline (slowloris) and the idle timeout, and
 hands whole frames through a small bounded queue to the processor, which parses, dispatches to the

@@ -403,7 +403,7 @@ class DaemonBackend:
             failed_triggers=self.triggers.failed() if self.triggers is not None and owner is None else [],
         )
 
-    # ---- schedules (DESIGN §11) ---------------------------------------------------------------
+    # ---- schedules (docs/design.md §11) ---------------------------------------------------------------
 
     def _scheduler(self) -> Scheduler:
         if self.scheduler is None:

@@ -1,4 +1,4 @@
-"""The API's JSON-RPC 2.0 frames on the server side: parsing requests, writing answers (DESIGN §9).
+"""The API's JSON-RPC 2.0 frames on the server side: parsing requests, writing answers (docs/design.md §9).
 
 Parsing is staged so that every fault gets its own code: bytes → envelope (-32700 parse error,
 -32600 invalid request), method (-32601), params through `protocol.api.REQUEST_ADAPTER` (-32602).

@@ -1,4 +1,4 @@
-"""`ApiLimits`: the bounds on what one API client can cost the daemon (DESIGN §9, §17), shared by
+"""`ApiLimits`: the bounds on what one API client can cost the daemon (docs/design.md §9, §17), shared by
 the server (connection caps) and each connection (frame size, deadlines, read-ahead)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The API's listening socket: bound safely at a filesystem path, or adopted from socket activation.
 
-`open_listener` keeps DESIGN §9's and §14's contract: a directory owned by the daemon's uid (or
+`open_listener` keeps docs/design.md §9's and §14's contract: a directory owned by the daemon's uid (or
 root) that nobody else can write — so nobody else can swap the socket or plant a link beside it —
 a socket bound under a restrictive umask and only then opened up to its mode (no window in which
 it is world-accessible), never an abstract socket, never displacing a live daemon or a file that

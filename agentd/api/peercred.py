@@ -1,4 +1,4 @@
-"""Who is on the other end of an API connection: `SO_PEERCRED` and the caller's groups (DESIGN §9).
+"""Who is on the other end of an API connection: `SO_PEERCRED` and the caller's groups (docs/design.md §9).
 
 The kernel records the peer's pid/uid/gid at `connect()`; `Caller` freezes them with the
 supplementary groups and the one decision made from them, `is_admin`. `decide_admin` is the pure
@@ -36,7 +36,7 @@ class Caller:
 def decide_admin(
     uid: int, gid: int, groups: frozenset[int], *, daemon_uid: int, admin_gid: int | None
 ) -> bool:
-    """The ownership exemption of DESIGN §9: the daemon's own uid, root, or the admin group."""
+    """The ownership exemption of docs/design.md §9: the daemon's own uid, root, or the admin group."""
     if uid in (0, daemon_uid):
         return True
     return admin_gid is not None and (gid == admin_gid or admin_gid in groups)

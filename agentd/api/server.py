@@ -1,6 +1,6 @@
 """The daemon's API server: accepts unix-socket connections and answers them from a `Backend`.
 
-Owns the contract of DESIGN §9/§14 at the socket: every connection is identified by
+Owns the contract of docs/design.md §9/§14 at the socket: every connection is identified by
 `SO_PEERCRED`, admitted against per-uid and global caps, and served by `agentd.api.connection.Connection`
 (bounded reads, deadlines, in-order answers). Bad input is answered with an error that never
 echoes it; a backend bug becomes an internal error; nothing a client sends ends the serve loop.

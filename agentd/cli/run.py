@@ -3,7 +3,7 @@
 Flags become configuration overrides validated exactly like a file (a bad flag is exit 2, in
 milliseconds, before any process starts). The journal lives in a private temporary directory
 that is removed afterwards. The result goes to stdout (JSON when structured), JSON logs to
-stderr, and the exit code is the task's (DESIGN §12). Ctrl-C cancels the task; a second Ctrl-C
+stderr, and the exit code is the task's (docs/design.md §12). Ctrl-C cancels the task; a second Ctrl-C
 kills it.
 """
 

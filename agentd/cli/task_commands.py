@@ -1,5 +1,5 @@
 """The commands about one task: `submit` (plain, `--wait`, `--follow`), `status`, `cancel`,
-`logs` and `tree`. `submit --wait` and `--follow` exit with the task's exit code (DESIGN §12);
+`logs` and `tree`. `submit --wait` and `--follow` exit with the task's exit code (docs/design.md §12);
 Ctrl-C while waiting or following leaves the task running, says so, and exits 130."""
 
 from __future__ import annotations

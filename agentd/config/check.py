@@ -55,7 +55,7 @@ def rule_of_two_violation(
     *,
     untrusted_from: str | None = None,
 ) -> str | None:
-    """Why granting `names` together breaks the Rule of Two (DESIGN §14), or None when it does not
+    """Why granting `names` together breaks the Rule of Two (docs/design.md §14), or None when it does not
     (or the operator allowed it). Unknown names are ignored: resolve them first. `untrusted_from`:
     untrusted input the task gets other than from a server (a trigger's URI, in its instruction)."""
     granted = [servers[n] for n in dict.fromkeys(names) if n in servers]

@@ -181,7 +181,7 @@ class Config:
         return names
 
     def rule_of_two_violation(self, server_names: Iterable[str]) -> str | None:
-        """Why granting these servers together is refused (DESIGN §14), or None when allowed."""
+        """Why granting these servers together is refused (docs/design.md §14), or None when allowed."""
         allow_all = self.file.security.allow_rule_of_two_violation
         return config_check.rule_of_two_violation(self.mcp, server_names, allow_all)
 

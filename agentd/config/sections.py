@@ -197,7 +197,7 @@ class DefaultsSection(Section):
 
 
 class LimitsSection(Section):
-    """Containment of each subagent process (DESIGN §6)."""
+    """Containment of each subagent process (docs/design.md §6)."""
 
     memory_max_bytes: SizeOrInfinity = Field(
         default=2 << 30,
@@ -223,7 +223,7 @@ class LimitsSection(Section):
 
 
 class SupervisionSection(Section):
-    """Liveness detectors, the kill ladder and the restart governor (DESIGN §6)."""
+    """Liveness detectors, the kill ladder and the restart governor (docs/design.md §6)."""
 
     ping_interval_s: Seconds = Field(default=5.0, gt=0, description="How often each child is pinged.")
     missed_pongs: int = Field(default=3, ge=1, description="Unanswered pings before a child is stuck.")
@@ -369,7 +369,7 @@ class SecuritySection(Section):
     allow_rule_of_two_violation: bool = Field(
         default=False,
         description="Allow every grant that combines untrusted_input, sensitive and egress tools "
-        "(DESIGN §14). Prefer the per-server key of the same name.",
+        "(docs/design.md §14). Prefer the per-server key of the same name.",
     )
 
 
@@ -475,7 +475,7 @@ class ExecutorSection(Section):
 
 
 class TriggerSection(Section):
-    """A reactive trigger (DESIGN §11): a resource change on an MCP server becomes a task."""
+    """A reactive trigger (docs/design.md §11): a resource change on an MCP server becomes a task."""
 
     name: Name | None = Field(default=None, description="The trigger's name. Default: trigger-<n>.")
     server: Name = Field(description="The [mcp.*] server whose resource notifications are watched.")
@@ -536,7 +536,7 @@ class TriggerSection(Section):
 
 
 class ScheduleSection(Section):
-    """A schedule the daemon owns (DESIGN §11): recurring work shipped with the service. Exactly
+    """A schedule the daemon owns (docs/design.md §11): recurring work shipped with the service. Exactly
     one of `cron`, `every`, `loop = true`. Its fires run as the daemon's user."""
 
     name: Name = Field(description="The schedule's name; unique. `agentd schedules` shows it.")

@@ -1,7 +1,7 @@
 """The named-service sections of `agentd.toml`: `[intelligence.<name>]` endpoints and
 `[mcp.<name>]` servers.
 
-A client names these from a task; it never supplies a URL, a command or a secret (DESIGN §9).
+A client names these from a task; it never supplies a URL, a command or a secret (docs/design.md §9).
 Secrets are never written inline: the file names the environment variable or the file that
 holds each one, and `agentd.config.secrets` reads it when a task needs it.
 """
@@ -338,7 +338,7 @@ class McpSection(Section):
 
     @property
     def effective_trust(self) -> frozenset[str]:
-        # Invariant: an untagged server is assumed to feed the model untrusted input (DESIGN §14).
+        # Invariant: an untagged server is assumed to feed the model untrusted input (docs/design.md §14).
         return frozenset(("untrusted_input",) if self.trust is None else self.trust)
 
 

@@ -1,4 +1,4 @@
-"""Executors beyond this host (DESIGN §16): Temporal workflows run by `agentd worker` processes.
+"""Executors beyond this host (docs/design.md §16): Temporal workflows run by `agentd worker` processes.
 
 `remote.py` holds the pure contract both ends share (names, the workflow's input, what a
 heartbeat and a result carry, how events are mirrored); the `temporal_*` modules import the

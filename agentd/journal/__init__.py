@@ -1,1 +1,1 @@
-"""The durable journal (DESIGN §8): SQLite store, single writer, queries and records."""
+"""The durable journal (docs/design.md §8): SQLite store, single writer, queries and records."""

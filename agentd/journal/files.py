@@ -27,7 +27,7 @@ def open_state_dir(
     """Create (0700), check and lock `state_dir`, then open its database: `(lock_fd, writer, readers)`.
 
     The directory must be the daemon's own and writable by nobody else, and no file in it is
-    followed through a symlink (DESIGN §14). Blocking; run it in a worker thread. On any failure
+    followed through a symlink (docs/design.md §14). Blocking; run it in a worker thread. On any failure
     nothing stays open or locked.
 
     Raises:

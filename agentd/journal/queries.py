@@ -452,7 +452,7 @@ def _end_root(conn: sqlite3.Connection, task_id: str, root: NodeEnd, now: float)
 
 
 def requeue(conn: sqlite3.Connection, task_id: str) -> TaskRecord:
-    # The run_id is deliberately kept: a requeued task continues the same run (DESIGN §8).
+    # The run_id is deliberately kept: a requeued task continues the same run (docs/design.md §8).
     return _transition(
         conn,
         task_id,
@@ -673,7 +673,7 @@ def get_task(conn: sqlite3.Connection, task_id: str) -> TaskRecord | None:
 
 
 # A listing carries a summary of each spec (the instruction cut, no result), so one page costs
-# memory in proportion to its length, never to what clients stored (DESIGN §14).
+# memory in proportion to its length, never to what clients stored (docs/design.md §14).
 LIST_INSTRUCTION_CHARS = 200
 _INSTRUCTION = "json_extract(spec, '$.instruction')"
 _SUMMARY_COLUMNS = _TASK_COLUMNS.replace(

@@ -1,4 +1,4 @@
-"""Per-uid caps on what one user may have waiting in the journal (DESIGN §14): pure.
+"""Per-uid caps on what one user may have waiting in the journal (docs/design.md §14): pure.
 
 A local user may submit, but not so much that the daemon's disk or another user's queue pays for
 it. Unfinished tasks count, so those caps clear as that user's work completes; schedules count

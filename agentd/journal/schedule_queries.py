@@ -1,4 +1,4 @@
-"""The journal's SQL for schedules (DESIGN §11): one synchronous function per operation.
+"""The journal's SQL for schedules (docs/design.md §11): one synchronous function per operation.
 
 Writes run on the writer thread inside the group-commit transaction. Every change to a schedule
 the scheduler makes names what it expects to find (`expect_next`: the occurrence it acted on), so

@@ -1,4 +1,4 @@
-"""The journal's schedule operations (DESIGN §11), mixed into `agentd.journal.store.Journal`.
+"""The journal's schedule operations (docs/design.md §11), mixed into `agentd.journal.store.Journal`.
 
 Each method is one write or read through the journal's single writer or its read pool, over the
 SQL of `agentd.journal.schedule_queries`; the write-ahead and acknowledgement rules are the

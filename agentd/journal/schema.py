@@ -86,7 +86,7 @@ UPDATE tasks SET spec_bytes = length(CAST(spec AS BLOB));
 CREATE INDEX tasks_by_state_owner ON tasks (state, owner_uid);
 """
 
-# v3: recurring work (DESIGN §11). A schedule row holds its trigger and counters; each fire is a
+# v3: recurring work (docs/design.md §11). A schedule row holds its trigger and counters; each fire is a
 # task carrying `schedule_id` and the occurrence it fired for (`fire_at`). A fire's task insert and
 # the schedule's advance to its next occurrence commit together, and (schedule_id, fire_at) is
 # unique, so no occurrence fires twice, across restarts included. `idle` is a finished run's
@@ -154,7 +154,7 @@ CREATE INDEX approvals_by_task ON approvals (task_id, digest);
 CREATE INDEX approvals_by_state ON approvals (state);
 """
 
-# v5: reactive triggers (DESIGN §11; docs/triggers.md). A delivery becomes a task carrying the
+# v5: reactive triggers (docs/design.md §11; docs/triggers.md). A delivery becomes a task carrying the
 # trigger's name and the URI it is about; the partial index serves each trigger's unfinished count
 # (its `max_inflight`) and its listing. `trigger_state` holds what an operator set on a trigger
 # that must survive a restart: whether it is paused.

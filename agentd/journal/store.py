@@ -1,4 +1,4 @@
-"""The durable journal (DESIGN §8): tasks, their trees and their events in `state_dir/agentd.db`.
+"""The durable journal (docs/design.md §8): tasks, their trees and their events in `state_dir/agentd.db`.
 
 `open_journal` locks the state directory, opens SQLite in WAL mode with `synchronous=FULL`, and
 starts the single writer thread (`agentd.journal.writer`). Every write is acknowledged only after the
@@ -286,7 +286,7 @@ class Journal(ScheduleJournal, ApprovalJournal, TriggerJournal):
         self, task_id: str, *, grant_steps: int | None = None, grant_tokens: int | None = None
     ) -> TaskRecord:
         """queued → starting, creating the root node "0" in the same commit. Commit this before
-        spawning (write-ahead, DESIGN §8). Raises `InvalidTransition` (nothing written) if the
+        spawning (write-ahead, docs/design.md §8). Raises `InvalidTransition` (nothing written) if the
         task is no longer queued, e.g. it was cancelled while waiting."""
         op = functools.partial(
             q.mark_starting,

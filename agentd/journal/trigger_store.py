@@ -1,4 +1,4 @@
-"""The journal's trigger operations (DESIGN §11; docs/triggers.md), mixed into `Journal`.
+"""The journal's trigger operations (docs/design.md §11; docs/triggers.md), mixed into `Journal`.
 
 A trigger's tasks are ordinary tasks carrying `trigger` and `uri` (schema v4); what an operator
 set on a trigger that must survive a restart — whether it is paused — is a `trigger_state` row.

@@ -1,2 +1,2 @@
-"""Recurring work (DESIGN §11): the pure schedule decisions (`plan`) and the scheduler that
+"""Recurring work (docs/design.md §11): the pure schedule decisions (`plan`) and the scheduler that
 drives them from the journal (`driver`)."""

@@ -1,4 +1,4 @@
-"""The scheduler: fires schedules on time, from the journal, across restarts (DESIGN §11).
+"""The scheduler: fires schedules on time, from the journal, across restarts (docs/design.md §11).
 
 It keeps every active schedule's next occurrence in a heap and sleeps until the earliest (bounded,
 so a wall-clock step is noticed), then decides each due fire with `agentd.scheduling.plan` and

@@ -1,4 +1,4 @@
-"""Recurring work's decisions (DESIGN §11), pure: when a schedule fires next, what a due fire does,
+"""Recurring work's decisions (docs/design.md §11), pure: when a schedule fires next, what a due fire does,
 and what a finished run means for the schedule.
 
 Times are wall-clock UTC instants (seconds since the epoch) passed in as arguments; nothing here
@@ -38,7 +38,7 @@ MAX_COUNTED_MISSES = 1000
 # The first pause of an idle backoff when a loop has no interval of its own.
 MIN_IDLE_PAUSE_S = 1.0
 # After a crashed loop run the next waits at least this, doubling per crash in a row up to the cap
-# (DESIGN §6's restart governor), so a loop that crashes at once does not spin.
+# (docs/design.md §6's restart governor), so a loop that crashes at once does not spin.
 CRASH_BACKOFF_S = 0.5
 CRASH_BACKOFF_MAX_S = 30.0
 

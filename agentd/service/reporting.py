@@ -1,7 +1,7 @@
 """Keeping systemd informed while the daemon serves: the watchdog, the STATUS= line, the wedge hook.
 
 `run_watchdog` pings from the daemon's own event loop, so a wedged loop starves it and systemd
-restarts the daemon (DESIGN §15). `ServiceStatus` samples the supervisor and the journal and sends
+restarts the daemon (docs/design.md §15). `ServiceStatus` samples the supervisor and the journal and sends
 `STATUS=` when the line changes. `AGENTD_TEST_WEDGE_ON_SIGUSR2=<seconds>` is a fault-injection
 hook for tests: off unless set, it makes SIGUSR2 block the event loop for that long.
 """

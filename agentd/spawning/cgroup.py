@@ -1,4 +1,4 @@
-"""cgroup v2 leaves for children, when a writable v2 subtree exists (DESIGN §6).
+"""cgroup v2 leaves for children, when a writable v2 subtree exists (docs/design.md §6).
 
 With systemd `Delegate=yes` (or as root on a pure v2 host) the daemon moves itself into a
 `supervisor` leaf of its own cgroup and creates one leaf per child under `tasks/` with

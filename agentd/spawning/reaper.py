@@ -1,4 +1,4 @@
-"""The subreaper's orphan sweep (DESIGN §6).
+"""The subreaper's orphan sweep (docs/design.md §6).
 
 As `PR_SET_CHILD_SUBREAPER`, the daemon inherits every process orphaned below it — a stdio MCP
 server whose subagent was killed, a grandchild that escaped with `setsid`. The sweep kills and

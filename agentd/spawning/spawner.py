@@ -1,4 +1,4 @@
-"""Starting subagent processes: the `Spawner` seam and `ExecSpawner` (DESIGN §2, §6).
+"""Starting subagent processes: the `Spawner` seam and `ExecSpawner` (docs/design.md §2, §6).
 
 `ExecSpawner` uses `posix_spawn` — no Python runs between fork and exec, so it is safe in a
 threaded daemon — with the child in its own session, signal dispositions reset, and three pipes
@@ -27,7 +27,7 @@ from processes.linux import open_pidfd
 from processes.pipes import StdioPipes, open_stdio_pipes
 from protocol.environment import CGROUP_ENV, RUN_MARKER_ENV, SUPERVISOR_PID_ENV, TEST_FAULT_ENV
 
-# Environment names a child must never inherit (DESIGN §6): systemd's notify, watchdog and
+# Environment names a child must never inherit (docs/design.md §6): systemd's notify, watchdog and
 # socket-activation contracts belong to the daemon alone.
 SCRUBBED_PREFIXES = ("NOTIFY_SOCKET", "WATCHDOG_", "LISTEN_")
 OTEL_PREFIX = "OTEL_"

@@ -1,6 +1,6 @@
 """A supervised child's pipes and pidfd: what a subagent (`SupervisedChild`) and a resource
 watcher (`WatcherProcess`) do alike — write a frame within a deadline, relay stderr line by line
-under a size cap, and reap the exit status through the pidfd (DESIGN §2, §3)."""
+under a size cap, and reap the exit status through the pidfd (docs/design.md §2, §3)."""
 
 from __future__ import annotations
 

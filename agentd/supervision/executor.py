@@ -1,4 +1,4 @@
-"""The `Executor` seam (DESIGN §16): between "a task must run" and "spawn a local child".
+"""The `Executor` seam (docs/design.md §16): between "a task must run" and "spawn a local child".
 
 The supervisor keeps the queue, the journal and every terminal status; an executor only says how
 one task's run happens. `local` (the default) is a `TaskRun` on this host. A remote executor

@@ -1,4 +1,4 @@
-"""Which queued task starts next: round robin across owners, not first in first out (DESIGN §14).
+"""Which queued task starts next: round robin across owners, not first in first out (docs/design.md §14).
 
 Pure. One user's hundred queued tasks must not make another user's one task wait behind all of
 them: each owner's next task is ranked by how many of that owner's tasks already run plus how many

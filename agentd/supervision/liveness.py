@@ -1,4 +1,4 @@
-"""Liveness detectors and exit classification (DESIGN §6) as pure functions.
+"""Liveness detectors and exit classification (docs/design.md §6) as pure functions.
 
 The supervisor samples an `Observation` of each child on its timer and asks `classify` for a
 verdict; when a child's process is reaped, `classify_exit` decides its terminal status. No I/O
@@ -134,7 +134,7 @@ def classify_exit(
     oom_killed: bool = False,
     stderr_tail: str = "",
 ) -> RunResult:
-    """The one terminal result for a reaped child (the EOF×exit half of DESIGN §6).
+    """The one terminal result for a reaped child (the EOF×exit half of docs/design.md §6).
 
     A child that reported `ev/result` keeps its own verdict, however it exited afterwards.
     Otherwise the supervisor attributes the status from the first cause it stopped the child for:

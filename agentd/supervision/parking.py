@@ -1,7 +1,7 @@
 """Prestarted subagents: a trigger's task forked while its URI's debounce window is open (issue 9).
 
 A trigger's task cannot start before its debounce window closes, and a delivery is a journaled task
-before anything of the task happens (DESIGN §11). What can happen before is everything the task
+before anything of the task happens (docs/design.md §11). What can happen before is everything the task
 does not do itself: when a window opens, the trigger manager picks the task's ids and asks here for
 its child. It is forked (in its cgroup leaf, with its limits and run marker), sent its spawn
 payload with `hold_s`, and left: it opens its model client and the hinted tools and waits for

@@ -45,7 +45,7 @@ class RunOptions:
 
 
 class RunJournal(Protocol):
-    """The journal writes of one task run; each commits before the step it records (DESIGN §8)."""
+    """The journal writes of one task run; each commits before the step it records (docs/design.md §8)."""
 
     async def mark_starting(
         self, task_id: str, *, grant_steps: int | None = None, grant_tokens: int | None = None

@@ -1,4 +1,4 @@
-"""One supervised subagent process: its channel, liveness, kill ladder and exit (DESIGN §3, §6).
+"""One supervised subagent process: its channel, liveness, kill ladder and exit (docs/design.md §3, §6).
 
 `SupervisedChild.run` owns the child from the spawn frame to the reaped exit status: it reads
 frames with a 16 MiB line cap (a longer line — a flood without newlines — is a fatal protocol

@@ -4,7 +4,7 @@ The `Supervisor` takes queued tasks from the journal up to `max_concurrent_tasks
 as a `SupervisedChild` in write-ahead order (mark `starting` → spawn → record pid and start time →
 send `ctrl/spawn`), records exactly one terminal status per task, and sweeps orphans. Each task
 runs as a `TaskRun` given narrow `RunPorts`. It never talks to a model and never parses MCP
-traffic (DESIGN §1).
+traffic (docs/design.md §1).
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ class Supervisor:
         # Where the nodes' transcripts are journaled: this journal's, or (a Temporal worker's)
         # the task's workflow history first, so the next attempt on any worker resumes from it.
         self.steps: StepJournal = steps or journal.transcripts
-        # How each task runs: here (the default), or on a Temporal worker (DESIGN §16).
+        # How each task runs: here (the default), or on a Temporal worker (docs/design.md §16).
         self.executor: Executor = executor or LocalExecutor()
         # Journaled tasks whose submit waits for the executor to accept them: not to be taken yet.
         self.accepting: set[str] = set()
@@ -561,7 +561,7 @@ class Supervisor:
             self.on_trigger_ended(record)
         return record
 
-    # ---- restart recovery (DESIGN §8) -----------------------------------------------------------
+    # ---- restart recovery (docs/design.md §8) -----------------------------------------------------------
 
     async def recover(self) -> list[str]:
         """Reconcile tasks a previous daemon left `starting`/`running`; returns their ids.

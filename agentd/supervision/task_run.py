@@ -1,6 +1,6 @@
 """One task's run: the root subagent, the nested subagents it asks for, and their teardown.
 
-Every subagent is spawned here, by the supervisor — the single spawn chokepoint (DESIGN §2, §7).
+Every subagent is spawned here, by the supervisor — the single spawn chokepoint (docs/design.md §2, §7).
 A `sup/spawn` request becomes a refusal naming the cap (returned to the model as a tool error)
 or a grant minted by `agentd.supervision.tree`; usage is counted as each `ev/usage` arrives; a node over its
 grant has its subtree cancelled, and the root over its grant ends the task `exhausted_*`.
@@ -636,7 +636,7 @@ class TaskRun:
     async def spawn(self, parent: str, params: control.SpawnRequestParams) -> JsonValue:
         if self.ports.drain.draining and self.tree.closed is None:
             self.tree.closed = "the daemon is draining"
-        # A model wrote this schema, so the supervisor evaluates none of it (DESIGN §1): only the
+        # A model wrote this schema, so the supervisor evaluates none of it (docs/design.md §1): only the
         # linear walk for references outside it. The requesting subagent checked that it is a
         # valid schema; a child given an invalid one reports that when it verifies its answer.
         problem = reference_problem(params.output_contract)
@@ -719,7 +719,7 @@ class TaskRun:
         }
 
     def distillate(self, handle: str) -> JsonValue:
-        """What a parent may learn of a finished child: never its transcript (DESIGN §4)."""
+        """What a parent may learn of a finished child: never its transcript (docs/design.md §4)."""
         node = self.nodes[handle]
         result = node.result
         assert result is not None

@@ -1,4 +1,4 @@
-"""The trigger manager: resource watchers in, journaled tasks out (DESIGN §11; docs/triggers.md).
+"""The trigger manager: resource watchers in, journaled tasks out (docs/design.md §11; docs/triggers.md).
 
 One watcher process per MCP server that has triggers (`agentd.triggers.watcher`), restarted by
 the governor when it dies. Each `ev/resource` is given to the one trigger that owns its URI, held

@@ -1,4 +1,4 @@
-"""Pure decisions of reactive triggers (DESIGN §11): who owns a URI, when a delivery is due, what
+"""Pure decisions of reactive triggers (docs/design.md §11): who owns a URI, when a delivery is due, what
 `max_inflight` and `overflow` let start, and when a dead watcher is restarted or given up on.
 
 No I/O and no clock reads: `now` is an argument (monotonic seconds), randomness is injected.

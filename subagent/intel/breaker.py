@@ -1,4 +1,4 @@
-"""A per-endpoint circuit breaker as pure, frozen state (DESIGN §5).
+"""A per-endpoint circuit breaker as pure, frozen state (docs/design.md §5).
 
 Three consecutive failed calls open the breaker for a cooldown; after it the breaker is
 half-open and the next call is its trial: success closes it, failure re-opens it for another

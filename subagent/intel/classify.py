@@ -1,4 +1,4 @@
-"""Which error an endpoint's HTTP failure is (pure): the DESIGN §5 error table in one place.
+"""Which error an endpoint's HTTP failure is (pure): the docs/design.md §5 error table in one place.
 
     401, 403                        -> IntelFatal (auth)              never retried
     429                             -> IntelTransient (rate limited)  Retry-After honoured

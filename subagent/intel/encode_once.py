@@ -1,4 +1,4 @@
-"""Encode each transcript item once and reuse its bytes on every later request (DESIGN §10).
+"""Encode each transcript item once and reuse its bytes on every later request (docs/design.md §10).
 
 A transcript only grows by appending immutable messages, so an item's wire encoding never
 changes: the cache keys it by object identity, holds a reference to the object (so its `id`

@@ -1,4 +1,4 @@
-"""Which tool-result images go into one model request (pure; DESIGN §10's encode-once rule kept).
+"""Which tool-result images go into one model request (pure; docs/design.md §10's encode-once rule kept).
 
 An endpoint that does not accept images gets none. One that does gets the newest images first,
 up to `MAX_REQUEST_IMAGE_BYTES`; an older result whose images do not fit is sent as its text-only

@@ -1,6 +1,6 @@
 """The OpenAI chat-completions wire format (pure): message encoding and reply parsing.
 
-Encoding works per message so the adapter can cache each message's bytes (DESIGN §10). Parsing
+Encoding works per message so the adapter can cache each message's bytes (docs/design.md §10). Parsing
 never raises: a body that is not the expected shape becomes `ModelReply(malformed=...)`, with a
 description of what was wrong and no echo of the content.
 """

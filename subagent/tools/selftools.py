@@ -105,7 +105,7 @@ SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(NOTE_READ, "Read back every note saved with note_write during this task.", _schema({}, [])),
 )
 
-# The structured "nothing done" signal of a loop run (DESIGN §11): a tool call, not a phrase in
+# The structured "nothing done" signal of a loop run (docs/design.md §11): a tool call, not a phrase in
 # the answer, so no text is ever matched.
 IDLE_SPEC = ToolSpec(
     NOTHING_TO_DO,

@@ -1,4 +1,4 @@
-"""The resource watcher: one supervised process per MCP server that has triggers (DESIGN §2, §11).
+"""The resource watcher: one supervised process per MCP server that has triggers (docs/design.md §2, §11).
 
 `python -m subagent.watch` boots like a subagent (`boot.py`), reads one `ctrl/watch`
 (`protocol.watch`), holds that server's MCP session and reports each resource change as

@@ -1,4 +1,4 @@
-"""The watcher's boot order: the subagent's (`subagent.boot`, DESIGN §2), with its own first frame.
+"""The watcher's boot order: the subagent's (`subagent.boot`, docs/design.md §2), with its own first frame.
 
 1. move the channel to private fds; clear the signal mask and reset SIGTERM/SIGINT/SIGHUP to their
    defaults (a watcher must never inherit the daemon's blocked or ignored signals, or it would

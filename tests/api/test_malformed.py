@@ -1,4 +1,4 @@
-"""Chaos at the socket (DESIGN §17): thousands of malformed frames get error answers that echo
+"""Chaos at the socket (docs/design.md §17): thousands of malformed frames get error answers that echo
 nothing, and the server stays healthy enough to accept a normal `task.submit` afterwards."""
 
 from __future__ import annotations

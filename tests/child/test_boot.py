@@ -1,4 +1,4 @@
-"""The child's boot contract (DESIGN §2) and its behaviour on hostile input."""
+"""The child's boot contract (docs/design.md §2) and its behaviour on hostile input."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ async def test_a_bad_first_frame_exits_2_without_echoing_it(frame: bytes) -> Non
 
 
 async def test_boot_imports_only_the_environment_names_and_exit_codes_before_the_first_frame() -> None:
-    # DESIGN §2: the child imports almost nothing before step 5; pydantic comes with the first frame.
+    # docs/design.md §2: the child imports almost nothing before step 5; pydantic comes with the first frame.
     code = (
         "import json, sys, subagent.boot; print(json.dumps(sorted(m for m in sys.modules "
         "if m.split('.')[0] in ('protocol', 'processes', 'pydantic', 'anyio', 'mcp', 'httpx2'))))"

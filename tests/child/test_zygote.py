@@ -1,4 +1,4 @@
-"""The zygote process over its socket (DESIGN §10): ready once, then one reply per request.
+"""The zygote process over its socket (docs/design.md §10): ready once, then one reply per request.
 
 The test process stands in for the supervisor: it is a child subreaper (tests/conftest.py), so a
 subagent the zygote double-forks is reparented to it, exactly as to the daemon.

@@ -1,6 +1,6 @@
-"""Chaos against the real daemon (DESIGN §17): children that crash, hog, hang, flood or escape.
+"""Chaos against the real daemon (docs/design.md §17): children that crash, hog, hang, flood or escape.
 
-Each test asserts the outcome DESIGN §6 promises — one terminal status with the reason recorded,
+Each test asserts the outcome docs/design.md §6 promises — one terminal status with the reason recorded,
 the ladder rung that ended it, no survivor — and the leak check proves nothing is left behind.
 """
 

@@ -1,4 +1,4 @@
-"""Kill -9 of the daemon, round after round, with real work running (DESIGN §8).
+"""Kill -9 of the daemon, round after round, with real work running (docs/design.md §8).
 
 Each round submits tasks that run on the real subagent — the built-in scripted model, a real
 stdio MCP server per subagent (`mcp_lean.py`), a nested child through `subagent_spawn` — kills the

@@ -1,4 +1,4 @@
-"""Schedules end to end (DESIGN §11): a real daemon, the CLI, the scripted model or the rogue
+"""Schedules end to end (docs/design.md §11): a real daemon, the CLI, the scripted model or the rogue
 stand-in child. Interval and loop schedules fire and end, pause/resume/delete, a kill -9 between
 fires, overlapping fires skipped and recorded, another uid kept out, bad input refused (exit 2)."""
 

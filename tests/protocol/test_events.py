@@ -1,4 +1,4 @@
-"""The closed event vocabulary covers DESIGN §13 and every name is declared once."""
+"""The closed event vocabulary covers docs/design.md §13 and every name is declared once."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pydantic import ValidationError
 from protocol.control import EventParams
 from protocol.events import EVENT_NAMES, EventName
 
-# Copied from DESIGN §13; a name leaving the design must leave this list deliberately too.
-DESIGN_EVENTS = [
+# Copied from docs/design.md §13; a name leaving the design must leave this list deliberately too.
+CORE_EVENTS = [
     "proc.start",
     "proc.ready",
     "proc.drain",
@@ -44,8 +44,8 @@ DESIGN_EVENTS = [
 
 
 def test_the_vocabulary_contains_every_event_named_in_the_design() -> None:
-    assert len(DESIGN_EVENTS) == 27
-    assert set(DESIGN_EVENTS) - EVENT_NAMES == set()
+    assert len(CORE_EVENTS) == 27
+    assert set(CORE_EVENTS) - EVENT_NAMES == set()
 
 
 def test_every_event_name_is_declared_exactly_once() -> None:

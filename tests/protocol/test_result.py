@@ -1,4 +1,4 @@
-"""Terminal statuses become exit codes exactly as DESIGN §12 says; result text is capped with a marker;
+"""Terminal statuses become exit codes exactly as docs/design.md §12 says; result text is capped with a marker;
 a cancel outranks the deadline; usages add up counter by counter."""
 
 from __future__ import annotations

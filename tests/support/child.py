@@ -1,6 +1,6 @@
 """`ChildHarness`: drive a real `python -m subagent` process over its control channel.
 
-A small stand-in for the supervisor's side of DESIGN §3 used by e2e tests: it spawns the child,
+A small stand-in for the supervisor's side of docs/design.md §3 used by e2e tests: it spawns the child,
 sends the spawn frame, collects every up-frame, answers pings on request, and kills the process
 group on exit. Every wait is bounded.
 """

@@ -75,7 +75,7 @@ async def test_a_watcher_whose_supervisor_is_not_its_parent_exits_at_once() -> N
 
 
 async def test_boot_imports_nothing_heavy_before_the_first_frame() -> None:
-    # DESIGN §2, as for a subagent: pydantic comes with the first frame, `mcp` after `ev/ready`.
+    # docs/design.md §2, as for a subagent: pydantic comes with the first frame, `mcp` after `ev/ready`.
     code = (
         "import json, sys, subagent.watch.boot; print(json.dumps(sorted(m for m in sys.modules "
         "if m.split('.')[0] in ('protocol', 'processes', 'pydantic', 'anyio', 'mcp', 'httpx2'))))"
