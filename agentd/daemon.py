@@ -520,7 +520,7 @@ def run_serve(
     try:
         Path(config.state_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
         # What start-up imported lives as long as the daemon: out of the collector's sight, a full
-        # collection with a thousand tasks alive walks only their objects (issue 16).
+        # collection with a thousand tasks alive walks only their objects.
         gc.collect()
         gc.freeze()
         code = anyio.run(functools.partial(serve, config, overrides=overrides, tracing=tracing))

@@ -134,7 +134,7 @@ def default_format(stream: TextIO) -> LogFormat:
 class _Line:
     """The whole pipeline in one pass: threshold, vocabulary, level, timestamp, exception, field
     order, rendering — what the chain of eight processors did, at a third of its cost per line (each
-    processor was a call and most copied the dict; a daemon writes ~9 lines per task, issue 16).
+    processor was a call and most copied the dict; a daemon writes ~9 lines per task).
     Fields: `ts`, `level`, `event`, `comp` first, then the rest in the order given."""
 
     def __init__(self, strict: bool, fmt: LogFormat = "json") -> None:

@@ -30,7 +30,7 @@ def build_payload(config: Config, record: TaskRecord) -> SpawnPayload:
         servers = [config.mcp_spec(name) for name in config.mcp_names_for(spec)]
     except (NotConfigured, ConfigError) as exc:
         raise PayloadError(str(exc)) from None
-    # A client's `--approve` adds to the operator's gate, never removes from it (issue 18).
+    # A client's `--approve` adds to the operator's gate, never removes from it.
     servers = [
         s.model_copy(
             update={"approval": list(dict.fromkeys([*s.approval, *client_gates(spec.approve, s.name)]))}

@@ -5,7 +5,7 @@ and never answers, so each task's subagent is alive and parked in its first mode
 state a long model call leaves it in. Once the zygote is warm, `--children` tasks are submitted;
 when the model has seen all their requests the bench reads each subagent's USS (the pages only it
 has: what it wrote after the fork), PSS and RSS from /proc/PID/smaps_rollup, and the daemon's RSS.
-The target (issue 16, at 1,000 children) is USS ≤ 8 MiB each. It also prints each child's minor
+The target (at 1,000 children) is USS ≤ 8 MiB each. It also prints each child's minor
 faults (copy-on-write copies, mostly) and CPU from its fork to the measurement, medians.
 
     python bench/child_memory.py [--children 100] [--smoke]

@@ -1,4 +1,4 @@
-"""Where a forked subagent's private pages come from: a copy-on-write attribution (issue 16).
+"""Where a forked subagent's private pages come from: a copy-on-write attribution.
 
 Parks `--children` subagents in a model call that never answers (as `bench/child_memory.py`), then
 compares each child's private pages with the zygote's, page by page (needs root: pagemap PFNs):

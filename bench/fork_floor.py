@@ -1,4 +1,4 @@
-"""What this machine charges for a process per task, before agentd does any work of its own (issue 16).
+"""What this machine charges for a process per task, before agentd does any work of its own.
 
 The one-turn throughput row (>= 150 tasks/s on 2 CPUs) leaves 13.3 ms of CPU per task for the
 whole tree: daemon, zygote and subagent. This bench measures how much of that the machine and the
@@ -36,7 +36,7 @@ if str(REPO) not in sys.path:
 
 from bench.samples import write_json  # noqa: E402
 
-TASK_BUDGET_MS = 2 * 1000 / 150  # issue 16's throughput row: 150 tasks/s on 2 CPUs
+TASK_BUDGET_MS = 2 * 1000 / 150  # the throughput target: 150 tasks/s on 2 CPUs
 FAULT_MIB = 256
 ROUNDS = 3
 KINDS = ("exit", "anyio")

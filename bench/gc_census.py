@@ -1,4 +1,4 @@
-"""What the daemon's garbage collector walks: its tracked objects, by type, on request (issue 16).
+"""What the daemon's garbage collector walks: its tracked objects, by type, on request.
 
     python bench/gc_census.py DIR python -m agentd serve --config ...
 

@@ -1,4 +1,4 @@
-"""Local-model failure modes (issue 15): a reply that stalls mid-way, and models that write tool
+"""Local-model failure modes: a reply that stalls mid-way, and models that write tool
 calls as prose.
 
 1. Stall to exit: `agentd run` against the fake OpenAI-compatible server, which sends the headers

@@ -6,7 +6,7 @@ runs `agentd` in this process with a thread that, every `INTERVAL_S`, takes the 
 stack (`sys._current_frames`) and counts each function as on-stack (inclusive) and the innermost
 one (self). A sample whose innermost frame is the selector's poll is the loop being idle. The
 counts are written to OUT.json every few seconds and at exit. Sampling, not tracing: it does not
-slow every call the way cProfile does, so it shows where the time goes under load (issue 16).
+slow every call the way cProfile does, so it shows where the time goes under load.
 """
 
 from __future__ import annotations

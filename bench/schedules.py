@@ -1,4 +1,4 @@
-"""Scheduler overhead with many schedules registered (docs/design.md §11; issue 10's targets).
+"""Scheduler overhead with many schedules registered (docs/design.md §11; targets in docs/benchmarks.md).
 
 Starts a real `agentd serve`, registers `registered` interval schedules through the socket (due
 an hour later, so they only weigh on the timetable and the journal), then runs `firing` interval

@@ -1,4 +1,4 @@
-"""Tasks through Temporal workers against the same tasks run locally (issue 13's "Measure").
+"""Tasks through Temporal workers against the same tasks run locally (docs/temporal.md).
 
 Everything is real and on this one machine: a Temporal dev server (`temporal server start-dev
 --headless`, in memory), `agentd serve` as the front door, `agentd worker` processes, real

@@ -1,4 +1,4 @@
-"""A thousand agents on one small machine (issue 16): spawn at scale, API latency, memory.
+"""A thousand agents on one small machine: spawn at scale, API latency, memory.
 
 One real `agentd serve`, one fake OpenAI-compatible model in its own process that answers every
 request after `--model-delay-s` (30 s), no MCP server. The tasks are submitted the moment the

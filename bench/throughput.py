@@ -12,7 +12,7 @@ first (the first forks touch pages the rest share). The daemon's and its childre
 measured batch is printed per task, the daemon's split into its event loop's thread and the rest
 (the journal writer, read workers), and so is the CPU of this bench's own submitting clients: they
 run in this process, so none of it is counted as the daemon's, but on a small machine they take
-CPU from the tasks (issue 16). Last, the same run measures this machine's floor under any of it
+CPU from the tasks. Last, the same run measures this machine's floor under any of it
 (`bench/fork_floor.py`): what forking a process built as the zygote builds itself costs per child.
 
     python bench/throughput.py [--tasks 600] [--concurrency 8 32] [--clients 4] [--smoke]

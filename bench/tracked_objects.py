@@ -1,4 +1,4 @@
-"""How many objects the daemon's garbage collector walks per live task, and of which types (issue 16).
+"""How many objects the daemon's garbage collector walks per live task, and of which types.
 
     .venv/bin/python -m bench.tracked_objects [--tasks 100] [--out FILE]
 

@@ -1,4 +1,4 @@
-"""Reactive triggers under load (issue 9's "Measure"): change → first model request, and a flood.
+"""Reactive triggers under load (docs/triggers.md, "Measured"): change → first model request, and a flood.
 
 Everything is real: `agentd serve`, its watcher (`python -m subagent.watch`), the SDK-built fixture
 MCP server `tests/fixtures/mcp_watch_2025.py` over stdio, and (latency) the real subagent talking

@@ -359,7 +359,7 @@ class TriggerRef(_Model):
     name: str = Field(min_length=1, max_length=64)
 
 
-# ---- approvals (issue 18) --------------------------------------------------------------------
+# ---- approvals --------------------------------------------------------------------
 
 ApprovalState = Literal["pending", "approved", "denied", "expired", "withdrawn"]
 

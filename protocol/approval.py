@@ -1,4 +1,4 @@
-"""The approval gate's shared rules (issue 18): which tool calls wait for a person, how one call is
+"""The approval gate's shared rules: which tool calls wait for a person, how one call is
 identified across runs, and what the model is told when a person said no.
 
 Pure and shared by both processes: the subagent decides from its grant whether a call is gated;

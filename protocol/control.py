@@ -197,7 +197,7 @@ class SupStatus(Message):
 
 
 class ApproveParams(_Params):
-    """A gated tool call the child holds until a person decides (issue 18). The supervisor bounds
+    """A gated tool call the child holds until a person decides. The supervisor bounds
     the wait by `timeout_s` and by the node's deadline."""
 
     call_id: str = Field(max_length=200)

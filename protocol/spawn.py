@@ -151,7 +151,7 @@ class McpServerSpec(_Wire):
     log_level: McpLogLevel | None = None
     oauth: OAuthSpec | None = None
     oauth_login: OAuthLoginSpec | None = None
-    # Tool-name globs whose calls wait for a person's approval (issue 18). Invariant: a nested
+    # Tool-name globs whose calls wait for a person's approval. Invariant: a nested
     # child's payload copies its parent's specs, so a child's gate is never narrower.
     approval: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
         default_factory=list, max_length=128

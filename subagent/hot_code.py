@@ -1,4 +1,4 @@
-"""The zygote's hot code, moved next to each other before the first fork (issue 16).
+"""The zygote's hot code, moved next to each other before the first fork.
 
 Calling a Python function writes its code object's reference count (and, on 3.11, its warm-up
 counter and the specialising interpreter's inline caches), so every code object a forked task

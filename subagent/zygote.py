@@ -50,7 +50,7 @@ SOCKET_FD = 3
 REPARENT_TIMEOUT_S = 10.0
 # Requests already queued are forked through one intermediate, at most this many: a fork of this
 # ~80 MiB process costs tens of milliseconds on a small VM, and the double fork paid it twice per
-# child (plus the intermediate's exit); a batch pays the intermediate once (issue 16).
+# child (plus the intermediate's exit); a batch pays the intermediate once.
 MAX_BATCH = 8
 
 
@@ -84,7 +84,7 @@ WARM_RUN_THREADS_S = 2.0
 # machine): it only costs the warm-up, never the zygote's start.
 WARM_RUN_TIMEOUT_S = 5.0
 # One warm-up task per model kind: the scripted one (tests, benches) and the two HTTP adapters,
-# answered by `subagent.warm_model` on loopback (issue 16: the HTTP path built in every child
+# answered by `subagent.warm_model` on loopback (the HTTP path built in every child
 # cost ~8 % more copy-on-write faults per child than when the zygote had run it once).
 WARM_KINDS = ("scripted", "openai", "anthropic")
 # Whether the code every warm-up task runs is moved together before the first fork (`hot_code`).
@@ -247,7 +247,7 @@ def _become_subagent(env: dict[str, str], fds: list[int], middle: int | None) ->
     `middle` is the intermediate process, our parent until it exits (None: cloned as the
     supervisor's child already)."""
     # A process group of its own (the kill ladder signals it), in the supervisor's session: the
-    # kernel then weighs subagents against the daemon, not against other users' sessions (issue 16).
+    # kernel then weighs subagents against the daemon, not against other users' sessions.
     os.setpgid(0, 0)
     nice = int(os.environ.get(SUBAGENT_NICE_ENV) or 0)
     if nice > 0:
@@ -282,7 +282,7 @@ def _await_exit(middle: int, timeout_s: float) -> None:
 
     The first subagent of a batch waits for the intermediate to fork all the others — hundreds of
     milliseconds under load — and polling `getppid` every 0.5 ms for that long cost each subagent
-    CPU the forks needed (issue 16). A pidfd becomes readable only once the kernel has reparented
+    CPU the forks needed. A pidfd becomes readable only once the kernel has reparented
     the exiting process's children, so one `select` replaces the polling; the caller's loop then
     checks the new parent. Best effort: without a pidfd (already reaped, old kernel) it returns.
     """
@@ -343,7 +343,7 @@ _clone_refused = False
 def _clone_parent() -> int:
     """`os.fork()`, except that the child's parent is ours (the supervisor): one page-table copy
     per subagent instead of a second one in an intermediate process plus its exit and the child's
-    wait to be reparented (issue 16: a fork of this ~76 MiB process costs ≈ 0.25 ms per MiB here).
+    wait to be reparented (a fork of this ~76 MiB process costs ≈ 0.25 ms per MiB here).
 
     Python's own fork hooks run exactly as `os.fork` runs them (`PyOS_BeforeFork` /
     `PyOS_AfterFork_*`: the import lock, threading's and random's at-fork handlers). glibc's fork

@@ -86,7 +86,7 @@ FOLLOW_POLL_S = 5.0
 # what a client reads in one reply.
 TRANSCRIPT_PAGE_BYTES = 8 * 1024 * 1024
 # `daemon.status` counts the daemon's children at most this often: the count walks every live
-# child, which with 1,000 tasks cost each status call milliseconds of the loop (issue 16).
+# child, which with 1,000 tasks cost each status call milliseconds of the loop.
 CHILDREN_MAX_AGE_S = 1.0
 
 
@@ -481,7 +481,7 @@ class DaemonBackend:
             raise ApiError(UNAVAILABLE, f"the schedule was not changed: {exc}", retryable=True) from None
         return record.to_view()
 
-    # ---- approvals (issue 18) -----------------------------------------------------------------
+    # ---- approvals -----------------------------------------------------------------
 
     async def approval_list(self, caller: Caller, params: ApprovalListParams) -> builtins.list[ApprovalView]:
         if params.task_id is not None:

@@ -1,4 +1,4 @@
-"""The SQL of the approval gate (issue 18): open a request (or find the decision a restart left),
+"""The SQL of the approval gate: open a request (or find the decision a restart left),
 decide it, settle it (expired, withdrawn), consume a decision, list what is pending.
 
 Each function runs on the journal's write or read connection, inside its transaction. A decision

@@ -1,4 +1,4 @@
-"""The journal's approval operations (issue 18), mixed into `agentd.journal.store.Journal`.
+"""The journal's approval operations, mixed into `agentd.journal.store.Journal`.
 
 Each is one write or read through the journal's single writer or its read pool, over the SQL of
 `agentd.journal.approval_queries`; a write returns only once its COMMIT did.

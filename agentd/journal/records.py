@@ -301,7 +301,7 @@ class JournalStats:
 
 @dataclass(frozen=True, slots=True)
 class ApprovalRecord:
-    """One gated tool call held for a person (issue 18); times are UTC epoch seconds."""
+    """One gated tool call held for a person; times are UTC epoch seconds."""
 
     call_id: str
     task_id: str

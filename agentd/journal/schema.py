@@ -123,7 +123,7 @@ ALTER TABLE tasks ADD COLUMN idle INTEGER NOT NULL DEFAULT 0;
 CREATE UNIQUE INDEX tasks_by_fire ON tasks (schedule_id, fire_at) WHERE schedule_id IS NOT NULL;
 """
 
-# v4: the approval gate (issue 18). One row per gated tool call a subagent holds for a person;
+# v4: the approval gate. One row per gated tool call a subagent holds for a person;
 # it outlives the daemon, so a request pending at a restart stays decidable, and a decision not yet
 # `consumed` is honoured once when the requeued run makes the same call (same `digest`: server,
 # tool, arguments). `call_id` is the public id a person names (`agentd approve TASK CALL`).
@@ -178,7 +178,7 @@ ALTER TABLE tasks ADD COLUMN worker TEXT;
 
 # v7: the per-uid caps' sum reads only the (state, owner) index, not each unfinished row of the
 # table as well: that made every submit cost ~0.5 ms of the writer thread once a user had 1,000
-# tasks unfinished (issue 16). It also keeps the plan on the index should statistics (ANALYZE)
+# tasks unfinished. It also keeps the plan on the index should statistics (ANALYZE)
 # ever favour a scan of the table, which costs ~6 ms per submit at 20,000 tasks.
 _V7 = """
 DROP INDEX tasks_by_state_owner;

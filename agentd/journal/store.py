@@ -470,7 +470,7 @@ class Journal(ScheduleJournal, ApprovalJournal, TriggerJournal):
             raise JournalUnavailable("journal is closed")
         # Bounded by `_watch_stalls`, one task for all writes, not by a timed cancel scope around
         # each wait: that scope (a timer armed and cancelled, anyio's scope bookkeeping) was the
-        # biggest part of a write's cost on the event loop, several times per task (issue 16).
+        # biggest part of a write's cost on the event loop, several times per task.
         op = Pending(fn, wakes=wakes, due=anyio.current_time() + self._options.write_timeout_s)
         self._inflight.append(op)
         if self._watch_idle is not None:

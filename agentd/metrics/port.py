@@ -41,7 +41,7 @@ class Metrics(Protocol):
     def loop_lag(self, seconds: float) -> None:
         """The daemon's event loop woke this much later than it asked to."""
 
-    # Extension point for schedules and triggers (issue 10): the scheduler calls these once it
+    # Extension point for schedules and triggers: the scheduler calls these once it
     # exists; `name` is a configured schedule's or trigger's name (bounded by the config).
     def fired(self, kind: str, name: str, outcome: str) -> None:
         """A schedule or trigger (`kind`) fired; `outcome` e.g. `started`, `skipped`, `refused`."""

@@ -176,7 +176,7 @@ class PrometheusMetrics:
     def loop_lag(self, seconds: float) -> None:
         self._lag.observe(max(0.0, seconds))
 
-    # ---- schedules and triggers (the extension point of issue 10) ------------------------------
+    # ---- schedules and triggers (the scheduler's and trigger manager's extension point) --------------
 
     def fired(self, kind: str, name: str, outcome: str) -> None:
         kind_label = labels.bounded(kind, labels.FIRE_KINDS)

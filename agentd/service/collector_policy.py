@@ -1,4 +1,4 @@
-"""When the daemon freezes its long-lived objects and when it runs a full collection (pure; issue 16).
+"""When the daemon freezes its long-lived objects and when it runs a full collection (pure).
 
 A full collection walks every tracked object; with a thousand live tasks that took ≈ 0.4 s of
 wall time, and Python runs one each time the long-lived objects grew by a quarter — over and over

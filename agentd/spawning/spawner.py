@@ -158,7 +158,7 @@ def lower_priority(pid: int, *, batch: bool, nice: int) -> None:
     The child shares the daemon's session (it has a process group of its own, not a session), so
     outside a cpu cgroup the kernel shares the CPU between the daemon's tree and everyone else's
     sessions first, then between the daemon and its children by weight: nice 3 weighs half of
-    nice 0. Raising a child's nice needs no privilege (issue 16)."""
+    nice 0. Raising a child's nice needs no privilege."""
     if nice:
         with contextlib.suppress(OSError):
             ours = os.getpriority(os.PRIO_PROCESS, 0)
@@ -171,7 +171,7 @@ def run_as_batch(pid: int) -> None:
     """Put `pid` under SCHED_BATCH (best effort): same CPU share as before, but its wake-ups never
     preempt the running process. Every write the daemon makes to a child (a spawn frame, a ping, a
     fork request to the zygote) wakes it, and a woken SCHED_OTHER child may take the CPU from the
-    daemon at once; with hundreds booting the daemon answered clients in seconds (issue 16).
+    daemon at once; with hundreds booting the daemon answered clients in seconds.
     Inherited across fork and exec, so the zygote's subagents and their MCP servers get it too."""
     with contextlib.suppress(OSError):
         os.sched_setscheduler(pid, os.SCHED_BATCH, os.sched_param(0))

@@ -96,7 +96,7 @@ class ZygoteSpawner:
         # it runs (a recovered backlog) must wait for it too.
         self._state: ZygoteState = "starting"
         self._changed: anyio.Event | None = None
-        # Pipelined fork requests (docs/design.md §10, issue 16): each spawn sends its request and awaits
+        # Pipelined fork requests (docs/design.md §10): each spawn sends its request and awaits
         # its reply by id, so the loop never blocks on the zygote and the zygote always has work.
         self._waiting: dict[int, _Waiter] = {}
         self._window = anyio.Semaphore(FORK_WINDOW)

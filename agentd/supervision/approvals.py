@@ -1,4 +1,4 @@
-"""The approval desk: where gated tool calls wait for a person (issue 18).
+"""The approval desk: where gated tool calls wait for a person.
 
 A subagent holding a gated call sends `sup/approve`; its node's `TaskRun` hands it here. The desk
 journals the request (so it survives a restart), waits — bounded by the request's expiry and the

@@ -1,4 +1,4 @@
-"""Prestarted subagents: a trigger's task forked while its URI's debounce window is open (issue 9).
+"""Prestarted subagents: a trigger's task forked while its URI's debounce window is open.
 
 A trigger's task cannot start before its debounce window closes, and a delivery is a journaled task
 before anything of the task happens (docs/design.md §11). What can happen before is everything the task

@@ -1,7 +1,7 @@
 """The journal's queue as the scheduler last read it, kept current by the submits it is told of.
 
 Without it the scheduler read the queue (a worker-thread hop and each owner's oldest N tasks
-decoded again) at every wake, i.e. once or twice per task that started or ended (issue 16). Now it
+decoded again) at every wake, i.e. once or twice per task that started or ended. Now it
 reads `READ_PER_OWNER` of each owner's oldest tasks at once and serves its picks from that copy:
 a task this daemon acknowledged is appended (it is the newest), a task it starts is removed. The
 copy is only trusted while nothing else could have changed the queue unseen: anything that queues
@@ -40,7 +40,7 @@ def first_per_owner(
 class QueueCache:
     """Each owner's queued tasks in an insertion-ordered dict, so that a pick costs what it returns
     and a start is one removal: a burst of submits used to make both a scan of the whole copy,
-    i.e. quadratic in the queue's length (issue 16)."""
+    i.e. quadratic in the queue's length."""
 
     def __init__(self) -> None:
         # Invariant: when not None, these are every queued task of each owner not in `_cut`, and

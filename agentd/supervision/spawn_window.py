@@ -5,7 +5,7 @@ call, sent anything after `ev/ready` that shows it is working, or ended — the 
 burns CPU (copy-on-write faults after the fork, building its loop and client). Hundreds booting at
 once on a small machine each take a CPU share of their own (every subagent is a session, hence a
 scheduler autogroup, of its own), so the daemon, one process among them, answered clients in
-seconds (issue 16). With the window, a burst boots K at a time and the daemon competes with K.
+seconds. With the window, a burst boots K at a time and the daemon competes with K.
 
 Waiters are let in strictly first come, first served. A waiter that is cancelled (its task was
 cancelled or the daemon drains) leaves the queue; a place handed to it just then is passed on.

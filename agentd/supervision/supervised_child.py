@@ -88,7 +88,7 @@ class ChildListener(Protocol):
 class _Detached:
     """The listener of a child whose supervision has ended: it hears nothing more. Dropping the
     real one breaks the child ↔ listener ↔ owner cycle, so a finished task's objects are freed as
-    their last reference goes, not by a full collection (issue 16)."""
+    their last reference goes, not by a full collection."""
 
     def on_ready(self, child: SupervisedChild) -> None:
         pass
@@ -451,7 +451,7 @@ class SupervisedChild:
         """Write the ping now when no other frame is being written: a frame of at most PIPE_BUF
         bytes goes into a pipe whole or not at all, so it cannot interleave with another. Otherwise
         (a frame mid-write, a full pipe) a task sends it. A task per ping cost the loop a task's
-        start and stamped the round trip before the write (issue 16: ping p99 with 100 children)."""
+        start and stamped the round trip before the write (the ping p99 with 100 children)."""
         ping = control.Ping(id=seq, params=control.PingParams(seq=seq))
         data = encode(ping)
         if not self._write_lock.locked() and len(data) <= select.PIPE_BUF:

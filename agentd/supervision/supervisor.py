@@ -117,7 +117,7 @@ class Supervisor:
         self.executor: Executor = executor or LocalExecutor()
         # Journaled tasks whose submit waits for the executor to accept them: not to be taken yet.
         self.accepting: set[str] = set()
-        # Gated tool calls wait here for a person (issue 18); without a desk they are denied.
+        # Gated tool calls wait here for a person; without a desk they are denied.
         self.approvals = ApprovalDesk(journal) if approvals else None
         self.build_payload = build_payload
         self.spawner = spawner
@@ -134,7 +134,7 @@ class Supervisor:
         self.parking = Parking(spawner, cgroup_root, lambda: self.options.run)
         self._drain = DrainState()
         self._wake = anyio.Event()
-        # The queue as last read, so a task's start or end does not cost a journal read (issue 16).
+        # The queue as last read, so a task's start or end does not cost a journal read.
         self._queue = QueueCache()
         self._sweep_wanted = anyio.Event()
         self._terminal: dict[str, anyio.Event] = {}

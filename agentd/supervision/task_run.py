@@ -318,7 +318,7 @@ class TaskRun:
 
         async def release() -> None:
             # Ends with the node too: a task cancelled at the run's end leaves its traceback, a
-            # cycle through the whole run, for a full collection to free (issue 16).
+            # cycle through the whole run, for a full collection to free.
             with anyio.move_on_after(HOLD_AFTER_READY_S):
                 await node.done.wait()
             node.place.release()
@@ -511,7 +511,7 @@ class TaskRun:
 
     def _keep(self, record: TaskRecord) -> None:
         """The task's record as the journal now has it, sharing the spec (never changed by a run)
-        with the record already held: one copy of its models per live task, not two (issue 16)."""
+        with the record already held: one copy of its models per live task, not two."""
         same = record.spec == self.record.spec and record.usage == self.record.usage
         self.record = (
             dataclasses.replace(record, spec=self.record.spec, usage=self.record.usage) if same else record
@@ -677,7 +677,7 @@ class TaskRun:
         return self.distillate(decision.handle)
 
     async def approve(self, node: NodeRun, params: control.ApproveParams) -> JsonValue:
-        """A gated tool call of `node`, held until a person decides (issue 18); fails closed."""
+        """A gated tool call of `node`, held until a person decides; fails closed."""
         desk = self.ports.approvals
         if desk is None:
             reason = "no one can approve tool calls here (no API socket: `agentd run`, or a Temporal worker)"

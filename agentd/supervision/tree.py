@@ -157,7 +157,7 @@ class Tree:
     def subtree(self, handle: str) -> list[str]:
         """Every node under and including `handle`, deepest first."""
         # A walk with a stack, not a recursive closure: that closure refers to itself, a cycle only
-        # the garbage collector frees (issue 16).
+        # the garbage collector frees.
         out, stack = [], [handle]
         while stack:
             h = stack.pop()

@@ -223,7 +223,7 @@ def oauth_auth(spec: McpServerSpec) -> httpx2.Auth | None:
         return None
     # Imported here, not with the module: it pulls in PyJWT and most of `cryptography` (~2 MiB,
     # ~50 modules) that the zygote would hold and copy into every fork for the few tasks that
-    # use OAuth client credentials (issue 16). A task that does pays ~0.1 s of imports once.
+    # use OAuth client credentials. A task that does pays ~0.1 s of imports once.
     from mcp.client.auth.extensions.client_credentials import (
         ClientCredentialsOAuthProvider,
         PrivateKeyJWTOAuthProvider,

@@ -1,4 +1,4 @@
-"""The tokens of an `agentd mcp login`, shared by every subagent that uses the server (issue 11).
+"""The tokens of an `agentd mcp login`, shared by every subagent that uses the server.
 
 One JSON file per server in the daemon's state directory (`mcp-oauth/NAME.json`, 0600, in a
 0700 directory): the server's URL (a login is for one URL), the authorization server's metadata

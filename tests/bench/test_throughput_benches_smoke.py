@@ -1,4 +1,4 @@
-"""The issue-16 throughput benches run end to end in their smoke mode, so they cannot rot.
+"""The throughput and scale benches run end to end in their smoke mode, so they cannot rot.
 
 Each is run as an operator would (`python bench/X.py --smoke`), against real daemons, subagents
 and MCP servers; smoke mode uses a small N and asserts no timing target. What is checked is that

@@ -122,7 +122,7 @@ def test_the_health_line_says_whether_the_zygote_is_warm() -> None:
 
 
 def test_a_node_awaiting_approval_is_shown_as_such_and_stays_live() -> None:
-    # The approval gate's view state (issue 18): the waiting node's process lives and counts.
+    # The approval gate's view state: the waiting node's process lives and counts.
     view = TaskView(task_id="t_1", run_id="r_1", owner_uid=0, state="awaiting_approval", started_at=90.0)
     nodes = [_node("0"), _node("0.1", state="awaiting_approval", pid=101)]
     stats = {

@@ -1,4 +1,4 @@
-"""The approval gate end to end (issue 18): a real daemon, the scripted model, a real stdio MCP
+"""The approval gate end to end: a real daemon, the scripted model, a real stdio MCP
 server whose `record` tool appends to a file (so "the call ran exactly once" is counted, not
 assumed), and real clients — including another uid and a pseudo-terminal.
 

@@ -1,4 +1,4 @@
-"""The approval gate across a daemon kill -9 (issue 18): a request pending at the kill stays
+"""The approval gate across a daemon kill -9: a request pending at the kill stays
 decidable after the restart, and the decision is honoured once when the requeued run makes the same
 call. Its own module: it runs its own daemons, and the leak check needs no other daemon alive."""
 

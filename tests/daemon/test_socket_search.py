@@ -1,4 +1,4 @@
-"""A member of the socket's group reaches the system daemon with no flag and no variable (issue 12).
+"""A member of the socket's group reaches the system daemon with no flag and no variable.
 
 The real daemon binds the system socket `/run/agentd/agentd.sock` (group `nogroup` standing in for
 `agentd`); a forked process that dropped to nobody, with that group and an empty environment, runs

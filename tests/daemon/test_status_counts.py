@@ -1,4 +1,4 @@
-"""`daemon.status` counts: the live children (counted at most once a second, issue 16) and the
+"""`daemon.status` counts: the live children (counted at most once a second) and the
 unfinished tasks, against a real daemon whose tasks sit in a scripted model call."""
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
-"""What one live task costs the daemon's garbage collector, held under a measured bound (issue 16).
+"""What one live task costs the daemon's garbage collector, held under a measured bound.
 
 A real daemon under `bench/gc_census.py` (the census of tracked objects, by type), a model that
 holds every request: the objects a parked task keeps alive in the daemon, per task, stay under
 `LIVE_BOUND`; a finished task leaves (next to) no cyclic garbage, so what `daemon.gc_freeze`
 froze of it is freed by reference counts; and the daemon does freeze its live tasks' state.
-Measured on this machine (bench/tracked_objects.py): 258 per live task before issue 16's cuts,
-210 after; cyclic garbage per finished task 164 → under 1.
+Measured on this machine (bench/tracked_objects.py): 258 per live task before the
+cuts described in docs/decisions.md, 210 after; cyclic garbage per finished task 164 → under 1.
 """
 
 from __future__ import annotations

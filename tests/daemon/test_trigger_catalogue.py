@@ -1,4 +1,4 @@
-"""A trigger's task asks the model first and connects its server meanwhile (issue 9's latency):
+"""A trigger's task asks the model first and connects its server meanwhile (a trigger's latency):
 the real daemon, the real watcher, the SDK fixture servers of both eras over stdio, the real
 subagent talking to `FakeLLM`.
 

@@ -1,4 +1,4 @@
-"""A trigger's task prestarted while its URI's debounce window is open (issue 9's latency): the real
+"""A trigger's task prestarted while its URI's debounce window is open (a trigger's latency): the real
 daemon, the real watcher, the SDK fixture server over stdio, the real subagent talking to `FakeLLM`.
 
 When a window opens the daemon forks the task's subagent and sends it its held payload; the child

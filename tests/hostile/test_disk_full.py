@@ -1,4 +1,4 @@
-"""A full disk at the API (issue 12): the real daemon's state directory sits on a small tmpfs.
+"""A full disk at the API: the real daemon's state directory sits on a small tmpfs.
 
 Once the tmpfs is full, a submit is refused with a retryable `UNAVAILABLE`, never acknowledged
 without its commit; `daemon.status` and systemd's `STATUS=` say the daemon is degraded while reads

@@ -1,4 +1,4 @@
-"""10,000 malformed frames against the real daemon (issue 12): each gets exactly one answer, and
+"""10,000 malformed frames against the real daemon: each gets exactly one answer, and
 after each the connection — or, where the daemon rightly closed it, a new one — still serves a
 valid request.
 

@@ -1,4 +1,4 @@
-"""No user takes more than its share (issue 17, item 5): per-uid caps on queued tasks and on the
+"""No user takes more than its share: per-uid caps on queued tasks and on the
 bytes their specs hold (clear, retryable errors naming the cap), round robin across owners instead
 of first in first out, and `task.list` pages whose memory is bounded by the page."""
 

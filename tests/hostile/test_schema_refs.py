@@ -1,5 +1,5 @@
 """A client's (or a model's) output schema cannot make anything fetch a URL or read a file
-(issue 17, item 2): a `$ref` outside the schema is refused at submit and at the spawn chokepoint,
+: a `$ref` outside the schema is refused at submit and at the spawn chokepoint,
 naming the field, and the validator's registry never retrieves anything."""
 
 from __future__ import annotations

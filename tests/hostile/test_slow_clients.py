@@ -1,4 +1,4 @@
-"""Slow and idle clients cannot stop a normal one (issue 12): a real daemon, 1,000 hostile
+"""Slow and idle clients cannot stop a normal one: a real daemon, 1,000 hostile
 connections from four other uids — half send nothing, half one byte a second — while the daemon's
 own user submits and pings.
 

@@ -1,4 +1,4 @@
-"""The API socket cannot be squatted (issue 17, item 3): its directory must be the daemon's (or
+"""The API socket cannot be squatted: its directory must be the daemon's (or
 root's) and writable by nobody else, its lock is never followed through a symlink, and a client
 sends nothing to a socket served by a uid it does not trust."""
 

@@ -1,5 +1,5 @@
 """A state directory another user could change is refused, and nothing in it is followed through a
-symlink (issue 17, item 4): planted `agentd.lock` / `agentd.db` links never truncate or chmod
+symlink: planted `agentd.lock` / `agentd.db` links never truncate or chmod
 their targets."""
 
 from __future__ import annotations

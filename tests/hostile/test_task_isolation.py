@@ -1,4 +1,4 @@
-"""A hostile socket user cannot take the supervisor down (issue 17, item 1).
+"""A hostile socket user cannot take the supervisor down.
 
 Cancels racing a task's start, and a task whose run raises something unexpected, end that task
 with one terminal status; the daemon and every other task carry on.

@@ -1,4 +1,4 @@
-"""The daemon evaluates nothing a model wrote (issue 12): a child's output schema with a
+"""The daemon evaluates nothing a model wrote: a child's output schema with a
 catastrophically backtracking `pattern` never runs on the supervisor's event loop.
 
 Both tests run a real daemon and measure, while the bomb goes off, what a normal client sees:

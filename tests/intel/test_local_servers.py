@@ -1,6 +1,6 @@
 """What local model servers (llama.cpp, vLLM, Ollama) answer when tool calling goes wrong, in
 their own words: a refused `tools` field, and a tool call their parser could not read
-(issue 15, items 2 and 6)."""
+."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A model endpoint that goes silent mid-reply: the read-idle bound, one retry, the run's deadline
-(issue 15, item 1)."""
+."""
 
 from __future__ import annotations
 

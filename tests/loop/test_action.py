@@ -1,5 +1,5 @@
 """The JSON-action parser: an action found in prose with stray braces, fences and other objects;
-a failure that names what was wrong when there is none (issue 15, item 3)."""
+a failure that names what was wrong when there is none."""
 
 from __future__ import annotations
 

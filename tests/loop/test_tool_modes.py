@@ -1,5 +1,5 @@
 """The `auto` tool mode in the pure loop: when it switches a run to JSON actions, and what the
-model is told (issue 15, items 2 and 6)."""
+model is told."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fork requests to the zygote are pipelined (issue 16): many in flight, replies matched by id.
+"""Fork requests to the zygote are pipelined: many in flight, replies matched by id.
 
 The zygote here is played by the test on the other end of a real SOCK_SEQPACKET pair, speaking
 `protocol.zygote`: it can hold every request before answering any (which a spawner doing one round

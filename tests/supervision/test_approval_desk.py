@@ -1,4 +1,4 @@
-"""The approval gate's pure rules, and the desk over a real journal (issue 18): a decision wakes
+"""The approval gate's pure rules, and the desk over a real journal: a decision wakes
 the waiter and is consumed once, a request expires, a cancel withdraws it, and a decision taken
 while no run waited (a restart) is honoured once when the same call comes back."""
 
