@@ -1,1 +1,2 @@
-"""Benchmarks against the docs/design.md §10 targets; each prints a table and writes `bench/results/*.json`."""
+"""Benchmarks against the targets of docs/design.md §10; each prints a table and writes
+`bench/results/*.json`."""

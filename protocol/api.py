@@ -75,7 +75,7 @@ class SpecLimits(_Model):
 
 
 class LoopOverrides(_Model):
-    """Per-task overrides of the RFC 0007 loop knobs (unset: the daemon's `[loop]`)."""
+    """Per-task overrides of the loop knobs (unset: the daemon's `[loop]`)."""
 
     repeat_cap: int | None = Field(default=None, ge=1, le=100)
     idle_limit: int | None = Field(default=None, ge=1, le=100)

@@ -1,4 +1,4 @@
-"""The output contract's machine check (RFC 0007 §3.5): is a schema valid, does a result satisfy it.
+"""The output contract's machine check (docs/loop.md, "VERIFY"): is a schema valid, does a result satisfy it.
 
 One implementation for both processes: admission checks a submitted schema, the child's VERIFY
 gate checks its final answer, and a parent subagent checks a schema its model wrote before asking

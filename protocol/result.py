@@ -1,9 +1,9 @@
 """Terminal statuses, the run result a subagent reports, and the exit-code mapping.
 
-`TerminalStatus` is the closed set of RFC 0007; no other module may introduce a status.
+`TerminalStatus` is the closed set of docs/design.md §12; no other module may introduce a status.
 `interrupted_status` is the one rule for a run stopped from outside (cancelled beats deadline),
 shared by the loop, its driver and the supervisor's exit classifier. `exit_code` is docs/design.md §12
-(RFC 0011): the single place a status becomes a process exit code.
+(docs/exit-codes.md): the single place a status becomes a process exit code.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from protocol.exit_codes import ExitCode
 
 
 class TerminalStatus(StrEnum):
-    """Why a run ended. Exactly one per run (RFC 0007 §2)."""
+    """Why a run ended. Exactly one per run (docs/loop.md, "A run")."""
 
     COMPLETED = "completed"
     REFUSED = "refused"
@@ -31,7 +31,8 @@ class TerminalStatus(StrEnum):
 
 
 AbortKind = Literal["intelligence", "mcp"]
-"""The two fatal-infrastructure aborts (RFC 0007 §3.6). They ride on a `crashed` status."""
+"""The two fatal-infrastructure aborts (docs/loop.md, "Errors: observations, retries, aborts").
+They ride on a `crashed` status."""
 
 
 class _Wire(BaseModel):

@@ -187,7 +187,7 @@ class Limits(_Wire):
 
 
 class LoopKnobs(_Wire):
-    """The RFC 0007 loop's tunables, defaults per docs/design.md §5."""
+    """The agentic loop's tunables, defaults per docs/design.md §5."""
 
     repeat_cap: int = Field(default=3, ge=1)
     idle_limit: int = Field(default=3, ge=1)
@@ -256,8 +256,9 @@ class SpawnPayload(_Wire):
     # Hand each step to the supervisor to journal (`sup/record`), waiting for each commit. Off
     # only where nothing journals (the zygote's warm-up run) and for warm sessions.
     record_steps: bool = True
-    # When the budget is about to run out, ask the model for a last answer with tools off (RFC
-    # 0007 wrap-up). Off for a task that pauses at its budget (`on_budget = "pause"`): it goes on.
+    # When the budget is about to run out, ask the model for a last answer with tools off (the
+    # wrap-up turn, docs/loop.md). Off for a task that pauses at its budget (`on_budget = "pause"`):
+    # it goes on.
     wrap_up: bool = True
 
     @model_validator(mode="after")

@@ -1,4 +1,4 @@
-"""The subagent: one OS process that runs one task's RFC 0007 agentic loop.
+"""The subagent: one OS process that runs one task's agentic loop.
 
 `python -m subagent` boots per docs/design.md §2 (see `boot`), talks to its supervisor over the
 control channel (`channel`), and drives the pure loop (`loop/`) with the model adapters

@@ -55,7 +55,7 @@ class ControlChannel:
         self._early = list(early_lines or [])
         self._write_lock = threading.Lock()
         self._closed = False
-        # Set by the control thread; read by the loop at its check points (RFC 0007 §3.4).
+        # Set by the control thread; read by the loop at its check points (docs/loop.md, "Stop checks").
         self.cancel_requested = threading.Event()
         # Also told every event, on the emitting task (the traces: subagent/tracing.py).
         self.observer: Callable[[EventName, dict[str, JsonValue]], None] | None = None

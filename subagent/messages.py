@@ -145,8 +145,9 @@ CHARS_PER_TOKEN = 4
 
 
 def estimate_tokens(chars: int) -> int:
-    """The one chars/4 token estimate (RFC 0007 §3.7), used wherever a provider reports no usage
-    and to size a request before it is sent; at least 1 (a call always costs something)."""
+    """The one chars/4 token estimate (docs/loop.md, "Usage and the token estimate"), used wherever
+    a provider reports no usage and to size a request before it is sent; at least 1 (a call always
+    costs something)."""
     return max(1, chars // CHARS_PER_TOKEN)
 
 

@@ -4,8 +4,8 @@ The supervisor runs subagents under SCHED_BATCH (`supervision.batch_scheduling`)
 share, but a woken child never preempts the daemon. That costs a woken child up to a scheduler
 tick each time it waits for a CPU, which matters on the few paths someone is waiting on: the
 zygote's warm-up (a burst at start waits for it) and a prestarted trigger task between `ctrl/go`
-and its first model request (a trigger's change-to-request latency). Switching between the two policies needs no
-privilege at nice 0. A process found under any other policy is left alone.
+and its first model request (a trigger's change-to-request latency). Switching between the two policies
+needs no privilege at nice 0. A process found under any other policy is left alone.
 """
 
 from __future__ import annotations

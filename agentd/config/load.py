@@ -200,7 +200,7 @@ class Config:
         )
 
     def loop_knobs(self) -> LoopKnobs:
-        """The loop knobs every task gets ([loop] over the RFC 0007 defaults)."""
+        """The loop knobs every task gets ([loop] over the loop's defaults)."""
         return LoopKnobs.model_validate(self.file.loop.model_dump())
 
     def trigger_grant(self, index: int) -> list[str]:

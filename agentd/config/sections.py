@@ -330,7 +330,7 @@ class SupervisionSection(Section):
 
 
 class LoopSection(Section):
-    """Overrides of the RFC 0007 loop knobs (`protocol.spawn.LoopKnobs`) for every task."""
+    """Overrides of the loop knobs (`protocol.spawn.LoopKnobs`) for every task."""
 
     repeat_cap: int = Field(
         default=_KNOBS.repeat_cap, ge=1, description="Identical tool calls allowed before refusal (K)."

@@ -59,7 +59,7 @@ def workflow_input(record: TaskRecord, deadline_s: float, heartbeat_timeout_s: f
 
 
 def retryable(result: RunResult) -> bool:
-    """Whether Temporal may run the task again: only a crashed child with no RFC 0007 abort (a
+    """Whether Temporal may run the task again: only a crashed child with no abort (a
     signal death, a spawn failure). Every other terminal status is the task's answer."""
     return result.status is TerminalStatus.CRASHED and result.abort is None
 

@@ -2,7 +2,7 @@
 
 Retry policy (docs/temporal.md): an attempt is retried on another worker when its worker is
 lost (no heartbeat within `heartbeat_timeout_s`), when its child crashed (`agentd.retryable`),
-or when its worker handed it back while draining; never when it reached any other RFC 0007
+or when its worker handed it back while draining; never when it reached any other
 terminal status. `maximum_attempts` is the task's `retry.max_attempts`. The whole task — every
 attempt — must end within its deadline (`schedule_to_close`), plus a grace for the kill ladder.
 

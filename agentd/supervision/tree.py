@@ -1,4 +1,5 @@
-"""A task's logical tree of subagents: grants as reservations, structural caps, enforcement (docs/design.md §7).
+"""A task's logical tree of subagents: grants as reservations, structural caps, enforcement
+(docs/design.md §7).
 
 Pure bookkeeping and decisions, no I/O and no clock reads. The supervisor is the source of truth:
 every `ev/usage` is recorded here at once; a spawn request becomes a `Grant` or a `Refusal` that

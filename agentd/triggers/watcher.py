@@ -1,4 +1,5 @@
-"""One supervised resource watcher process: its watch channel, liveness and kill ladder (docs/design.md §2, §11).
+"""One supervised resource watcher process: its watch channel, liveness and kill ladder
+(docs/design.md §2, §11).
 
 `WatcherProcess.run` owns a watcher from the `ctrl/watch` frame to its reaped exit status, like
 `SupervisedChild` owns a subagent: frames are read with the 16 MiB line cap (a longer line is a

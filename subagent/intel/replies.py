@@ -2,7 +2,8 @@
 
 Owns the two rules every adapter shares: a tool call's `arguments` must decode to a JSON
 object or the call carries `arguments_error` plus the raw text (capped) for the model to see;
-and when a provider reports no usage, tokens are estimated as characters / 4 (RFC 0007 §3.7).
+and when a provider reports no usage, tokens are estimated as characters / 4
+(docs/loop.md, "Usage and the token estimate").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The RFC 0007 agentic loop as pure decision code.
+"""The agentic loop as pure decision code.
 
 No I/O and no clock reads: state is frozen data, time and the cancel flag come in as
 arguments, and `machine` answers "what next?" (`CallModel`, `CallTools`, `Finish`). The async

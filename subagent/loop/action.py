@@ -1,4 +1,5 @@
-"""The JSON-action fallback parser (RFC 0007 §3.3) for endpoints without native tool calling.
+"""The JSON-action fallback parser for endpoints without native tool calling
+(docs/loop.md, "Native tools and JSON actions").
 
 `parse_action` finds the first balanced `{...}` in a reply that parses as an action — skipping
 prose, stray braces, code fences and JSON objects that are not actions — and turns it into a tool

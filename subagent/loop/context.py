@@ -1,4 +1,5 @@
-"""Context levers, in RFC 0007 §3.9 order: stub stale tool results, then compact by summary.
+"""Context levers, in the order docs/loop.md gives ("Context levers"): stub stale tool results,
+then compact by summary.
 
 Lever 1 runs after every tool turn and keeps the last `keep_verbatim` tool results intact.
 Lever 2 replaces the running transcript with one summary (plus the last results verbatim)

@@ -1,4 +1,4 @@
-"""The loop's transitions (RFC 0007 §3.1): what to do next, and how each outcome changes the state.
+"""The loop's transitions (docs/loop.md, "One turn"): what to do next, and how each outcome changes the state.
 
     next_action(state, view, now, cancelled)      -> CallModel | CallTools | Finish
     on_model_reply(state, action, reply, ...)     -> state   (turn, or the compaction call)
@@ -250,7 +250,7 @@ def _record_usage(state: LoopState, request: ModelRequest, reply: ModelReply, *,
 def on_model_reply(
     state: LoopState, action: CallModel, reply: ModelReply, *, now: float, cancelled: bool
 ) -> LoopState:
-    """Record a model call's usage and branch on its reply (RFC 0007 §3.1 steps 4–6)."""
+    """Record a model call's usage and branch on its reply (docs/loop.md, "One turn")."""
     if action.request.purpose == "compact":
         return _on_compacted(state, action.request, reply)
     if reply.unparsed_tool_call and action.wrap_up is None and _may_switch(state):
@@ -409,9 +409,9 @@ def _plan_calls(
     *,
     ungranted: frozenset[str] = frozenset(),
 ) -> LoopState:
-    """Pre-execution checks per call: scope, then the repeat cap (RFC 0007 §3.3 steps 1–2). A name
-    not offered is refused as a tool that does not exist, or, when a granted server lists it
-    outside this agent's grant (`ungranted`), as one not granted."""
+    """Pre-execution checks per call: scope, then the repeat cap (docs/loop.md, "Repeats and
+    progress"). A name not offered is refused as a tool that does not exist, or, when a granted
+    server lists it outside this agent's grant (`ungranted`), as one not granted."""
     repeats = state.repeats
     planned: list[PlannedCall] = []
     cap = state.config.repeat_cap

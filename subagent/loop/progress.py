@@ -1,4 +1,4 @@
-"""Progress and repetition detectors (RFC 0007 §3.3, §3.4.1): content hashes, no model calls.
+"""Progress and repetition detectors (docs/loop.md, "Repeats and progress"): content hashes, no model calls.
 
 `repeat_key` identifies a call by tool and canonical arguments; `turn_signature` hashes what a
 turn produced (tool results, errors included, and the assistant's text). An unchanged

@@ -1,4 +1,4 @@
-"""System prompt assembly (RFC 0007 §3.2): labeled sections at medium altitude.
+"""System prompt assembly (docs/loop.md, "One turn"): labeled sections at medium altitude.
 
 The system text is stable for a run (it changes only when the resource catalogue or, in
 JSON-action mode, the tool catalogue changes), so providers can cache its prefix.

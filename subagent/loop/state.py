@@ -1,4 +1,5 @@
-"""Loop state: the frozen data the machine transforms (RFC 0007 §3.1, §3.7).
+"""Loop state: the frozen data the machine transforms (docs/loop.md, "One turn", "Usage and the
+token estimate").
 
 Every field that changes during a run lives here; the machine returns a new `LoopState` for
 every event (`dataclasses.replace`), so a state can be inspected, logged or replayed.
@@ -53,7 +54,7 @@ class LoopConfig:
 
 @dataclass(frozen=True, slots=True)
 class Budgets:
-    """Check-before / record-after counters (RFC 0007 §3.7)."""
+    """Check-before / record-after counters (docs/loop.md, "Usage and the token estimate")."""
 
     used: RunUsage = field(default_factory=RunUsage)
     # The previous model call's usage: its prompt tokens are the ground truth for the next

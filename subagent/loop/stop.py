@@ -1,4 +1,4 @@
-"""The stop-condition disjunction (RFC 0007 §3.4) and the token forward estimate (§3.7).
+"""The stop-condition disjunction (docs/loop.md, "Stop checks") and the token forward estimate.
 
 Cheapest first; each check names exactly one terminal status. Pre-call checks ask "would
 another model call break a hard budget?"; post-call checks run after a turn's effect is

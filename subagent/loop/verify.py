@@ -1,4 +1,4 @@
-"""The VERIFY gate (RFC 0007 §3.5): machine-checkable contract criteria only, never self-judgment.
+"""The VERIFY gate (docs/loop.md, "VERIFY"): machine-checkable contract criteria only, never self-judgment.
 
 A final answer passes when it is not vacuous (re-asked once, then accepted) and, for a JSON
 contract, one reading of it as JSON validates against the schema (`protocol.contract`, the check

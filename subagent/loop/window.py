@@ -1,5 +1,6 @@
-"""The context window's budget (RFC 0007 §3.9): what the fixed part of every request costs, whether
-it fits at all, and whether compaction would free meaningful room. Pure; sizes are chars/4 estimates.
+"""The context window's budget (docs/loop.md, "Context levers"): what the fixed part of every
+request costs, whether it fits at all, and whether compaction would free meaningful room. Pure;
+sizes are chars/4 estimates.
 
 The fixed part — the system prompt, the task (instruction and seed) and the tool catalogue — is
 sent with every request and is never compacted. When it leaves no room for a reply the run cannot

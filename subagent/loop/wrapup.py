@@ -1,5 +1,5 @@
-"""The wrap-up turn (RFC 0007 §3.4: "at every soft budget the agent wraps up gracefully and returns
-a labeled partial").
+"""The wrap-up turn (docs/loop.md, "Stop checks": at every soft budget the agent wraps up
+gracefully and returns a labeled partial).
 
 When the step or token budget is about to run out, the loop's last model call is a wrap-up
 request with tools disabled; the model's answer to it is the run's partial result, labeled with

@@ -1,4 +1,4 @@
-"""The resource catalogue: awareness of what can be read, never the bodies (RFC 0007 §3.8; pure).
+"""The resource catalogue: awareness of what can be read, never the bodies (docs/loop.md, "Resources"; pure).
 
 One compact line per resource or resource template while the whole block fits `budget_bytes`
 (a template's `{placeholders}` let the model name resources no listing could); past that, resources

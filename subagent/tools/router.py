@@ -199,8 +199,8 @@ class ToolRouter:
         return self._ungranted
 
     def resource_catalogue(self) -> str:
-        """The compact resource awareness block (RFC 0007 §3.8), then a line naming the tools withheld
-        because they need MCP Tasks; "" when there is neither."""
+        """The compact resource awareness block (docs/loop.md, "Resources"), then a line naming the tools
+        withheld because they need MCP Tasks; "" when there is neither."""
         return self._catalogue
 
     @property

@@ -1,6 +1,6 @@
-"""The self-tools agentd serves itself: `resource_read`, `note_write`, `note_read` (RFC 0005).
+"""The self-tools agentd serves itself: `resource_read`, `note_write`, `note_read`.
 
-`resource_read` is deliberate attention over the catalogue's awareness (RFC 0007 §3.8): it reads
+`resource_read` is deliberate attention over the catalogue's awareness (docs/loop.md, "Resources"): it reads
 one resource from the server that listed it. The notes pair is lever 3 of §3.9: one private file
 per task (0600, capped at 1 MiB), the only memory in core. The `subagent_*` tools live in
 `delegate` and are routed through `SupervisorLink`; their names are reserved here.

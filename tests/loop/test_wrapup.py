@@ -1,5 +1,5 @@
 """The wrap-up turn: when a budget is about to run out, the last call has no tools and its answer
-is the labeled partial (RFC 0007 §3.4)."""
+is the labeled partial (docs/loop.md, "Stop checks")."""
 
 from __future__ import annotations
 
