@@ -50,7 +50,7 @@ def cmd_login(
         if server.section.oauth_flow != "authorization_code" or server.section.effective_transport == "stdio":
             err.write(
                 f'agentd: mcp.{name} does not use oauth_flow = "authorization_code"; only such an HTTP '
-                "server needs a login (docs/mcp-servers.md)\n"
+                'server needs a login (docs/configuration.md, "A remote server behind a one-time login")\n'
             )
             return ExitCode.USAGE
         for directory in (config.state_dir, config.state_dir / TOKEN_DIR_NAME):
