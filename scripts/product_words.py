@@ -4,15 +4,15 @@ Run by `scripts/check` (and `python scripts/product_words.py [ROOT]`). Two kinds
 printed as `file:line: what`, and the exit status is 1 when there is any:
 
 - words about how the project was made rather than what the software does — work-session and
-  ticket numbers, branch and work-tree names, "merged" as a history, who built what — in every
+  ticket numbers, branch and worktree names, "merged" as a history, who built what — in every
   tracked text file. A comment says why the code is as it is; a decision says what, why and what
   it costs; benchmark history is dated, not numbered;
 - references that lead nowhere: a section of docs/design.md that is not one of its headings, a
   relative markdown link whose file does not exist, a `docs/*.md` page named anywhere that does
   not exist, or a document the repository does not hold at all.
 
-The patterns are written so that this file does not match them itself. The scan reads text only:
-binary files and `tests/npm/` (third-party packages) are skipped.
+The scan reads text only: binary files, `tests/npm/` (third-party packages), this file and its
+test (they name the problems they look for) are skipped.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SKIPPED_PREFIXES = ("tests/npm/",)
+SKIPPED_FILES = frozenset({"scripts/product_words.py", "tests/test_product_words.py"})
 # Files whose words are not checked (their references still are), each with its reason.
 WORDS_NOT_CHECKED = {
     # Its "Measured" table still keeps dated history of its own; the history belongs in
@@ -180,7 +181,7 @@ def tracked_texts(root: Path) -> Iterator[tuple[str, str]]:
         ["git", "ls-files", "-z"], cwd=root, capture_output=True, check=True, timeout=60
     ).stdout.decode()
     for path in filter(None, listing.split("\0")):
-        if path.startswith(SKIPPED_PREFIXES):
+        if path.startswith(SKIPPED_PREFIXES) or path in SKIPPED_FILES:
             continue
         try:
             data = (root / path).read_bytes()
