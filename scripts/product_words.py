@@ -27,11 +27,6 @@ from pathlib import Path
 SKIPPED_PREFIXES = ("tests/npm/",)
 SKIPPED_FILES = frozenset({"scripts/product_words.py", "tests/test_product_words.py"})
 # Files whose words are not checked (their references still are), each with its reason.
-WORDS_NOT_CHECKED = {
-    # Its "Measured" table still keeps dated history of its own; the history belongs in
-    # docs/benchmarks.md, and the README is checked once its table keeps one row per figure.
-    "README.md",
-}
 # Exact lines a word pattern matches but that are about the software, each with its reason.
 ALLOWED_LINES: frozenset[tuple[str, str]] = frozenset()
 
@@ -79,8 +74,6 @@ class Problem:
 def word_problems(path: str, text: str) -> list[Problem]:
     """Words about how the project was made, in line order (pure). A pattern is searched in the
     whole text, so words wrapped across two lines are found too."""
-    if path in WORDS_NOT_CHECKED:
-        return []
     found: list[tuple[int, Problem]] = []
     for pattern, why in WORD_PATTERNS:
         for match in pattern.finditer(text):

@@ -285,7 +285,7 @@ def get_for_fire(
 
 
 # A listing carries each schedule's instruction cut as `task.list` cuts a task's, in SQL: a page
-# costs memory in proportion to its length, never to what clients stored (DESIGN §14).
+# costs memory in proportion to its length, never to what clients stored (docs/design.md §14).
 _INSTRUCTION = "json_extract(spec, '$.instruction')"
 _SUMMARY_COLUMNS = _COLUMNS.replace(
     " spec,",

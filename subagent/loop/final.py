@@ -1,4 +1,4 @@
-"""How a run's ending is judged (pure): the VERIFY gate for a final answer (RFC 0007 §3.5), a
+"""How a run's ending is judged (pure): the VERIFY gate for a final answer (docs/loop.md, "VERIFY"), a
 refusal, and an answer that only repeats agentd's own messages (loop/feedback.py).
 
 A parroted answer or refusal reason is no result: it is re-asked once (an idle turn), and a
