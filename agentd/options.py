@@ -99,6 +99,7 @@ def supervisor_options(config: Config) -> SupervisorOptions:
         max_running_per_uid=_finite(config.daemon.max_running_per_uid),
         drain_timeout_s=config.daemon.drain_timeout_s,
         on_stop=config.daemon.on_stop,
+        park_approval_after_s=config.daemon.park_approval_after,
         on_budget=config.defaults.on_budget,
         budget_wait_timeout_s=config.defaults.budget_wait_timeout,
         orphan_sweep_interval_s=sup.orphan_sweep_interval_s,

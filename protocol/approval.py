@@ -68,7 +68,8 @@ def call_digest(server: str, tool: str, arguments: JsonValue) -> str:
 def denial_text(wire_name: str, outcome: Outcome, reason: str | None, *, waited_s: float) -> str:
     """The `isError` observation of a call a person did not approve (it never reached the server)."""
     if outcome == "timeout":
-        why = f"nobody approved it within {waited_s:.0f} s, so it was denied"
+        # The supervisor's reason counts the whole wait, across a park and resume of the task.
+        why = f"{reason or f'nobody approved it within {waited_s:.0f} s'}, so it was denied"
     else:
         why = "a person denied it" + (f": {reason}" if reason else " (no reason given)")
     return (

@@ -59,7 +59,7 @@ class DaemonSection(Section):
     max_running_per_uid: CountOrInfinity = Field(
         default=None,
         description="Root tasks one user may have running at once (a task waiting for an approval "
-        "included); that user's further tasks wait, others' start. `infinity` for none.",
+        "counts until it is parked); that user's further tasks wait, others' start. `infinity` for none.",
     )
     max_connections_per_uid: int = Field(
         default=32, ge=1, le=10_000, description="Open API connections one client uid may hold."
@@ -99,6 +99,13 @@ class DaemonSection(Section):
         description="What a stop (SIGTERM) does to running tasks: `park` stops their subagents and "
         "queues them again with their transcripts, to resume from their last step at the next start; "
         "`cancel` ends them `cancelled` (docs/durability.md).",
+    )
+    park_approval_after: Duration = Field(
+        default=60.0,
+        ge=0,
+        description="A task whose tool call has waited this long for a person's approval is parked: its "
+        "subagents stop and its run slot frees, and it resumes from its last step once the call is "
+        "decided (or its request expires). 0: never park; the task holds its slot while it waits.",
     )
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         default="info", description="Daemon log level; also passed to subagents."

@@ -37,7 +37,7 @@ _TASK_COLUMNS = (
     "task_id, run_id, owner_uid, idempotency_key, spec, state, status, exit_code, result, partial, "
     "usage, abort, error, attempts, pid, pid_start_time, created_at, started_at, ended_at, schedule_id, "
     "fire_at, idle, trigger, uri, executor, worker, resumes, first_started_at, forked_from, forked_step, "
-    "paused_at, paused_result"
+    "paused_at, paused_result, parked_call, parked_until"
 )
 
 
@@ -81,6 +81,8 @@ def task_from_row(row: sqlite3.Row) -> TaskRecord:
         paused_result=(
             RunResult.model_validate_json(row["paused_result"]) if row["paused_result"] is not None else None
         ),
+        parked_call=row["parked_call"],
+        parked_until=row["parked_until"],
     )
 
 
@@ -306,7 +308,7 @@ def mark_starting(
         allowed=("queued",),
         wanted="starting",
         assignments="started_at = ?, first_started_at = COALESCE(first_started_at, ?), pid = NULL,"
-        " pid_start_time = NULL",
+        " pid_start_time = NULL, parked_call = NULL, parked_until = NULL",
         params=(now, now),
     )
     # Any node of a task that was queued is an earlier run's (restart recovery requeued it, or a
@@ -499,10 +501,21 @@ def paused_since(conn: sqlite3.Connection, *, before: float) -> tuple[TaskRecord
     return tuple(task_from_row(row) for row in rows)
 
 
-def park(conn: sqlite3.Connection, task_id: str, *, root: NodeEnd | None, now: float) -> TaskRecord:
+def park(
+    conn: sqlite3.Connection,
+    task_id: str,
+    *,
+    root: NodeEnd | None,
+    now: float,
+    waiting: tuple[str, float] | None = None,
+) -> TaskRecord:
     """starting/running → queued for a run that goes on from its transcript: a stop of the
-    daemon, not a failure of the task, so it spends no attempt (docs/durability.md)."""
-    return _queue_to_resume(conn, task_id, root, now, "", ())
+    daemon, not a failure of the task, so it spends no attempt (docs/durability.md).
+    `waiting`: the approval request it was parked on and until when it waits (wall clock); the
+    scheduler leaves it queued while that request is pending, at most until then."""
+    if waiting is None:
+        return _queue_to_resume(conn, task_id, root, now, "", ())
+    return _queue_to_resume(conn, task_id, root, now, ", parked_call = ?, parked_until = ?", waiting)
 
 
 def requeue_after_crash(
@@ -681,7 +694,7 @@ _SUMMARY_COLUMNS = _TASK_COLUMNS.replace(
     "json_object('instruction', CASE WHEN length(" + _INSTRUCTION + ") > :cap"
     " THEN substr(" + _INSTRUCTION + ", 1, :cap) || '…' ELSE " + _INSTRUCTION + " END,"
     " 'model', json_extract(spec, '$.model'), 'mcp', json(json_extract(spec, '$.mcp'))) AS spec,",
-).replace("result,", "NULL AS result,")
+).replace(", result,", ", NULL AS result,")
 
 
 def list_tasks(
@@ -719,14 +732,17 @@ def list_tasks(
     return tuple(task_from_row(row) for row in rows)
 
 
-def next_queued(conn: sqlite3.Connection, per_owner: int) -> tuple[TaskRecord, ...]:
+def next_queued(conn: sqlite3.Connection, per_owner: int, now: float) -> tuple[TaskRecord, ...]:
     """Each owner's oldest `per_owner` queued tasks, in submission order (the scheduler's pick);
-    a task paused for budget waits for `extend`, not for a slot."""
+    a task paused for budget waits for `extend`, and one parked on an approval for its decision
+    (or its `parked_until`), not for a slot."""
     rows = conn.execute(
         f"SELECT {_TASK_COLUMNS} FROM (SELECT *, row_number() OVER (PARTITION BY owner_uid ORDER BY seq)"
-        " AS owner_rank FROM tasks WHERE state = 'queued' AND paused_at IS NULL)"
+        " AS owner_rank FROM tasks WHERE state = 'queued' AND paused_at IS NULL"
+        " AND NOT (parked_call IS NOT NULL AND parked_until > ? AND EXISTS (SELECT 1 FROM approvals a"
+        " WHERE a.call_id = tasks.parked_call AND a.state = 'pending')))"
         " WHERE owner_rank <= ? ORDER BY seq",
-        (per_owner,),
+        (now, per_owner),
     ).fetchall()
     return tuple(task_from_row(row) for row in rows)
 

@@ -116,6 +116,11 @@ class TaskRecord:
     # the task waits for `extend`, keeping the run's result, and the scheduler leaves it alone.
     paused_at: float | None = None
     paused_result: RunResult | None = None
+    # Set only while `state` is "queued": it was parked while a call waited for a person's
+    # approval (this request); the scheduler leaves it until the request is decided or
+    # `parked_until` (wall clock: the request's expiry or the task's deadline) passes.
+    parked_call: str | None = None
+    parked_until: float | None = None
 
     @property
     def may_requeue(self) -> bool:
@@ -134,6 +139,8 @@ class TaskRecord:
                     "error": RunError(kind="awaiting_budget", message=_budget_wait(paused)),
                 }
             )
+        if self.parked_call is not None and self.state == "queued":
+            return self._view().model_copy(update={"state": "awaiting_approval"})
         return self._view()
 
     def _view(self) -> TaskView:

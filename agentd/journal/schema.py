@@ -13,7 +13,7 @@ from pathlib import Path
 
 from agentd.errors import JournalError
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 BUSY_TIMEOUT_MS = 5000
 
 # Invariant: `seq` is the rowid alias, so it is the submission order and survives VACUUM (an
@@ -231,8 +231,15 @@ DROP INDEX schedules_by_owner;
 CREATE INDEX schedules_by_owner ON schedules (owner_uid, spec_bytes);
 """
 
+# v11: a task waiting for a person's approval is parked: its subagent stops and its slot frees,
+# and the scheduler leaves it queued until that call is decided or `parked_until` passes.
+_V11 = """
+ALTER TABLE tasks ADD COLUMN parked_call TEXT;
+ALTER TABLE tasks ADD COLUMN parked_until REAL;
+"""
+
 # Index i holds the script that takes a database from version i to i + 1.
-_MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10)
+_MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11)
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 
 # SQLite primary result codes (the low byte of an extended code) that describe the environment

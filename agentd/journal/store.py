@@ -399,10 +399,13 @@ class Journal(ScheduleJournal, ApprovalJournal, TriggerJournal):
         """The tasks paused for budget since before `before`."""
         return await self._read(functools.partial(q.paused_since, before=before))
 
-    async def park(self, task_id: str, *, root: NodeEnd | None = None) -> TaskRecord:
+    async def park(
+        self, task_id: str, *, root: NodeEnd | None = None, waiting: tuple[str, float] | None = None
+    ) -> TaskRecord:
         """starting|running → queued to go on from its transcript (a stop), spending no attempt;
-        `root`: the root node's end, committed with it."""
-        op = functools.partial(q.park, task_id=task_id, root=root, now=time.time())
+        `root`: the root node's end, committed with it; `waiting`: the approval request it waits
+        on, and until when (a park on an approval, `q.park`)."""
+        op = functools.partial(q.park, task_id=task_id, root=root, now=time.time(), waiting=waiting)
         return await self._write(op, wakes=task_id)
 
     async def requeue_after_crash(self, task_id: str, *, root: NodeEnd | None = None) -> TaskRecord:
@@ -603,7 +606,7 @@ class Journal(ScheduleJournal, ApprovalJournal, TriggerJournal):
 
     async def next_queued(self, per_owner: int) -> tuple[TaskRecord, ...]:
         """Each owner's oldest `per_owner` queued tasks, in submission order."""
-        return await self._read(functools.partial(q.next_queued, per_owner=per_owner))
+        return await self._read(functools.partial(q.next_queued, per_owner=per_owner, now=time.time()))
 
     async def match_task_ids(self, prefix: str, owner_uid: int | None, limit: int) -> tuple[str, ...]:
         """Task ids that start with `prefix` (only `owner_uid`'s unless None), in id order."""

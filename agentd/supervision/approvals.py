@@ -10,8 +10,9 @@ cancelled, and answers with the decision, consumed once. A decision journaled wh
 from __future__ import annotations
 
 import json
+import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -85,6 +86,9 @@ class _Waiter:
     woken: anyio.Event = field(default_factory=anyio.Event)
     # Set when the task is cancelled: the wait ends without a person's decision.
     withdrawn: str | None = None
+    # Its task is being parked (stopped to resume once the request is decided): the request stays
+    # pending when this wait ends, and nothing is answered to the child.
+    held: bool = False
 
 
 def outcome_of(state: ApprovalState) -> Literal["approved", "denied", "timeout"]:
@@ -116,6 +120,12 @@ class ApprovalDesk:
         self._journal = journal
         self._waiting: dict[str, _Waiter] = {}
         self.log = logs.get()
+        # Set by a supervisor that parks waiting tasks: after `park_after_s` of waiting (0: never)
+        # it is asked to park the asker's task, with the wall-clock time the request waits until;
+        # True when it does. Told of each decision no run waits for, so that the task may start.
+        self.park_after_s = 0.0
+        self.on_long_wait: Callable[[Asker, ApprovalRecord, float], bool] | None = None
+        self.on_decided_unwaited: Callable[[ApprovalRecord], None] | None = None
 
     def awaiting(self, task_id: str) -> set[str]:
         """The handles of `task_id`'s nodes that hold a call for a person right now."""
@@ -166,30 +176,52 @@ class ApprovalDesk:
             else:
                 log.info("approval.requested", call=call_id, tool=record.tool, resumed=True)
             until = anyio.current_time() + max(0.0, record.expires_at - time.time())
-            with anyio.move_on_at(min(until, deadline)):
-                await waiter.woken.wait()
+            await self._wait(waiter, record, min(until, deadline))
             if waiter.withdrawn is not None:
                 return await self._settle(call_id, "withdrawn", waiter.withdrawn)
             if not waiter.woken.is_set():
-                why = "nobody decided in time" if until <= deadline else "the task's deadline came first"
+                window = record.expires_at - record.requested_at
+                why = (
+                    f"nobody approved it within {window:.0f} s"
+                    if until <= deadline
+                    else "the task's deadline came first"
+                )
                 return await self._settle(call_id, "expired", why)
             decided = await self._journal.get_approval(call_id)
             assert decided is not None  # rows are never deleted
             await self._journal.consume_approval(call_id)
             return answer(decided)
         except BaseException:
-            # Cancelled with its node (or our own error): nobody can use a decision now.
-            if waiter.withdrawn is None and not waiter.woken.is_set():
+            # Cancelled with its node (or our own error): nobody can use a decision now, unless
+            # the task is parked to resume and ask again.
+            reason = _unanswered(waiter)
+            if reason is not None:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(SETTLE_WRITE_S):
                     try:
-                        await self._journal.decide_approval(
-                            call_id, "withdrawn", reason="the run ended before a decision"
-                        )
+                        await self._journal.decide_approval(call_id, "withdrawn", reason=reason)
                     except JournalError as exc:
                         log.warning("approval.decided", call=call_id, err=f"journal: {exc}")
             raise
         finally:
             self._waiting.pop(call_id, None)
+
+    async def _wait(self, waiter: _Waiter, record: ApprovalRecord, until: float) -> None:
+        """Wait for a decision until `until` (monotonic). After `park_after_s` the supervisor may
+        park the task: then no answer comes, and the task's stop ends this wait."""
+        park_at = anyio.current_time() + self.park_after_s if self.park_after_s > 0 else math.inf
+        with anyio.move_on_at(min(until, park_at)):
+            await waiter.woken.wait()
+        if waiter.woken.is_set() or park_at >= until or self.on_long_wait is None:
+            return
+        wall_until = time.time() + (until - anyio.current_time())
+        if self.on_long_wait(waiter.asker, record, wall_until):
+            waiter.held = True
+            with anyio.move_on_at(until):
+                await anyio.sleep_forever()
+            waiter.held = False  # the stop never came: the request is settled as usual
+            return
+        with anyio.move_on_at(until):
+            await waiter.woken.wait()
 
     async def _settle(
         self, call_id: str, state: Literal["expired", "withdrawn"], reason: str
@@ -222,6 +254,8 @@ class ApprovalDesk:
             waiter = self._waiting.get(call_id)
             if waiter is not None:
                 waiter.woken.set()
+            if (waiter is None or waiter.held) and self.on_decided_unwaited is not None:
+                self.on_decided_unwaited(record)
         return record, won
 
     async def withdraw(self, call_id: str, reason: str) -> tuple[ApprovalRecord | None, bool]:
@@ -257,6 +291,16 @@ class ApprovalDesk:
         }
         self.log.info("approval.decided", task_id=record.task_id, run_id=record.run_id, **fields)
         self._journal.append_event(record.task_id, "approval.decided", fields)
+
+
+def _unanswered(waiter: _Waiter) -> str | None:
+    """Why a request whose wait ended without an answer is withdrawn; None: it stays as it is
+    (answered already, or left pending for the parked task's next run)."""
+    if waiter.held:
+        return waiter.withdrawn  # a cancel of the parked task withdraws it after all
+    if waiter.withdrawn is None and not waiter.woken.is_set():
+        return "the run ended before a decision"
+    return None
 
 
 def result_json(result: ApproveResult) -> JsonValue:

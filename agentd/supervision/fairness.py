@@ -33,5 +33,6 @@ def fair_order(
 
 def at_owner_cap(running: int, cap: int | None) -> bool:
     """Whether an owner with `running` tasks may start no more (`[daemon] max_running_per_uid`).
-    A task waiting for a person's approval runs (its subagent lives): it counts."""
+    A task waiting for a person's approval runs (its subagent lives) and counts until it is
+    parked (`park_approval_after`)."""
     return cap is not None and running >= cap

@@ -104,7 +104,8 @@ def next_check_time(now: float, tick: float, next_ping: float) -> float:
     return next_ping if now < next_ping < at else at
 
 
-KillCause = Literal["cancel", "deadline", "stuck", "faulty", "drain", "teardown"]
+# `park`: stopped to resume later while a call waits for a person's approval (supervisor.py).
+KillCause = Literal["cancel", "deadline", "stuck", "faulty", "drain", "park", "teardown"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +143,7 @@ def classify_exit(
     everything else is `crashed` with the reason recorded.
     """
     interrupted = interrupted_status(
-        cancelled=kill_cause in ("cancel", "drain"), past_deadline=kill_cause == "deadline"
+        cancelled=kill_cause in ("cancel", "drain", "park"), past_deadline=kill_cause == "deadline"
     )
     if result is not None:
         if result.status is TerminalStatus.CANCELLED and interrupted is TerminalStatus.DEADLINE:

@@ -25,13 +25,13 @@ from pydantic import JsonValue
 
 from agentd import logs
 from agentd.errors import AgentdError, InvalidTransition, JournalError
-from agentd.journal.records import NodeEnd, TaskRecord
+from agentd.journal.records import ApprovalRecord, NodeEnd, TaskRecord
 from agentd.journal.store import Journal
 from agentd.metrics.port import NULL_METRICS, Metrics
 from agentd.spawning import reaper
 from agentd.spawning.cgroup import CgroupRoot
 from agentd.spawning.spawner import Spawner
-from agentd.supervision.approvals import ApprovalDesk
+from agentd.supervision.approvals import ApprovalDesk, Asker
 from agentd.supervision.executor import Executor, LocalExecutor, Run
 from agentd.supervision.fairness import at_owner_cap, fair_order
 from agentd.supervision.parking import Parking
@@ -76,6 +76,9 @@ class SupervisorOptions:
     # they go back to the queue with their transcripts, to resume at the next start) or
     # "cancel" them (docs/durability.md).
     on_stop: Literal["park", "cancel"] = "park"
+    # A task whose call has waited this long for a person's approval is parked (its subagents
+    # stop, its slot frees) until the call is decided; 0: never (docs/durability.md).
+    park_approval_after_s: float = 60.0
     # A task whose budget ran out (and that names none itself): "end" it `exhausted_*`, or
     # "pause" it until `agentd extend`, at most `budget_wait_timeout_s` (docs/durability.md).
     on_budget: Literal["end", "pause"] = "end"
@@ -90,8 +93,11 @@ class _Slot:
     run: Run | None = None
     span: TaskSpan | None = None
     cancel_reason: str | None = None
-    # The drain stopped it to resume later (`on_stop = "park"`); a client's cancel clears it.
+    # The drain stopped it to resume later (`on_stop = "park"`), or a call waited too long for an
+    # approval (`parked_on`: that request and until when the task waits for it, wall clock); a
+    # client's cancel clears it.
     park: bool = False
+    parked_on: tuple[str, float] | None = None
 
 
 class Supervisor:
@@ -118,10 +124,14 @@ class Supervisor:
         # Journaled tasks whose submit waits for the executor to accept them: not to be taken yet.
         self.accepting: set[str] = set()
         # Gated tool calls wait here for a person; without a desk they are denied.
-        self.approvals = ApprovalDesk(journal) if approvals else None
         self.build_payload = build_payload
         self.spawner = spawner
         self.options = options or SupervisorOptions()
+        self.approvals = ApprovalDesk(journal) if approvals else None
+        if self.approvals is not None and self.executor.resumes_here:
+            self.approvals.park_after_s = self.options.park_approval_after_s
+            self.approvals.on_long_wait = self._park_on_approval
+            self.approvals.on_decided_unwaited = self._approval_decided
         self.cgroup_root = cgroup_root
         self.metrics = metrics
         self.tracing = tracing
@@ -246,7 +256,7 @@ class Supervisor:
                 # a read while it was being written may have copied it still queued.
                 self.queue_changed()
         slot.cancel_reason = slot.cancel_reason or reason
-        slot.park = False  # a client's cancel ends it, even during a drain
+        slot.park, slot.parked_on = False, None  # a client's cancel ends it, even during a drain
         if slot.run is not None:
             slot.run.cancel(reason)
         return await self.journal.get(task_id)
@@ -404,7 +414,7 @@ class Supervisor:
             # as the task's state.
             root = slot.run.root_end if slot.run is not None else None
             if slot.park and result is not None and result.status is TerminalStatus.CANCELLED:
-                await self._park(record, root)
+                await self._park(record, root, slot.parked_on)
             elif result is not None and self._pauses(record, result):
                 await self._pause(record, result, root)
             elif result is not None and self._retries(record, result):
@@ -470,11 +480,35 @@ class Supervisor:
                     record, record.paused_result.model_copy(update={"error": error}), only_queued=True
                 )
 
-    async def _park(self, record: TaskRecord, root: NodeEnd | None) -> None:
-        """Back to the queue, to resume from its transcript when the daemon starts again."""
-        parked = await self.journal.park(record.task_id, root=root)
-        self.journal.append_event(record.task_id, "task.parked", {"resumes": parked.resumes})
-        self.log.info("task.parked", task_id=record.task_id, run_id=record.run_id)
+    async def _park(
+        self, record: TaskRecord, root: NodeEnd | None, waiting: tuple[str, float] | None
+    ) -> None:
+        """Back to the queue, to resume from its transcript: when the daemon starts again, or
+        (`waiting`) once the approval request it waits on is decided or expires."""
+        parked = await self.journal.park(record.task_id, root=root, waiting=waiting)
+        fields: dict[str, JsonValue] = {"resumes": parked.resumes}
+        if waiting is not None:
+            fields.update(call=waiting[0], until=round(waiting[1], 3))
+            self.queue_changed()  # a decision made while it stopped lets it start at once
+        self.journal.append_event(record.task_id, "task.parked", fields)
+        self.log.info("task.parked", task_id=record.task_id, run_id=record.run_id, **fields)
+
+    def _park_on_approval(self, asker: Asker, record: ApprovalRecord, until: float) -> bool:
+        """A call of `asker`'s task has waited `park_approval_after_s` for a person: stop the
+        task's subagents and park it, so that it frees its slot while nobody decides; it resumes
+        from its transcript, and finds the decision, once the request is decided or `until`
+        (wall clock) passes. False: the task is ending or the daemon draining; it keeps waiting."""
+        slot = self.running.get(asker.task_id)
+        if slot is None or slot.run is None or slot.park or slot.cancel_reason is not None or self.draining:
+            return False
+        slot.park, slot.parked_on = True, (record.call_id, until)
+        slot.run.cancel("parked while a tool call waits for a person's approval", cause="park")
+        return True
+
+    def _approval_decided(self, record: ApprovalRecord) -> None:
+        """A request no run waits on was decided: its parked task may start now."""
+        self.queue_changed()
+        self._wake.set()
 
     async def _resumed(self, record: TaskRecord, payload: SpawnPayload) -> SpawnPayload | RunResult:
         """A task that ran before: its payload with the root's journaled transcript to replay and

@@ -49,6 +49,11 @@ INFO_EVENTS = frozenset({"loop.start", "loop.final", "loop.error", "mcp.connect"
 CONTENT_EVENTS = frozenset({"intel.result"})
 # How long the end of a run waits for its nodes beyond the kill ladder's own bound.
 TEARDOWN_SLACK_S = 5.0
+# Why a stopping tree refuses new work, by what stops it.
+_CLOSED_BY: dict[KillCause, str] = {
+    "drain": "the daemon is draining",
+    "park": "the task is being parked while a call waits for an approval",
+}
 
 
 def _comp(event: str) -> str:
@@ -584,12 +589,11 @@ class TaskRun:
 
     def cancel(self, reason: str, *, cause: KillCause = "cancel", force: bool = False) -> None:
         self.cancel_reason = self.cancel_reason or reason
-        if self.ports.approvals is not None:
-            # Every wait of the tree ends now, not when each child gets round to its cancel.
+        if self.ports.approvals is not None and cause != "park":
+            # Every wait of the tree ends now, not when each child gets round to its cancel. A
+            # park leaves the request pending: the resumed run finds it decided.
             self.ports.approvals.release(self.record.task_id, reason)
-        self.tree.closed = self.tree.closed or (
-            "the daemon is draining" if cause == "drain" else "the task is being cancelled"
-        )
+        self.tree.closed = self.tree.closed or _CLOSED_BY.get(cause, "the task is being cancelled")
         self.teardown("0", cause, reason, force=force)
 
     def over_grant(self, handle: str) -> None:

@@ -103,7 +103,7 @@ def test_a_v1_journal_migrates_to_v2_with_the_spec_sizes_filled_in(tmp_path: Pat
 def test_a_v2_journal_migrates_to_the_current_schema_keeping_its_tasks_as_plain_tasks(tmp_path: Path) -> None:
     migrated = connect_writer(journal_at(tmp_path, 2))
     try:
-        assert migrated.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
+        assert migrated.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
         row = migrated.execute(
             "SELECT schedule_id, fire_at, idle, trigger, uri, executor, worker FROM tasks WHERE task_id = 't1'"
         ).fetchone()
