@@ -9,13 +9,12 @@ import functools
 import hashlib
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from agentd.journal.repository import Read, Repository, Write
 from protocol.transcript import STEP_ITEM_ADAPTER, ResultItem, SpawnedItem, StepItem
 
-Run = Callable[..., Awaitable[Any]]
 # A tool result this small is kept as it is even past the cap: its digest would not be shorter.
 DIGEST_FLOOR = 512
 
@@ -135,13 +134,12 @@ def _children(conn: sqlite3.Connection, *, task_id: str) -> dict[str, str | None
     return children
 
 
-class Transcripts:
-    """Append and read nodes' transcripts. `write` and `read` are the journal's own; a task's
-    transcript past `max_bytes` keeps digests of its oldest tool results instead of their bodies."""
+class Transcripts(Repository):
+    """Append and read nodes' transcripts. A task's transcript past `max_bytes` keeps digests of
+    its oldest tool results instead of their bodies."""
 
-    def __init__(self, write: Run, read: Run, max_bytes: int | None = None) -> None:
-        self._write = write
-        self._read = read
+    def __init__(self, write: Write, read: Read, max_bytes: int | None = None) -> None:
+        super().__init__(write, read)
         self.max_bytes = max_bytes
 
     async def append(self, task_id: str, handle: str, items: Sequence[StepItem]) -> int:
@@ -155,23 +153,20 @@ class Transcripts:
             max_bytes=self.max_bytes,
         )
         # Wakes the task's followers (`agentd transcript --follow`).
-        return int(await self._write(fn, wakes=task_id))
+        return await self._write(fn, wakes=task_id)
 
     async def items(
         self, task_id: str, handle: str = "0", *, after_seq: int = 0, limit: int | None = None
     ) -> list[StepRecord]:
         """The node's items with `seq > after_seq`, oldest first (all of them without `limit`)."""
         fn = functools.partial(_read, task_id=task_id, handle=handle, after_seq=after_seq, limit=limit)
-        records: list[StepRecord] = await self._read(fn)
-        return records
+        return await self._read(fn)
 
     async def children(self, task_id: str) -> dict[str, str | None]:
         """Every nested node of the task with a transcript, and the parent's tool call that
         spawned it (None: not known)."""
-        children: dict[str, str | None] = await self._read(functools.partial(_children, task_id=task_id))
-        return children
+        return await self._read(functools.partial(_children, task_id=task_id))
 
     async def handles(self, task_id: str) -> list[str]:
         """The nodes of the task that have a transcript, root first."""
-        handles: list[str] = await self._read(functools.partial(_handles, task_id=task_id))
-        return handles
+        return await self._read(functools.partial(_handles, task_id=task_id))
