@@ -47,7 +47,7 @@ from agentd.journal.schedule_store import ScheduleJournal
 from agentd.journal.schema import unavailable_reason
 from agentd.journal.task_ids import matching_task_ids
 from agentd.journal.transcripts import Transcripts
-from agentd.journal.trigger_store import TriggerJournal
+from agentd.journal.triggers import Triggers
 from agentd.journal.writer import Completion, JournalWriter, Pending
 from protocol.api import TaskSpec, TaskState
 from protocol.result import AbortKind, RunError, RunResult, RunUsage, TerminalStatus
@@ -103,7 +103,7 @@ class _Followers:
         self.count = 0
 
 
-class Journal(ScheduleJournal, ApprovalJournal, TriggerJournal):
+class Journal(ScheduleJournal, ApprovalJournal):
     """Async access to the journal. Obtain one with `open_journal`. The schedule operations come
     from `ScheduleJournal` (agentd/journal/schedule_store.py), the approval gate's from
     `ApprovalJournal` (agentd/journal/approval_store.py)."""
@@ -135,6 +135,7 @@ class Journal(ScheduleJournal, ApprovalJournal, TriggerJournal):
         self._watch_idle: anyio.Event | None = None
         # Invariant: once set, no new write reaches the writer queue (the stop sentinel is last).
         self._closing = False
+        self.triggers = Triggers(self._write, self._read)
         self.transcripts = Transcripts(self._write, self._read, options.max_transcript_bytes)
 
     # ---- health ----------------------------------------------------------------------------------

@@ -282,8 +282,8 @@ class TriggerManager:
     async def load(self) -> None:
         """Read what survives a restart: paused triggers, and each trigger's tasks (its unfinished
         ones count against `max_inflight`). Call after the supervisor's recovery."""
-        self._paused = await self.journal.paused_triggers()
-        self._counts = await self.journal.trigger_counts()
+        self._paused = await self.journal.triggers.paused()
+        self._counts = await self.journal.triggers.counts()
 
     def configure(self, triggers: Sequence[TriggerConfig], options: ManagerOptions | None = None) -> None:
         """Make the running triggers those of `triggers` (at start and on each reload). A watcher
@@ -350,7 +350,7 @@ class TriggerManager:
 
     async def _recount(self, name: str) -> None:
         try:
-            counts = await self.journal.trigger_counts()
+            counts = await self.journal.triggers.counts()
         except JournalError:
             return  # best effort: the count only bounds how many more it starts
         self._counts = counts
@@ -810,7 +810,7 @@ class TriggerManager:
         trigger = self._triggers.get(name)
         if trigger is None:
             raise KeyError(name)
-        await self.journal.set_trigger_paused(name, True)
+        await self.journal.triggers.set_paused(name, True)
         self._paused.add(name)
         trigger.paused = True
         trigger.debouncer.clear()
@@ -825,7 +825,7 @@ class TriggerManager:
         trigger = self._triggers.get(name)
         if trigger is None:
             raise KeyError(name)
-        await self.journal.set_trigger_paused(name, False)
+        await self.journal.triggers.set_paused(name, False)
         self._paused.discard(name)
         if trigger.paused:
             trigger.paused = False

@@ -1,4 +1,4 @@
-"""The journal's trigger operations (docs/design.md §11; docs/triggers.md), mixed into `Journal`.
+"""The journal's triggers (docs/design.md §11; docs/triggers.md): a repository over its one writer.
 
 A trigger's tasks are ordinary tasks carrying `trigger` and `uri` (schema v4); what an operator
 set on a trigger that must survive a restart — whether it is paused — is a `trigger_state` row.
@@ -9,10 +9,8 @@ from __future__ import annotations
 import functools
 import sqlite3
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
 
-T = TypeVar("T")
+from agentd.journal.repository import Repository
 
 
 def _paused(conn: sqlite3.Connection) -> set[str]:
@@ -35,21 +33,16 @@ def _counts(conn: sqlite3.Connection) -> dict[str, tuple[int, int, float | None]
     return {row[0]: (int(row[1]), int(row[2] or 0), row[3]) for row in rows}
 
 
-class TriggerJournal:
-    """The trigger half of `Journal` (which provides `_write` and `_read`)."""
+class Triggers(Repository):
+    """Whether each trigger is paused (durably), and how many tasks each started."""
 
-    if TYPE_CHECKING:
-
-        async def _write(self, fn: Callable[[sqlite3.Connection], T], *, wakes: str | None = None) -> T: ...
-        async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T: ...
-
-    async def paused_triggers(self) -> set[str]:
+    async def paused(self) -> set[str]:
         return await self._read(_paused)
 
-    async def set_trigger_paused(self, name: str, paused: bool) -> None:
+    async def set_paused(self, name: str, paused: bool) -> None:
         """Record (durably) whether trigger `name` is paused; raises `JournalUnavailable`."""
         await self._write(functools.partial(_set_paused, name=name, paused=paused, now=time.time()))
 
-    async def trigger_counts(self) -> dict[str, tuple[int, int, float | None]]:
+    async def counts(self) -> dict[str, tuple[int, int, float | None]]:
         """Per trigger name: tasks started in all, those not yet terminal, the newest's creation."""
         return await self._read(_counts)
