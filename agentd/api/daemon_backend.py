@@ -487,7 +487,7 @@ class DaemonBackend:
         if params.task_id is not None:
             await self._owned(caller, params.task_id)
         owner = None if caller.is_admin else caller.uid
-        records = await self.journal.pending_approvals(
+        records = await self.journal.approvals.pending(
             owner_uid=owner, task_id=params.task_id, limit=params.limit
         )
         return [r.to_view() for r in records]
@@ -503,7 +503,7 @@ class DaemonBackend:
             raise ApiError(UNAVAILABLE, "this daemon takes no approvals", retryable=False)
         call = params.call
         if call is None:
-            pending = await self.journal.pending_approvals(task_id=params.task_id, limit=2)
+            pending = await self.journal.approvals.pending(task_id=params.task_id, limit=2)
             if not pending:
                 raise ApiError(NOT_FOUND, f"task {params.task_id!r} has no pending approval request")
             if len(pending) > 1:
@@ -512,7 +512,7 @@ class DaemonBackend:
                     f"task {params.task_id!r} has several pending requests; name one (agentd approvals)",
                 )
             call = pending[0].call_id
-        record = await self.journal.get_approval(call)
+        record = await self.journal.approvals.get(call)
         if record is None or record.task_id != params.task_id:
             raise ApiError(NOT_FOUND, f"no approval request {call!r} on task {params.task_id!r}")
         self._check_approver(caller, record.server)

@@ -28,7 +28,7 @@ from pydantic import JsonValue
 
 from agentd.errors import JournalError, JournalUnavailable
 from agentd.journal import queries as q
-from agentd.journal.approval_store import ApprovalJournal
+from agentd.journal.approvals import Approvals
 from agentd.journal.files import DB_NAME, open_state_dir
 from agentd.journal.quota import Quota
 from agentd.journal.records import (
@@ -103,10 +103,10 @@ class _Followers:
         self.count = 0
 
 
-class Journal(ScheduleJournal, ApprovalJournal):
+class Journal(ScheduleJournal):
     """Async access to the journal. Obtain one with `open_journal`. The schedule operations come
-    from `ScheduleJournal` (agentd/journal/schedule_store.py), the approval gate's from
-    `ApprovalJournal` (agentd/journal/approval_store.py)."""
+    from `ScheduleJournal` (agentd/journal/schedule_store.py); approvals, triggers and transcripts
+    are repositories over its writer and read pool (`approvals`, `triggers`, `transcripts`)."""
 
     def __init__(
         self,
@@ -135,6 +135,7 @@ class Journal(ScheduleJournal, ApprovalJournal):
         self._watch_idle: anyio.Event | None = None
         # Invariant: once set, no new write reaches the writer queue (the stop sentinel is last).
         self._closing = False
+        self.approvals = Approvals(self._write, self._read)
         self.triggers = Triggers(self._write, self._read)
         self.transcripts = Transcripts(self._write, self._read, options.max_transcript_bytes)
 

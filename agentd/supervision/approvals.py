@@ -32,10 +32,10 @@ SETTLE_WRITE_S = 5.0
 DECIDERS = "the task's owner, the daemon's user, root and the admin group"
 
 
-class DeskJournal(Protocol):
-    """The journal operations the desk uses (the real `Journal` has them)."""
+class DeskApprovals(Protocol):
+    """The approval operations the desk uses (the real journal's `approvals`)."""
 
-    async def open_approval(
+    async def open(
         self,
         *,
         task_id: str,
@@ -51,7 +51,7 @@ class DeskJournal(Protocol):
         busy: frozenset[str],
     ) -> tuple[ApprovalRecord, Opened]: ...
 
-    async def decide_approval(
+    async def decide(
         self,
         call_id: str,
         state: Literal["approved", "denied", "expired", "withdrawn"],
@@ -60,9 +60,16 @@ class DeskJournal(Protocol):
         decided_by: int | None = None,
     ) -> tuple[ApprovalRecord | None, bool]: ...
 
-    async def consume_approval(self, call_id: str) -> None: ...
+    async def consume(self, call_id: str) -> None: ...
 
-    async def get_approval(self, call_id: str) -> ApprovalRecord | None: ...
+    async def get(self, call_id: str) -> ApprovalRecord | None: ...
+
+
+class DeskJournal(Protocol):
+    """The journal the desk uses: its approvals and the events it appends (the real `Journal`)."""
+
+    @property
+    def approvals(self) -> DeskApprovals: ...
 
     def append_event(
         self, task_id: str, event: str, fields: Mapping[str, JsonValue] | None = None
@@ -149,7 +156,7 @@ class ApprovalDesk:
         Raises:
             JournalError: the request could not be journaled (the caller refuses the call).
         """
-        record, opened = await self._journal.open_approval(
+        record, opened = await self._journal.approvals.open(
             task_id=asker.task_id,
             run_id=asker.run_id,
             handle=asker.handle,
@@ -187,9 +194,9 @@ class ApprovalDesk:
                     else "the task's deadline came first"
                 )
                 return await self._settle(call_id, "expired", why)
-            decided = await self._journal.get_approval(call_id)
+            decided = await self._journal.approvals.get(call_id)
             assert decided is not None  # rows are never deleted
-            await self._journal.consume_approval(call_id)
+            await self._journal.approvals.consume(call_id)
             return answer(decided)
         except BaseException:
             # Cancelled with its node (or our own error): nobody can use a decision now, unless
@@ -198,7 +205,7 @@ class ApprovalDesk:
             if reason is not None:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(SETTLE_WRITE_S):
                     try:
-                        await self._journal.decide_approval(call_id, "withdrawn", reason=reason)
+                        await self._journal.approvals.decide(call_id, "withdrawn", reason=reason)
                     except JournalError as exc:
                         log.warning("approval.decided", call=call_id, err=f"journal: {exc}")
             raise
@@ -227,11 +234,11 @@ class ApprovalDesk:
         self, call_id: str, state: Literal["expired", "withdrawn"], reason: str
     ) -> ApproveResult:
         """End a wait without a person (unless one decided just now: then theirs stands)."""
-        record, won = await self._journal.decide_approval(call_id, state, reason=reason)
+        record, won = await self._journal.approvals.decide(call_id, state, reason=reason)
         assert record is not None
         if won:
             self._decided(record)
-        await self._journal.consume_approval(call_id)
+        await self._journal.approvals.consume(call_id)
         return answer(record)
 
     async def decide(
@@ -245,8 +252,8 @@ class ApprovalDesk:
             # The task was cancelled and its wait is ending: the call will not run, whatever a
             # person says now. The withdrawal is journaled first, so the answer says so instead
             # of "approved" for a call that never ran.
-            await self._journal.decide_approval(call_id, "withdrawn", reason=waiter.withdrawn)
-        record, won = await self._journal.decide_approval(
+            await self._journal.approvals.decide(call_id, "withdrawn", reason=waiter.withdrawn)
+        record, won = await self._journal.approvals.decide(
             call_id, state, reason=reason, decided_by=decider_uid
         )
         if record is not None and won:
@@ -261,7 +268,7 @@ class ApprovalDesk:
     async def withdraw(self, call_id: str, reason: str) -> tuple[ApprovalRecord | None, bool]:
         """End a request no run can act on any more (its task ended); the row and whether this
         withdrew it (False: it was decided already)."""
-        return await self._journal.decide_approval(call_id, "withdrawn", reason=reason)
+        return await self._journal.approvals.decide(call_id, "withdrawn", reason=reason)
 
     def _requested(self, asker: Asker, record: ApprovalRecord) -> None:
         fields: dict[str, JsonValue] = {

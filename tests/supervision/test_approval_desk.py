@@ -91,13 +91,13 @@ async def test_a_decision_wakes_the_waiter_and_is_consumed_once(tmp_path: Path) 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(ask)
                 await _until_awaiting(desk, asker.task_id, {"0"})
-                (pending,) = await journal.pending_approvals(task_id=asker.task_id)
+                (pending,) = await journal.approvals.pending(task_id=asker.task_id)
                 record, won = await desk.decide(pending.call_id, approve=True, reason=None, decider_uid=7)
                 assert won and record is not None and record.state == "approved"
                 _, again = await desk.decide(pending.call_id, approve=False, reason="late", decider_uid=7)
                 assert not again  # the first decision stands
         assert [(a.outcome, a.decider_uid) for a in answers] == [("approved", 7)]
-        stored = await journal.get_approval(pending.call_id)
+        stored = await journal.approvals.get(pending.call_id)
         assert stored is not None and stored.consumed
         assert desk.awaiting(asker.task_id) == set()
 
@@ -109,7 +109,7 @@ async def test_an_undecided_request_expires_as_a_timeout(tmp_path: Path) -> None
         with anyio.fail_after(10):
             answer = await desk.request(asker, _params(timeout_s=0.2), deadline=anyio.current_time() + 30)
         assert answer.outcome == "timeout"
-        assert await journal.pending_approvals() == ()
+        assert await journal.approvals.pending() == ()
 
 
 async def test_the_deadline_ends_the_wait_before_the_expiry(tmp_path: Path) -> None:
@@ -139,14 +139,14 @@ async def test_release_ends_every_wait_of_the_task_at_once(tmp_path: Path) -> No
                 await _until_awaiting(desk, asker.task_id, {"0", "0.1"})
                 desk.release(asker.task_id, "cancelled by client")
         assert sorted((a.outcome, a.reason) for a in answers) == [("denied", "cancelled by client")] * 2
-        assert await journal.pending_approvals() == ()
+        assert await journal.approvals.pending() == ()
 
 
 async def test_a_decision_taken_while_no_run_waits_is_honoured_once(tmp_path: Path) -> None:
     async with open_journal(tmp_path) as journal:
         asker = await _task(journal)
         # The run that asked is gone (the daemon died): only the journal row is left.
-        row, opened = await journal.open_approval(
+        row, opened = await journal.approvals.open(
             task_id=asker.task_id,
             run_id=asker.run_id,
             handle="0",
@@ -184,7 +184,7 @@ async def test_an_approve_racing_a_cancel_answers_that_the_call_was_withdrawn(tm
             async with anyio.create_task_group() as tg:
                 tg.start_soon(ask)
                 await _until_awaiting(desk, asker.task_id, {"0"})
-                (pending,) = await journal.pending_approvals()
+                (pending,) = await journal.approvals.pending()
                 # The cancel ends the wait; the approve arrives before the waiter has journaled it.
                 desk.release(asker.task_id, "cancelled by client")
                 decisions.append(await desk.decide(pending.call_id, approve=True, reason=None, decider_uid=0))

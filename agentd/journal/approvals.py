@@ -1,4 +1,5 @@
-"""The journal's approval operations, mixed into `agentd.journal.store.Journal`.
+"""The journal's approval requests (the gate on tool calls that wait for a person): a repository
+over the journal's one writer.
 
 Each is one write or read through the journal's single writer or its read pool, over the SQL of
 `agentd.journal.approval_queries`; a write returns only once its COMMIT did.
@@ -7,29 +8,21 @@ Each is one write or read through the journal's single writer or its read pool, 
 from __future__ import annotations
 
 import functools
-import sqlite3
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import Literal
 
 from pydantic import JsonValue
 
 from agentd.journal import approval_queries as aq
 from agentd.journal.records import ApprovalRecord, new_call_id
+from agentd.journal.repository import Repository
 from protocol.approval import call_digest, canonical_arguments
 
-T = TypeVar("T")
 
+class Approvals(Repository):
+    """Open a gated call's request, decide it, consume its decision, and read requests."""
 
-class ApprovalJournal:
-    """The approval half of `Journal` (which provides `_write` and `_read`)."""
-
-    if TYPE_CHECKING:
-
-        async def _write(self, fn: Callable[[sqlite3.Connection], T], *, wakes: str | None = None) -> T: ...
-        async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T: ...
-
-    async def open_approval(
+    async def open(
         self,
         *,
         task_id: str,
@@ -65,7 +58,7 @@ class ApprovalJournal:
         )
         return await self._write(op)
 
-    async def decide_approval(
+    async def decide(
         self,
         call_id: str,
         state: Literal["approved", "denied", "expired", "withdrawn"],
@@ -80,14 +73,14 @@ class ApprovalJournal:
         )
         return await self._write(op)
 
-    async def consume_approval(self, call_id: str) -> None:
+    async def consume(self, call_id: str) -> None:
         """Record that a decision reached its run (it is never honoured again)."""
         await self._write(functools.partial(aq.consume, call_id=call_id))
 
-    async def get_approval(self, call_id: str) -> ApprovalRecord | None:
+    async def get(self, call_id: str) -> ApprovalRecord | None:
         return await self._read(functools.partial(aq.get_approval, call_id=call_id))
 
-    async def pending_approvals(
+    async def pending(
         self, *, owner_uid: int | None = None, task_id: str | None = None, limit: int = 100
     ) -> tuple[ApprovalRecord, ...]:
         """Pending requests of unfinished tasks, oldest first."""
