@@ -411,7 +411,7 @@ class DaemonBackend:
         return self.scheduler
 
     async def _owned_schedule(self, caller: Caller, schedule_id: str) -> ScheduleRecord:
-        record = await self.journal.get_schedule(schedule_id)
+        record = await self.journal.schedules.get(schedule_id)
         if record is None or (record.owner_uid != caller.uid and not caller.is_admin):
             raise schedule_not_found(schedule_id)
         return record
@@ -446,7 +446,7 @@ class DaemonBackend:
 
     async def schedule_list(self, caller: Caller, params: ScheduleListParams) -> builtins.list[ScheduleView]:
         owner = None if caller.is_admin else caller.uid
-        records = await self.journal.list_schedules(owner, params.state, params.limit, params.after)
+        records = await self.journal.schedules.list(owner, params.state, params.limit, params.after)
         return [r.to_view() for r in records]
 
     async def schedule_get(self, caller: Caller, params: ScheduleRef) -> ScheduleView:

@@ -43,7 +43,7 @@ from agentd.journal.records import (
     new_run_id,
     new_task_id,
 )
-from agentd.journal.schedule_store import ScheduleJournal
+from agentd.journal.schedules import Schedules
 from agentd.journal.schema import unavailable_reason
 from agentd.journal.task_ids import matching_task_ids
 from agentd.journal.transcripts import Transcripts
@@ -103,10 +103,10 @@ class _Followers:
         self.count = 0
 
 
-class Journal(ScheduleJournal):
-    """Async access to the journal. Obtain one with `open_journal`. The schedule operations come
-    from `ScheduleJournal` (agentd/journal/schedule_store.py); approvals, triggers and transcripts
-    are repositories over its writer and read pool (`approvals`, `triggers`, `transcripts`)."""
+class Journal:
+    """Async access to the journal. Obtain one with `open_journal`. Schedules, approvals, triggers
+    and transcripts are repositories over its writer and read pool (`schedules`, `approvals`,
+    `triggers`, `transcripts`)."""
 
     def __init__(
         self,
@@ -135,6 +135,7 @@ class Journal(ScheduleJournal):
         self._watch_idle: anyio.Event | None = None
         # Invariant: once set, no new write reaches the writer queue (the stop sentinel is last).
         self._closing = False
+        self.schedules = Schedules(self._write, self._read)
         self.approvals = Approvals(self._write, self._read)
         self.triggers = Triggers(self._write, self._read)
         self.transcripts = Transcripts(self._write, self._read, options.max_transcript_bytes)

@@ -121,7 +121,7 @@ class Scheduler:
     async def load(self) -> int:
         """Arm every active schedule from the journal; account fires that ended while no
         scheduler listened (the daemon stopped between a run's end and its accounting)."""
-        for record in await self.journal.active_schedules():
+        for record in await self.journal.schedules.active():
             if record.next_fire_at is not None:
                 self.arm(record.schedule_id, record.next_fire_at)
             if record.last_task_id is not None and record.last_status is None:
@@ -165,7 +165,7 @@ class Scheduler:
         """Decide and journal the occurrence `due_at` of `schedule_id`; None if it no longer applies.
         `woke_at`: when the timetable found it due (the event loop's lateness, for the log)."""
         woke_at = self._clock() if woke_at is None else woke_at
-        record, last_state = await self.journal.schedule_for_fire(schedule_id)
+        record, last_state = await self.journal.schedules.for_fire(schedule_id)
         if record is None or record.state != "active":
             return None
         if record.next_fire_at != due_at:
@@ -200,7 +200,7 @@ class Scheduler:
             quota = self._quota()
             try:
                 self._admit(record, now, quota)
-                schedule, task = await self.journal.fire_schedule(
+                schedule, task = await self.journal.schedules.fire(
                     schedule_id,
                     expect_next=due_at,
                     next_at=next_at,
@@ -222,7 +222,7 @@ class Scheduler:
                     fire=False, reason="quota", skipped=decision.skipped + 1, next_at=next_at
                 )
         if not decision.fire:
-            schedule = await self.journal.skip_schedule(
+            schedule = await self.journal.schedules.skip(
                 schedule_id, expect_next=due_at, next_at=next_at, skipped=decision.skipped
             )
             outcome = "refused" if decision.reason == "quota" else "skipped"
@@ -304,7 +304,7 @@ class Scheduler:
 
     async def _account(self, task: TaskRecord, draining: bool) -> None:
         assert task.schedule_id is not None and task.status is not None
-        record = await self.journal.get_schedule(task.schedule_id)
+        record = await self.journal.schedules.get(task.schedule_id)
         if record is None or record.last_task_id != task.task_id or record.last_status is not None:
             return
         trigger = trigger_of(record.trigger, record.created_at)
@@ -318,7 +318,7 @@ class Scheduler:
         step = after_run(trigger, _progress(record), outcome, self._clock())
         state = "ended" if step.end else "paused" if step.pause else record.state
         set_next = record.trigger.kind == "loop" and state == "active"
-        updated = await self.journal.account_schedule_run(
+        updated = await self.journal.schedules.account_run(
             record.schedule_id,
             task.task_id,
             status=task.status,
@@ -355,7 +355,7 @@ class Scheduler:
         now = self._clock()
         checked = await run_check(lambda: parse_trigger(trigger, now))
         first = first_fire(checked)
-        record, created = await self.journal.create_schedule(
+        record, created = await self.journal.schedules.create(
             owner_uid,
             trigger,
             spec,
@@ -378,7 +378,7 @@ class Scheduler:
         return record, created
 
     async def pause(self, schedule_id: str) -> ScheduleRecord:
-        record = await self.journal.set_schedule_state(
+        record = await self.journal.schedules.set_state(
             schedule_id, "paused", allowed=("active", "paused"), note="paused by a client"
         )
         self.arm(schedule_id, None)
@@ -388,7 +388,7 @@ class Scheduler:
     async def resume(self, schedule_id: str) -> ScheduleRecord:
         """Active again: a clock-driven schedule from its next occurrence after now (what it
         missed while paused is not fired), a loop at once unless its run still goes on."""
-        current = await self.journal.get_schedule(schedule_id)
+        current = await self.journal.schedules.get(schedule_id)
         if current is None:
             raise ScheduleNotFound(schedule_id)
         if current.state == "active":
@@ -399,7 +399,7 @@ class Scheduler:
             at = None if await self._last_running(current) else now
         else:
             at = next_fire(trigger, now)
-        record = await self.journal.set_schedule_state(
+        record = await self.journal.schedules.set_state(
             schedule_id, "active", allowed=("paused",), note=None, next_fire_at=at
         )
         self.arm(schedule_id, at)
@@ -407,7 +407,7 @@ class Scheduler:
         return record
 
     async def delete(self, schedule_id: str) -> ScheduleRecord:
-        record = await self.journal.delete_schedule(schedule_id)
+        record = await self.journal.schedules.delete(schedule_id)
         self.arm(schedule_id, None)
         self._log.info(EV_DELETED, schedule_id=schedule_id)
         return record
@@ -415,7 +415,7 @@ class Scheduler:
     async def sync_named(self, owner_uid: int, wanted: Mapping[str, tuple[ScheduleSpec, TaskSpec]]) -> None:
         """Make the owner's named schedules those of the config: new ones created, changed ones
         replaced (their counters start again), removed ones deleted; unchanged ones keep going."""
-        existing = await self.journal.named_schedules(owner_uid)
+        existing = await self.journal.schedules.by_name(owner_uid)
         for name, record in existing.items():
             if wanted.get(name) != (record.trigger, record.spec):
                 await self.delete(record.schedule_id)

@@ -107,7 +107,7 @@ class Exporter:
                 refresh_at = now + QUEUED_REFRESH_S
                 with anyio.move_on_after(IO_TIMEOUT_S), contextlib.suppress(JournalError):
                     queued = (await self.journal.counts()).get("queued", 0)
-                    schedules = await self.journal.schedule_counts()
+                    schedules = await self.journal.schedules.counts()
                     self.metrics.armed(
                         "schedule", {"armed": schedules["active"], "paused": schedules["paused"]}
                     )

@@ -68,7 +68,7 @@ async def test_a_fire_commits_its_task_with_the_schedules_advance_and_never_twic
         7,
         "queued",
     )
-    after = await journal.get_schedule(record.schedule_id)
+    after = await journal.schedules.get(record.schedule_id)
     assert after is not None and (after.next_fire_at, after.runs, after.last_task_id) == (
         1020.0,
         1,
@@ -88,7 +88,7 @@ async def test_after_a_clock_jump_missed_occurrences_are_skipped_and_counted(jou
     fired = await scheduler.fire_due(record.schedule_id, 1010.0)
     assert fired is not None and fired.task_id is None
     assert (fired.decision.reason, fired.decision.skipped) == ("missed", 9)
-    after = await journal.get_schedule(record.schedule_id)
+    after = await journal.schedules.get(record.schedule_id)
     assert after is not None and (after.next_fire_at, after.skipped, after.runs) == (1100.0, 9, 0)
 
 
@@ -117,12 +117,12 @@ async def test_a_loop_backs_off_after_an_idle_run_and_ends_at_max_runs(journal: 
     assert record.next_fire_at == 1000.0
     first = await scheduler.fire_due(record.schedule_id, 1000.0)
     assert first is not None and first.task_id is not None
-    waiting = await journal.get_schedule(record.schedule_id)
+    waiting = await journal.schedules.get(record.schedule_id)
     assert waiting is not None and waiting.next_fire_at is None  # while the run goes on
     clock.now = 1003.0
     ended = await journal.mark_terminal(first.task_id, TerminalStatus.COMPLETED, idle=True)
     await scheduler.fire_ended(ended, False)
-    after = await journal.get_schedule(record.schedule_id)
+    after = await journal.schedules.get(record.schedule_id)
     assert after is not None and (after.next_fire_at, after.pause_s) == (1004.0, 1.0)
     clock.now = 1004.0
     second = await scheduler.fire_due(record.schedule_id, 1004.0)
@@ -130,7 +130,7 @@ async def test_a_loop_backs_off_after_an_idle_run_and_ends_at_max_runs(journal: 
     done = await journal.mark_terminal(second.task_id, TerminalStatus.COMPLETED)
     await scheduler.fire_ended(done, False)
     await scheduler.fire_ended(done, False)  # told twice: accounted once
-    final = await journal.get_schedule(record.schedule_id)
+    final = await journal.schedules.get(record.schedule_id)
     assert final is not None
     assert (final.state, final.note, final.runs, final.next_fire_at) == (
         "ended",
@@ -148,7 +148,7 @@ async def test_a_fire_over_the_owners_cap_is_skipped_not_retried(journal: Journa
     clock.now = 1010.0
     fired = await scheduler.fire_due(record.schedule_id, 1010.0)
     assert fired is not None and (fired.decision.reason, fired.task_id) == ("quota", None)
-    after = await journal.get_schedule(record.schedule_id)
+    after = await journal.schedules.get(record.schedule_id)
     assert after is not None and (after.next_fire_at, after.skipped, after.runs) == (1020.0, 1, 0)
 
 
@@ -166,7 +166,7 @@ async def test_load_rearms_from_the_journal_and_pause_resume_delete_change_the_t
     resumed = await fresh.resume(record.schedule_id)
     assert (resumed.state, resumed.next_fire_at, fresh.armed) == ("active", 1050.0, 1)
     await fresh.delete(record.schedule_id)
-    assert fresh.armed == 0 and await journal.get_schedule(record.schedule_id) is None
+    assert fresh.armed == 0 and await journal.schedules.get(record.schedule_id) is None
 
 
 async def test_load_accounts_a_fire_that_ended_while_no_scheduler_listened(journal: Journal) -> None:
@@ -180,7 +180,7 @@ async def test_load_accounts_a_fire_that_ended_while_no_scheduler_listened(journ
     clock.now = 1010.0
     restarted, _ = _scheduler(journal, clock)
     assert await restarted.load() == 1
-    after = await journal.get_schedule(record.schedule_id)
+    after = await journal.schedules.get(record.schedule_id)
     assert after is not None
     assert (after.last_status, after.failures, after.next_fire_at) == (TerminalStatus.CRASHED, 1, 1015.0)
 

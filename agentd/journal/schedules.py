@@ -1,4 +1,4 @@
-"""The journal's schedule operations (docs/design.md §11), mixed into `agentd.journal.store.Journal`.
+"""The journal's schedules (docs/design.md §11): a repository over the journal's one writer.
 
 Each method is one write or read through the journal's single writer or its read pool, over the
 SQL of `agentd.journal.schedule_queries`; the write-ahead and acknowledgement rules are the
@@ -8,29 +8,20 @@ journal's own (a write returns only once its COMMIT did).
 from __future__ import annotations
 
 import functools
-import sqlite3
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
 
 from agentd.journal import schedule_queries as sq
 from agentd.journal.quota import Quota
 from agentd.journal.records import ScheduleRecord, TaskRecord, new_run_id, new_schedule_id, new_task_id
+from agentd.journal.repository import Repository
 from protocol.api import ScheduleSpec, ScheduleState, TaskSpec, TaskState
 from protocol.result import TerminalStatus
 
-T = TypeVar("T")
 
+class Schedules(Repository):
+    """Create schedules, fire and account their occurrences, change their state, and read them."""
 
-class ScheduleJournal:
-    """The schedule half of `Journal` (which provides `_write` and `_read`)."""
-
-    if TYPE_CHECKING:
-
-        async def _write(self, fn: Callable[[sqlite3.Connection], T], *, wakes: str | None = None) -> T: ...
-        async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T: ...
-
-    async def create_schedule(
+    async def create(
         self,
         owner_uid: int,
         trigger: ScheduleSpec,
@@ -59,7 +50,7 @@ class ScheduleJournal:
         )
         return await self._write(op)
 
-    async def fire_schedule(
+    async def fire(
         self,
         schedule_id: str,
         *,
@@ -86,7 +77,7 @@ class ScheduleJournal:
         )
         return await self._write(op)
 
-    async def skip_schedule(
+    async def skip(
         self, schedule_id: str, *, expect_next: float, next_at: float | None, skipped: int
     ) -> ScheduleRecord:
         """Pass over due occurrences without firing (missed, or overlapping a running fire)."""
@@ -95,7 +86,7 @@ class ScheduleJournal:
         )
         return await self._write(op)
 
-    async def account_schedule_run(
+    async def account_run(
         self,
         schedule_id: str,
         task_id: str,
@@ -127,7 +118,7 @@ class ScheduleJournal:
         )
         return await self._write(op)
 
-    async def set_schedule_state(
+    async def set_state(
         self,
         schedule_id: str,
         state: ScheduleState,
@@ -147,17 +138,17 @@ class ScheduleJournal:
         )
         return await self._write(op)
 
-    async def delete_schedule(self, schedule_id: str) -> ScheduleRecord:
+    async def delete(self, schedule_id: str) -> ScheduleRecord:
         return await self._write(functools.partial(sq.delete, schedule_id=schedule_id))
 
-    async def get_schedule(self, schedule_id: str) -> ScheduleRecord | None:
+    async def get(self, schedule_id: str) -> ScheduleRecord | None:
         return await self._read(functools.partial(sq.get, schedule_id=schedule_id))
 
-    async def schedule_for_fire(self, schedule_id: str) -> tuple[ScheduleRecord | None, TaskState | None]:
+    async def for_fire(self, schedule_id: str) -> tuple[ScheduleRecord | None, TaskState | None]:
         """The schedule and its last fire's task state (None without one), in one read."""
         return await self._read(functools.partial(sq.get_for_fire, schedule_id=schedule_id))
 
-    async def list_schedules(
+    async def list(
         self,
         owner_uid: int | None = None,
         state: ScheduleState | None = None,
@@ -169,12 +160,12 @@ class ScheduleJournal:
             functools.partial(sq.list_schedules, owner_uid=owner_uid, state=state, limit=limit, after=after)
         )
 
-    async def active_schedules(self) -> tuple[ScheduleRecord, ...]:
+    async def active(self) -> tuple[ScheduleRecord, ...]:
         return await self._read(sq.active)
 
-    async def schedule_counts(self) -> dict[str, int]:
+    async def counts(self) -> dict[str, int]:
         """How many schedules are active, paused and ended (the metrics sampler)."""
         return await self._read(sq.state_counts)
 
-    async def named_schedules(self, owner_uid: int) -> dict[str, ScheduleRecord]:
+    async def by_name(self, owner_uid: int) -> dict[str, ScheduleRecord]:
         return await self._read(functools.partial(sq.by_name, owner_uid=owner_uid))
