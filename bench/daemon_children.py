@@ -92,7 +92,7 @@ async def measure_rtt(workdir: Path, children: int, ping_interval_s: float, wind
     spec = TaskSpec(instruction="idle", labels={"bench": "rtt"})
     async with open_journal(workdir / "state") as journal:
         for _ in range(children):
-            await journal.submit(spec, owner_uid=os.getuid())
+            await journal.tasks.submit(spec, owner_uid=os.getuid())
         # Children below us as the daemon puts them (SCHED_BATCH, `subagent_nice`): its defaults.
         defaults = SupervisionSection()
         spawner = ExecSpawner(batch=defaults.batch_scheduling, nice=defaults.subagent_nice)

@@ -50,7 +50,7 @@ async def measure(journal: Journal, concurrency: int, duration_s: float) -> Run:
     async def submitter() -> None:
         while time.monotonic() < deadline:
             started = time.perf_counter()
-            await journal.submit(spec, owner_uid=1000)
+            await journal.tasks.submit(spec, owner_uid=1000)
             latencies.append(time.perf_counter() - started)
 
     started = time.perf_counter()

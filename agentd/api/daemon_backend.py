@@ -115,7 +115,7 @@ class DaemonBackend:
         return self._children[1]
 
     async def _owned(self, caller: Caller, task_id: str) -> TaskRecord:
-        record = await self.journal.get(task_id)
+        record = await self.journal.tasks.get(task_id)
         if record is None:
             raise task_not_found(task_id)
         check_owner(caller, record.owner_uid, task_id=task_id)
@@ -185,7 +185,7 @@ class DaemonBackend:
                 f"{had.max_tokens} tokens: [defaults] max_steps_ceiling, max_tokens_ceiling)",
             )
         try:
-            extended = await self.journal.extend(
+            extended = await self.journal.tasks.extend(
                 record.task_id, record.spec.model_copy(update={"limits": asked})
             )
         except InvalidTransition:
@@ -216,12 +216,12 @@ class DaemonBackend:
             try:
                 quota = submit_quota(self._config())
                 if fork is None:
-                    record, created = await self.journal.submit(
+                    record, created = await self.journal.tasks.submit(
                         spec, caller.uid, idempotency_key, quota=quota, task_id=task_id
                     )
                 else:
                     origin, step, items = fork
-                    record, created = await self.journal.fork(
+                    record, created = await self.journal.tasks.fork(
                         spec,
                         caller.uid,
                         idempotency_key,
@@ -261,7 +261,7 @@ class DaemonBackend:
             await self.supervisor.executor.accept(record)
         except ExecutorUnavailable as exc:
             try:
-                forgotten = await self.journal.forget_queued(record.task_id)
+                forgotten = await self.journal.tasks.forget_queued(record.task_id)
             except JournalUnavailable:
                 forgotten = False
             if forgotten:
@@ -276,7 +276,7 @@ class DaemonBackend:
 
     async def list(self, caller: Caller, params: ListParams) -> builtins.list[TaskView]:
         owner = None if caller.is_admin else caller.uid
-        records = await self.journal.list(
+        records = await self.journal.tasks.list(
             owner, params.state, params.limit, params.before, params.schedule_id
         )
         return [self._view(r) for r in records]
@@ -284,7 +284,7 @@ class DaemonBackend:
     async def match(self, caller: Caller, params: MatchParams) -> TaskMatches:
         owner = None if caller.is_admin else caller.uid
         return TaskMatches(
-            task_ids=list(await self.journal.match_task_ids(params.prefix, owner, params.limit))
+            task_ids=list(await self.journal.tasks.match_ids(params.prefix, owner, params.limit))
         )
 
     async def cancel(self, caller: Caller, params: CancelParams) -> TaskView:
@@ -320,7 +320,7 @@ class DaemonBackend:
                 continue
             if not params.follow:
                 return
-            record = await self.journal.get(params.task_id)
+            record = await self.journal.tasks.get(params.task_id)
             if record is None or record.state == "terminal":
                 await self.journal.flush_events()
                 tail = await self.journal.events_after(params.task_id, seq, 10_000)
@@ -343,7 +343,7 @@ class DaemonBackend:
             if not steps and params.wait_s > 0 and record.state != "terminal":
                 with anyio.move_on_after(params.wait_s):
                     await changed.wait()
-                record = await self.journal.get(params.task_id) or record
+                record = await self.journal.tasks.get(params.task_id) or record
                 steps = await page()
         shown: builtins.list[TranscriptStep] = []
         size = 0
@@ -368,7 +368,7 @@ class DaemonBackend:
         slot = self.supervisor.running.get(params.task_id)
         if slot is not None and slot.run is not None:
             return slot.run.node_views()  # live: usage as counted so far
-        nodes = [n.to_view() for n in await self.journal.nodes(params.task_id)]
+        nodes = [n.to_view() for n in await self.journal.tasks.nodes(params.task_id)]
         if nodes or record.state == "terminal":
             return nodes
         return [NodeView(handle="0", parent=None, depth=0, state="starting")]
@@ -378,7 +378,7 @@ class DaemonBackend:
         a non-admin gets the counts of its own tasks (`scope: caller`) and no trigger (the
         operator's configuration, and a failing one's error, are not every user's to read)."""
         owner = None if caller.is_admin else caller.uid
-        counts = await self.journal.counts(owner)
+        counts = await self.journal.tasks.counts(owner)
         health = self.journal.health
         degraded = [] if health.healthy else [f"journal: {health.last_error}"]
         if owner is None:

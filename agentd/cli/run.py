@@ -233,7 +233,7 @@ async def run_embedded(config: Config, spec: TaskSpec) -> TaskView:
             supervisor_options(config),
             approvals=False,
         )
-        record, _ = await journal.submit(spec, os.getuid())
+        record, _ = await journal.tasks.submit(spec, os.getuid())
         done = supervisor.terminal_event(record.task_id)
 
         async def interrupts() -> None:
@@ -253,7 +253,7 @@ async def run_embedded(config: Config, spec: TaskSpec) -> TaskView:
             supervisor.drain()
             await supervisor.wait_drained()
             tg.cancel_scope.cancel()
-        final = await journal.get(record.task_id)
+        final = await journal.tasks.get(record.task_id)
     assert final is not None
     return final.to_view()
 

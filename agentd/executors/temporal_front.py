@@ -133,7 +133,7 @@ class RemoteRun:
 
     async def run(self) -> RunResult | None:
         try:
-            self.record = await self.journal.mark_starting(self.record.task_id)
+            self.record = await self.journal.tasks.mark_starting(self.record.task_id)
         except InvalidTransition as exc:
             if exc.state == "terminal":
                 return None
@@ -212,7 +212,7 @@ class RemoteRun:
         try:
             for item in raw[:NODES_CAP]:
                 node = NodeView.model_validate(item)
-                await self.journal.upsert_node(
+                await self.journal.tasks.upsert_node(
                     task_id,
                     node.handle,
                     parent=node.parent,
@@ -221,7 +221,7 @@ class RemoteRun:
                     grant_tokens=node.grant_tokens,
                 )
                 if node.status is not None:
-                    await self.journal.end_node(task_id, node.handle, node.status, node.usage)
+                    await self.journal.tasks.end_node(task_id, node.handle, node.status, node.usage)
         except (ValueError, JournalError) as exc:
             self.log.warning("executor.error", op="mirror", err=f"tree: {exc}"[:300])
 
@@ -284,7 +284,7 @@ class RemoteRun:
         started = self.mirror.new_attempt(attempt, worker)
         if started is not None:
             with contextlib.suppress(InvalidTransition):  # it ended meanwhile
-                self.record = await self.journal.mark_remote_running(
+                self.record = await self.journal.tasks.mark_remote_running(
                     task_id, executor="temporal", worker=worker
                 )
             self.journal.append_event(task_id, started.event, started.fields)

@@ -148,12 +148,12 @@ class TaskActivity:
         key = f"temporal:{workflow}:{attempt}"
         try:
             if attempt == 1 or self.steps.client is None:
-                local, _ = await self.journal.submit(spec, owner_uid, key)
+                local, _ = await self.journal.tasks.submit(spec, owner_uid, key)
                 return local
             activity.heartbeat({"attempt": attempt, "worker": self.identity})
             with anyio.fail_after(HISTORY_TIMEOUT_S):
                 steps = await journaled_steps(self.steps.client, workflow)
-            local, _ = await self.journal.submit_resumed(
+            local, _ = await self.journal.tasks.submit_resumed(
                 spec, owner_uid, key, steps=steps, resumes=attempt - 1
             )
             return local
@@ -190,12 +190,12 @@ class TaskActivity:
                 ) from None
         await self.journal.flush_events()
         seq = await self._pump(local.task_id, seq, tail)
-        record = await self.journal.get(local.task_id)
+        record = await self.journal.tasks.get(local.task_id)
         if record is None or record.status is None:
             raise ApplicationError("the task did not end in time", type=RETRYABLE_TYPE)
         result = result_of(record)
         answer = self._answer(result, attempt, tail.encoded())
-        nodes = await self.journal.nodes(local.task_id)
+        nodes = await self.journal.tasks.nodes(local.task_id)
         answer["nodes"] = [n.to_view().model_dump(mode="json") for n in nodes[:NODES_CAP]]
         if retryable(result):
             raise ApplicationError(f"the task's child crashed: {result.error}", answer, type=RETRYABLE_TYPE)

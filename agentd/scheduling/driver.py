@@ -125,7 +125,7 @@ class Scheduler:
             if record.next_fire_at is not None:
                 self.arm(record.schedule_id, record.next_fire_at)
             if record.last_task_id is not None and record.last_status is None:
-                task = await self.journal.get(record.last_task_id)
+                task = await self.journal.tasks.get(record.last_task_id)
                 if task is not None and task.state == "terminal":
                     await self.fire_ended(task, False)
         return self.armed
@@ -275,7 +275,7 @@ class Scheduler:
     async def _last_running(self, record: ScheduleRecord) -> bool:
         if record.last_task_id is None or record.last_status is not None:
             return False  # its end is accounted: it is over
-        task = await self.journal.get(record.last_task_id)
+        task = await self.journal.tasks.get(record.last_task_id)
         return task is not None and task.state != "terminal"
 
     def _fire_spec(self, record: ScheduleRecord) -> TaskSpec:

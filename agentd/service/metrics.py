@@ -106,7 +106,7 @@ class Exporter:
             if now >= refresh_at:
                 refresh_at = now + QUEUED_REFRESH_S
                 with anyio.move_on_after(IO_TIMEOUT_S), contextlib.suppress(JournalError):
-                    queued = (await self.journal.counts()).get("queued", 0)
+                    queued = (await self.journal.tasks.counts()).get("queued", 0)
                     schedules = await self.journal.schedules.counts()
                     self.metrics.armed(
                         "schedule", {"armed": schedules["active"], "paused": schedules["paused"]}

@@ -76,7 +76,7 @@ class ServiceStatus:
     async def refresh_queued(self) -> None:
         with anyio.move_on_after(QUEUED_READ_TIMEOUT_S):
             try:
-                counts = await self.journal.counts()
+                counts = await self.journal.tasks.counts()
             except JournalError:
                 return  # the journal's health already says why
             self._queued = counts.get("queued", 0)

@@ -44,8 +44,8 @@ class RunOptions:
     stderr_line_cap: int = 8192
 
 
-class RunJournal(Protocol):
-    """The journal writes of one task run; each commits before the step it records (docs/design.md §8)."""
+class RunTasks(Protocol):
+    """The task writes of one task run; each commits before the step it records (docs/design.md §8)."""
 
     async def mark_starting(
         self, task_id: str, *, grant_steps: int | None = None, grant_tokens: int | None = None
@@ -85,13 +85,20 @@ class RunJournal(Protocol):
         self, task_id: str, handle: str, status: TerminalStatus, usage: RunUsage | None = None
     ) -> NodeRecord: ...
 
-    def append_event(
-        self, task_id: str, event: str, fields: Mapping[str, JsonValue] | None = None
-    ) -> None: ...
-
     async def nodes(self, task_id: str) -> tuple[NodeRecord, ...]:
         """The task's nodes as journaled (a resumed run reads those its earlier runs ended)."""
         ...
+
+
+class RunJournal(Protocol):
+    """The journal of one task run: its task's writes and the events it appends."""
+
+    @property
+    def tasks(self) -> RunTasks: ...
+
+    def append_event(
+        self, task_id: str, event: str, fields: Mapping[str, JsonValue] | None = None
+    ) -> None: ...
 
 
 class StepJournal(Protocol):

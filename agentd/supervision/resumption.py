@@ -69,7 +69,7 @@ class Resumption:
         if not self.record.resumes:
             return
         try:
-            nodes = await self.journal.nodes(self.record.task_id)
+            nodes = await self.journal.tasks.nodes(self.record.task_id)
         except JournalError:
             return
         self._earlier = {n.handle: n.usage for n in nodes if n.handle != "0" and n.state == "terminal"}

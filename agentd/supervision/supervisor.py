@@ -236,10 +236,10 @@ class Supervisor:
         slot = self.running.get(task_id)
         if slot is None and (adopted := self._adopted.get(task_id)) is not None:
             adopted[0](reason)
-            return await self.journal.get(task_id)
+            return await self.journal.tasks.get(task_id)
         if slot is None:
             self.parking.discard(task_id, "its task was cancelled while queued")
-            record = await self.journal.get(task_id)
+            record = await self.journal.tasks.get(task_id)
             if record is None or record.state != "queued":
                 return record
             result = RunResult(
@@ -250,7 +250,7 @@ class Supervisor:
             except InvalidTransition:
                 slot = self.running.get(task_id)
                 if slot is None:  # it ended on its own meanwhile
-                    return await self.journal.get(task_id)
+                    return await self.journal.tasks.get(task_id)
             finally:
                 # It left the queue here, not through the scheduler; told after the commit, since
                 # a read while it was being written may have copied it still queued.
@@ -259,7 +259,7 @@ class Supervisor:
         slot.park, slot.parked_on = False, None  # a client's cancel ends it, even during a drain
         if slot.run is not None:
             slot.run.cancel(reason)
-        return await self.journal.get(task_id)
+        return await self.journal.tasks.get(task_id)
 
     def drain(self, *, force: bool = False) -> None:
         """Stop intake and cancel every running task; `force` SIGKILLs them now (second signal)."""
@@ -352,7 +352,7 @@ class Supervisor:
         self._queue.begin_read()
         read = None
         try:
-            read = await self.journal.next_queued(size)
+            read = await self.journal.tasks.next_queued(size)
         finally:
             self._queue.end_read(read, size)
         return first_per_owner(read, per_owner)[0]
@@ -443,7 +443,7 @@ class Supervisor:
         return spent and wanted == "pause" and self.executor.resumes_here
 
     async def _pause(self, record: TaskRecord, result: RunResult, root: NodeEnd | None) -> None:
-        await self.journal.pause_for_budget(record.task_id, result, root=root)
+        await self.journal.tasks.pause_for_budget(record.task_id, result, root=root)
         fields: dict[str, JsonValue] = {"status": result.status.value, "steps": result.usage.steps}
         self.journal.append_event(record.task_id, "task.paused", fields)
         self.log.info("task.paused", task_id=record.task_id, run_id=record.run_id, **fields)
@@ -454,7 +454,7 @@ class Supervisor:
         return resumes_after(result) and self.executor.requeue_on_recovery(record)
 
     async def _retry(self, record: TaskRecord, result: RunResult, root: NodeEnd | None) -> None:
-        requeued = await self.journal.requeue_after_crash(record.task_id, root=root)
+        requeued = await self.journal.tasks.requeue_after_crash(record.task_id, root=root)
         assert result.error is not None
         fields: dict[str, JsonValue] = {
             "attempt": requeued.attempts + 1,
@@ -468,7 +468,7 @@ class Supervisor:
         """End the tasks that waited for `agentd extend` longer than `budget_wait_timeout_s`,
         with the status their budget gave them."""
         try:
-            expired = await self.journal.paused_since(time.time() - self.options.budget_wait_timeout_s)
+            expired = await self.journal.tasks.paused_since(time.time() - self.options.budget_wait_timeout_s)
         except JournalError:
             return
         for record in expired:
@@ -485,7 +485,7 @@ class Supervisor:
     ) -> None:
         """Back to the queue, to resume from its transcript: when the daemon starts again, or
         (`waiting`) once the approval request it waits on is decided or expires."""
-        parked = await self.journal.park(record.task_id, root=root, waiting=waiting)
+        parked = await self.journal.tasks.park(record.task_id, root=root, waiting=waiting)
         fields: dict[str, JsonValue] = {"resumes": parked.resumes}
         if waiting is not None:
             fields.update(call=waiting[0], until=round(waiting[1], 3))
@@ -564,7 +564,7 @@ class Supervisor:
         root: NodeEnd | None = None,
     ) -> TaskRecord:
         code = int(exit_code(result, clean_drain=clean_drain))
-        record = await self.journal.mark_terminal(
+        record = await self.journal.tasks.mark_terminal(
             record.task_id,
             result.status,
             exit_code=code,
@@ -604,10 +604,10 @@ class Supervisor:
         process group); the task is requeued with the same run id if its retry policy allows, else `crashed`.
         """
         handled: list[str] = []
-        for record in await self.journal.unfinished():
+        for record in await self.journal.tasks.unfinished():
             killed = await anyio.to_thread.run_sync(kill_survivor, record)
             if self.executor.requeue_on_recovery(record):
-                await self.journal.requeue(record.task_id)
+                await self.journal.tasks.requeue(record.task_id)
                 outcome = "requeued"
             else:
                 result = RunResult(

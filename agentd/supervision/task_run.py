@@ -346,7 +346,7 @@ class TaskRun:
             self.root_end = NodeEnd(result.status, self._node_usage(node))
         else:
             with contextlib.suppress(JournalError):
-                await self.ports.journal.end_node(
+                await self.ports.journal.tasks.end_node(
                     self.record.task_id, node.handle, result.status, self._node_usage(node)
                 )
         node.done.set()
@@ -421,9 +421,9 @@ class TaskRun:
             if held is not None:
                 self._keep(await self._mark_started(proc))
             elif node.handle == "0":
-                self._keep(await journal.mark_running(record.task_id, proc.pid, proc.start_time))
+                self._keep(await journal.tasks.mark_running(record.task_id, proc.pid, proc.start_time))
             else:
-                await journal.upsert_node(
+                await journal.tasks.upsert_node(
                     record.task_id,
                     node.handle,
                     parent=tree_node.parent,
@@ -467,7 +467,7 @@ class TaskRun:
         """The root's `queued → starting → running` in one commit (its child is prestarted)."""
         grant = self.tree.nodes["0"].grant
         try:
-            return await self.ports.journal.mark_started(
+            return await self.ports.journal.tasks.mark_started(
                 self.record.task_id,
                 proc.pid,
                 proc.start_time,
@@ -538,12 +538,12 @@ class TaskRun:
         try:
             if node.handle == "0":
                 self._keep(
-                    await journal.mark_starting(
+                    await journal.tasks.mark_starting(
                         self.record.task_id, grant_steps=grant.steps, grant_tokens=grant.tokens
                     )
                 )
             else:
-                await journal.upsert_node(
+                await journal.tasks.upsert_node(
                     self.record.task_id,
                     node.handle,
                     parent=tree_node.parent,

@@ -21,7 +21,7 @@ from agentd import logs
 from agentd.errors import JournalError
 from agentd.journal.records import TaskRecord
 from agentd.supervision import warm_policy
-from agentd.supervision.ports import RunJournal, RunPorts
+from agentd.supervision.ports import RunJournal, RunPorts, RunTasks
 from agentd.supervision.task_run import TaskRun
 from agentd.supervision.warm_policy import Delivery, ExitDecision, Pending, TurnOutcome
 from protocol import control
@@ -32,8 +32,8 @@ from protocol.spawn import SpawnPayload
 SessionState = Literal["starting", "idle", "busy", "restarting", "dormant", "ended"]
 
 
-class SessionJournal(RunJournal, Protocol):
-    """The journal writes a warm session adds to a task run's: its own tasks' creation and end."""
+class SessionTasks(RunTasks, Protocol):
+    """The task writes a warm session adds to a task run's: its own tasks' creation and end."""
 
     async def submit_claimed(
         self,
@@ -59,6 +59,13 @@ class SessionJournal(RunJournal, Protocol):
         only_queued: bool = False,
         idle: bool = False,
     ) -> TaskRecord: ...
+
+
+class SessionJournal(RunJournal, Protocol):
+    """A task run's journal whose tasks a warm session also creates and ends."""
+
+    @property
+    def tasks(self) -> SessionTasks: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,7 +288,7 @@ class WarmSession:
 
     async def _new_task(self) -> TaskRecord:
         limits = self.payload.limits
-        self.record = await self.journal.submit_claimed(
+        self.record = await self.journal.tasks.submit_claimed(
             self.spec,
             self.owner_uid,
             grant_steps=limits.max_steps,
@@ -448,7 +455,7 @@ class WarmSession:
     async def _record_terminal(self, record: TaskRecord, result: RunResult) -> None:
         code = int(exit_code(result, clean_drain=self.ports.drain.draining and not self.ports.drain.forced))
         try:
-            await self.journal.mark_terminal(
+            await self.journal.tasks.mark_terminal(
                 record.task_id,
                 result.status,
                 exit_code=code,

@@ -710,7 +710,7 @@ class TriggerManager:
             return  # the daemon drains: the next start's synthetic deliveries cover this URI
         try:
             try:
-                record, _ = await self.journal.submit(
+                record, _ = await self.journal.tasks.submit(
                     self._spec_for(config, delivery),
                     self._owner_uid,
                     trigger=config.name,

@@ -97,8 +97,10 @@ async def test_a_task_whose_run_raises_ends_crashed_while_its_siblings_finish(
         sup = Supervisor(
             journal, lambda record: build_payload(config, record), ExecSpawner(), supervisor_options(config)
         )
-        siblings = [(await journal.submit(TaskSpec(instruction=f"sibling {i}"), 0))[0] for i in range(2)]
-        doomed, _ = await journal.submit(TaskSpec(instruction="doomed"), 0)
+        siblings = [
+            (await journal.tasks.submit(TaskSpec(instruction=f"sibling {i}"), 0))[0] for i in range(2)
+        ]
+        doomed, _ = await journal.tasks.submit(TaskSpec(instruction="doomed"), 0)
         append_event = journal.append_event
 
         def faulty(task_id: str, event: str, fields: Mapping[str, JsonValue] | None = None) -> None:
@@ -114,13 +116,13 @@ async def test_a_task_whose_run_raises_ends_crashed_while_its_siblings_finish(
                     await sup.terminal_event(record.task_id).wait()
                 sup.drain()
                 await sup.wait_drained()
-        crashed = await journal.get(doomed.task_id)
+        crashed = await journal.tasks.get(doomed.task_id)
         assert crashed is not None
         assert crashed.status is S.CRASHED
         assert crashed.error is not None
         assert crashed.error.kind == "internal"
         assert "a bug in the supervisor" in crashed.error.message
         for sibling in siblings:
-            done = await journal.get(sibling.task_id)
+            done = await journal.tasks.get(sibling.task_id)
             assert done is not None
             assert done.status is S.COMPLETED, done.error

@@ -28,7 +28,7 @@ async def submit_forever(state_dir: str) -> None:
         async def submitter(n: int) -> None:
             i = 0
             while True:
-                record, _ = await journal.submit(TaskSpec(instruction=f"{n}/{i}"), owner_uid=1000)
+                record, _ = await journal.tasks.submit(TaskSpec(instruction=f"{n}/{i}"), owner_uid=1000)
                 print(f"acked {record.task_id}", flush=True)
                 i += 1
 

@@ -52,9 +52,9 @@ async def test_every_acknowledged_submit_survives_sigkill(state_dir: Path, tmp_p
 
     # The dead process's lock went with it; every acknowledged task is there.
     async with open_journal(state_dir, FAST) as journal:
-        missing = [task_id for task_id in acked if await journal.get(task_id) is None]
+        missing = [task_id for task_id in acked if await journal.tasks.get(task_id) is None]
         assert missing == []
-        assert len(await journal.list(limit=10_000)) >= len(acked)
+        assert len(await journal.tasks.list(limit=10_000)) >= len(acked)
 
 
 async def test_concurrent_submits_share_one_commit(journal: Journal) -> None:
@@ -64,13 +64,13 @@ async def test_concurrent_submits_share_one_commit(journal: Journal) -> None:
     with anyio.fail_after(BOUND_S):
         async with anyio.create_task_group() as tg, writer_held(journal):
             for i in range(submits):
-                tg.start_soon(journal.submit, spec(str(i)), 1)
+                tg.start_soon(journal.tasks.submit, spec(str(i)), 1)
             await anyio.wait_all_tasks_blocked()
 
     after = journal.stats
     assert after.operations - before.operations == submits + 1  # + the parked op
     assert after.commits - before.commits == 2
-    assert (await journal.counts())["queued"] == submits
+    assert (await journal.tasks.counts())["queued"] == submits
 
 
 async def test_unsynchronised_concurrent_submits_need_far_fewer_commits_than_submits(
@@ -81,12 +81,12 @@ async def test_unsynchronised_concurrent_submits_need_far_fewer_commits_than_sub
     with anyio.fail_after(BOUND_S):
         async with anyio.create_task_group() as tg:
             for i in range(submits):
-                tg.start_soon(journal.submit, spec(str(i)), 1)
+                tg.start_soon(journal.tasks.submit, spec(str(i)), 1)
     assert journal.stats.commits - before <= submits // 4
 
 
 async def test_a_full_disk_fails_writes_unacknowledged_and_the_journal_recovers(journal: Journal) -> None:
-    kept, _ = await journal.submit(spec("kept"), owner_uid=1)
+    kept, _ = await journal.tasks.submit(spec("kept"), owner_uid=1)
     big = "x" * 200_000  # needs new overflow pages, which the cap forbids
 
     def cap_at_current_size(conn: sqlite3.Connection) -> None:
@@ -98,7 +98,7 @@ async def test_a_full_disk_fails_writes_unacknowledged_and_the_journal_recovers(
 
     async def submit_expecting_failure(text: str) -> None:
         with pytest.raises(JournalUnavailable) as caught:
-            await journal.submit(spec(text), owner_uid=1, idempotency_key=text[:8])
+            await journal.tasks.submit(spec(text), owner_uid=1, idempotency_key=text[:8])
         failures.append(caught.value)
 
     with anyio.fail_after(BOUND_S):
@@ -112,21 +112,21 @@ async def test_a_full_disk_fails_writes_unacknowledged_and_the_journal_recovers(
     assert not journal.healthy
     assert journal.last_error is not None and "database or disk is full" in journal.last_error
     # Nothing of the failed batch is visible; reads keep working.
-    assert [t.task_id for t in await journal.list()] == [kept.task_id]
-    assert await journal.get(kept.task_id) == kept
+    assert [t.task_id for t in await journal.tasks.list()] == [kept.task_id]
+    assert await journal.tasks.get(kept.task_id) == kept
 
     def lift_cap(conn: sqlite3.Connection) -> None:
         conn.execute("PRAGMA max_page_count = 1073741823")
 
     await journal.run_on_writer(lift_cap)
-    recovered, created = await journal.submit(spec(big), owner_uid=1, idempotency_key=big[:8])
-    assert created and await journal.get(recovered.task_id) == recovered
+    recovered, created = await journal.tasks.submit(spec(big), owner_uid=1, idempotency_key=big[:8])
+    assert created and await journal.tasks.get(recovered.task_id) == recovered
     assert journal.healthy
     assert journal.health.last_error_at is not None  # the last failure stays on record
 
 
 async def test_events_that_hit_a_full_disk_are_written_after_recovery(journal: Journal) -> None:
-    task, _ = await journal.submit(spec(), owner_uid=1)
+    task, _ = await journal.tasks.submit(spec(), owner_uid=1)
 
     def cap(conn: sqlite3.Connection) -> None:
         conn.execute(f"PRAGMA max_page_count = {conn.execute('PRAGMA page_count').fetchone()[0]}")
@@ -155,7 +155,7 @@ async def test_a_write_the_writer_cannot_commit_in_time_is_unavailable(state_dir
                 await journal.run_on_writer(stall)
             assert entered.is_set()
             with pytest.raises(JournalUnavailable, match=r"writer stalled"):
-                await journal.submit(spec(), owner_uid=1)
+                await journal.tasks.submit(spec(), owner_uid=1)
         finally:
             release.set()
 
@@ -174,7 +174,7 @@ async def test_each_write_waiting_behind_a_stall_gets_its_own_bound_and_the_jour
         await anyio.sleep(timeout_s / 2)
         submitted = anyio.current_time()
         with pytest.raises(JournalUnavailable, match="writer stalled"):
-            await journal.submit(spec("late"), owner_uid=1)
+            await journal.tasks.submit(spec("late"), owner_uid=1)
         gave_up.append(anyio.current_time() - submitted)
 
     async with open_journal(state_dir, JournalOptions(write_timeout_s=timeout_s)) as journal:
@@ -193,5 +193,5 @@ async def test_each_write_waiting_behind_a_stall_gets_its_own_bound_and_the_jour
         assert entered.is_set() and len(gave_up) == 2
         assert all(timeout_s <= waited < BOUND_S for waited in gave_up)
         with anyio.fail_after(BOUND_S):
-            record, created = await journal.submit(spec("after"), owner_uid=1)
+            record, created = await journal.tasks.submit(spec("after"), owner_uid=1)
         assert created and record.state == "queued"

@@ -21,7 +21,7 @@ NEVER_BY_TIME = JournalOptions(event_flush_interval_s=3600.0, close_timeout_s=5.
 
 
 async def new_task(journal: Journal) -> str:
-    record, _ = await journal.submit(TaskSpec(instruction="x"), owner_uid=1)
+    record, _ = await journal.tasks.submit(TaskSpec(instruction="x"), owner_uid=1)
     return record.task_id
 
 
@@ -95,7 +95,7 @@ async def test_a_durable_write_commits_the_events_appended_before_it(state_dir: 
     async with open_journal(state_dir, NEVER_BY_TIME) as journal:
         task = await new_task(journal)
         journal.append_event(task, "loop.final", {"ok": True})
-        await journal.mark_terminal(task, TerminalStatus.COMPLETED, exit_code=0)
+        await journal.tasks.mark_terminal(task, TerminalStatus.COMPLETED, exit_code=0)
         assert [e.event for e in await journal.events_after(task)] == ["loop.final"]
 
 
@@ -152,7 +152,7 @@ async def test_a_follower_wakes_when_its_task_ends_with_nothing_new(journal: Jou
         async with anyio.create_task_group() as tg:
             tg.start_soon(follow)
             await anyio.wait_all_tasks_blocked()
-            await journal.mark_terminal(task, TerminalStatus.CANCELLED)
+            await journal.tasks.mark_terminal(task, TerminalStatus.CANCELLED)
     assert woke == [False]
 
 

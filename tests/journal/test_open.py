@@ -45,7 +45,7 @@ async def test_the_state_dir_lock_is_released_on_close(state_dir: Path) -> None:
 
 
 async def test_the_state_dir_and_database_are_private(journal: Journal, state_dir: Path) -> None:
-    await journal.submit(TaskSpec(instruction="x"), owner_uid=1)
+    await journal.tasks.submit(TaskSpec(instruction="x"), owner_uid=1)
     assert stat.S_IMODE((await anyio.Path(state_dir).stat()).st_mode) == 0o700
     for name in ("agentd.db", "agentd.db-wal", "agentd.lock"):
         assert stat.S_IMODE((await anyio.Path(state_dir / name).stat()).st_mode) == 0o600, name
@@ -98,7 +98,7 @@ async def test_a_cancelled_body_still_flushes_and_releases_the_lock(state_dir: P
 
             async def run_until_cancelled() -> None:
                 async with open_journal(state_dir, FAST) as journal:
-                    record, _ = await journal.submit(TaskSpec(instruction="x"), owner_uid=1)
+                    record, _ = await journal.tasks.submit(TaskSpec(instruction="x"), owner_uid=1)
                     journal.append_event(record.task_id, "loop.step")
                     tg.cancel_scope.cancel()
                     await anyio.sleep_forever()
@@ -106,7 +106,7 @@ async def test_a_cancelled_body_still_flushes_and_releases_the_lock(state_dir: P
             tg.start_soon(run_until_cancelled)
 
     async with open_journal(state_dir, FAST) as journal:
-        (record,) = await journal.list()
+        (record,) = await journal.tasks.list()
         assert [e.event for e in await journal.events_after(record.task_id)] == ["loop.step"]
 
 
@@ -114,6 +114,6 @@ async def test_a_closed_journal_refuses_reads_and_writes_as_unavailable(state_di
     async with open_journal(state_dir, FAST) as journal:
         pass
     with pytest.raises(JournalUnavailable, match="journal is closed"):
-        await journal.submit(TaskSpec(instruction="x"), owner_uid=1)
+        await journal.tasks.submit(TaskSpec(instruction="x"), owner_uid=1)
     with pytest.raises(JournalUnavailable, match="journal is closed"):
-        await journal.get("t_x")
+        await journal.tasks.get("t_x")

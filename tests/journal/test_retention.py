@@ -25,13 +25,13 @@ DAY_S = 86400.0
 
 
 async def _ended(journal: Journal, text: str, *, days_ago: float, body: str = "x") -> str:
-    record, _ = await journal.submit(TaskSpec(instruction=text), owner_uid=1)
-    await journal.mark_starting(record.task_id)
+    record, _ = await journal.tasks.submit(TaskSpec(instruction=text), owner_uid=1)
+    await journal.tasks.mark_starting(record.task_id)
     await journal.transcripts.append(
         record.task_id, "0", [ReplyItem(text=body), ResultItem(call_id="c", name="t", text=body)]
     )
     journal.append_event(record.task_id, "task.started", {})
-    await journal.mark_terminal(record.task_id, TerminalStatus.COMPLETED)
+    await journal.tasks.mark_terminal(record.task_id, TerminalStatus.COMPLETED)
     ended_at = time.time() - days_ago * DAY_S
     await journal.run_on_writer(
         lambda conn: conn.execute(
@@ -47,17 +47,17 @@ async def test_transcripts_then_tasks_are_pruned_past_their_retention_and_runnin
     fresh = await _ended(journal, "fresh", days_ago=1)
     middle = await _ended(journal, "middle", days_ago=10)
     old = await _ended(journal, "old", days_ago=40)
-    running, _ = await journal.submit(TaskSpec(instruction="running"), owner_uid=1)
-    await journal.mark_starting(running.task_id)
+    running, _ = await journal.tasks.submit(TaskSpec(instruction="running"), owner_uid=1)
+    await journal.tasks.mark_starting(running.task_id)
     await journal.transcripts.append(running.task_id, "0", [ReplyItem(text="still going")])
 
     pruned = await prune_now(journal, Retention(task_s=30 * DAY_S, transcript_s=7 * DAY_S))
 
     assert (pruned.tasks, pruned.transcripts) == (1, 2)
-    assert await journal.get(old) is None
+    assert await journal.tasks.get(old) is None
     assert await journal.events_after(old) == ()
     # The middle task keeps its status and result, not its steps.
-    assert (await journal.get(middle)) is not None
+    assert (await journal.tasks.get(middle)) is not None
     assert await journal.transcripts.items(middle) == []
     assert len(await journal.transcripts.items(fresh)) == 2
     assert len(await journal.transcripts.items(running.task_id)) == 1
@@ -88,8 +88,8 @@ def _pages(conn: sqlite3.Connection) -> int:
 async def test_a_transcript_past_its_cap_keeps_digests_of_its_oldest_tool_results(tmp_path: Path) -> None:
     options = dataclasses.replace(FAST, max_transcript_bytes=12_000)
     async with open_journal(tmp_path, options) as journal:
-        record, _ = await journal.submit(TaskSpec(instruction="big results"), owner_uid=1)
-        await journal.mark_starting(record.task_id)
+        record, _ = await journal.tasks.submit(TaskSpec(instruction="big results"), owner_uid=1)
+        await journal.tasks.mark_starting(record.task_id)
         bodies = [f"{i}" * 5000 for i in range(4)]
         for i, body in enumerate(bodies):
             handle = "0.1" if i == 1 else "0"  # the cap is the task's, across its nodes

@@ -11,7 +11,7 @@ pytestmark = pytest.mark.anyio
 
 
 async def _submit(journal: Journal, owner_uid: int) -> str:
-    record, _ = await journal.submit(TaskSpec(instruction="x"), owner_uid=owner_uid)
+    record, _ = await journal.tasks.submit(TaskSpec(instruction="x"), owner_uid=owner_uid)
     return record.task_id
 
 
@@ -19,12 +19,12 @@ async def test_a_prefix_finds_the_tasks_whose_id_starts_with_it_and_only_the_own
     mine = sorted([await _submit(journal, 1) for _ in range(3)])
     theirs = await _submit(journal, 2)
 
-    assert await journal.match_task_ids(mine[1], 1, 10) == (mine[1],)
-    assert await journal.match_task_ids(mine[1][:-1], 1, 10) == (mine[1],)  # 75 random bits in common
-    assert await journal.match_task_ids("t_", 1, 10) == tuple(mine)
-    assert await journal.match_task_ids("t_", 1, 2) == tuple(mine[:2])
+    assert await journal.tasks.match_ids(mine[1], 1, 10) == (mine[1],)
+    assert await journal.tasks.match_ids(mine[1][:-1], 1, 10) == (mine[1],)  # 75 random bits in common
+    assert await journal.tasks.match_ids("t_", 1, 10) == tuple(mine)
+    assert await journal.tasks.match_ids("t_", 1, 2) == tuple(mine[:2])
     # Another uid's task is not found, as if it did not exist; an admin (None) sees every task.
-    assert await journal.match_task_ids(theirs, 1, 10) == ()
-    assert await journal.match_task_ids("t_", None, 10) == tuple(sorted([*mine, theirs]))
-    assert await journal.match_task_ids("t_ZZZZ", 1, 10) == ()
-    assert await journal.match_task_ids("s_", None, 10) == ()
+    assert await journal.tasks.match_ids(theirs, 1, 10) == ()
+    assert await journal.tasks.match_ids("t_", None, 10) == tuple(sorted([*mine, theirs]))
+    assert await journal.tasks.match_ids("t_ZZZZ", 1, 10) == ()
+    assert await journal.tasks.match_ids("s_", None, 10) == ()

@@ -60,7 +60,7 @@ async def test_a_fire_commits_its_task_with_the_schedules_advance_and_never_twic
     clock.now = 1010.2
     fired = await scheduler.fire_due(record.schedule_id, 1010.0)
     assert fired is not None and fired.task_id is not None and fired.decision.reason == "on_time"
-    task = await journal.get(fired.task_id)
+    task = await journal.tasks.get(fired.task_id)
     assert task is not None
     assert (task.schedule_id, task.fire_at, task.owner_uid, task.state) == (
         record.schedule_id,
@@ -77,7 +77,7 @@ async def test_a_fire_commits_its_task_with_the_schedules_advance_and_never_twic
     assert woken == [1]
     # The same occurrence again (a stale timer, a retry): nothing fires.
     assert await scheduler.fire_due(record.schedule_id, 1010.0) is None
-    assert len(await journal.list(schedule_id=record.schedule_id)) == 1
+    assert len(await journal.tasks.list(schedule_id=record.schedule_id)) == 1
 
 
 async def test_after_a_clock_jump_missed_occurrences_are_skipped_and_counted(journal: Journal) -> None:
@@ -120,14 +120,14 @@ async def test_a_loop_backs_off_after_an_idle_run_and_ends_at_max_runs(journal: 
     waiting = await journal.schedules.get(record.schedule_id)
     assert waiting is not None and waiting.next_fire_at is None  # while the run goes on
     clock.now = 1003.0
-    ended = await journal.mark_terminal(first.task_id, TerminalStatus.COMPLETED, idle=True)
+    ended = await journal.tasks.mark_terminal(first.task_id, TerminalStatus.COMPLETED, idle=True)
     await scheduler.fire_ended(ended, False)
     after = await journal.schedules.get(record.schedule_id)
     assert after is not None and (after.next_fire_at, after.pause_s) == (1004.0, 1.0)
     clock.now = 1004.0
     second = await scheduler.fire_due(record.schedule_id, 1004.0)
     assert second is not None and second.task_id is not None
-    done = await journal.mark_terminal(second.task_id, TerminalStatus.COMPLETED)
+    done = await journal.tasks.mark_terminal(second.task_id, TerminalStatus.COMPLETED)
     await scheduler.fire_ended(done, False)
     await scheduler.fire_ended(done, False)  # told twice: accounted once
     final = await journal.schedules.get(record.schedule_id)
@@ -143,7 +143,7 @@ async def test_a_loop_backs_off_after_an_idle_run_and_ends_at_max_runs(journal: 
 async def test_a_fire_over_the_owners_cap_is_skipped_not_retried(journal: Journal) -> None:
     clock = Clock(1000.0)
     scheduler, _ = _scheduler(journal, clock, Quota(max_queued=1))
-    await journal.submit(SPEC, 7)  # the owner already has one queued task
+    await journal.tasks.submit(SPEC, 7)  # the owner already has one queued task
     record, _ = await scheduler.create(7, ScheduleSpec(kind="interval", every_s=10), SPEC)
     clock.now = 1010.0
     fired = await scheduler.fire_due(record.schedule_id, 1010.0)
@@ -176,7 +176,7 @@ async def test_load_accounts_a_fire_that_ended_while_no_scheduler_listened(journ
     fired = await scheduler.fire_due(record.schedule_id, 1000.0)
     assert fired is not None and fired.task_id is not None
     # The run ends, but the daemon dies before the scheduler hears of it.
-    await journal.mark_terminal(fired.task_id, TerminalStatus.CRASHED)
+    await journal.tasks.mark_terminal(fired.task_id, TerminalStatus.CRASHED)
     clock.now = 1010.0
     restarted, _ = _scheduler(journal, clock)
     assert await restarted.load() == 1

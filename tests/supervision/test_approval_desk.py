@@ -60,7 +60,7 @@ def test_a_child_payload_keeps_its_parents_gate() -> None:
 
 
 async def _task(journal: Journal) -> Asker:
-    record, _ = await journal.submit(TaskSpec(instruction="merge it"), 1000)
+    record, _ = await journal.tasks.submit(TaskSpec(instruction="merge it"), 1000)
     return Asker(record.task_id, record.run_id, 1000, "0", "merge it")
 
 

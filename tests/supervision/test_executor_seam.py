@@ -99,7 +99,7 @@ async def test_the_supervisor_records_the_result_of_the_run_its_executor_started
     supervisor = Supervisor(journal, _payload, ExecSpawner(), executor=executor)
     async with anyio.create_task_group() as tg:
         tg.start_soon(supervisor.serve)
-        record, _ = await journal.submit(TaskSpec(instruction="x"), owner_uid=1)
+        record, _ = await journal.tasks.submit(TaskSpec(instruction="x"), owner_uid=1)
         supervisor.notify_submitted()
         (await _started(executor, record.task_id)).finish.set()
         with anyio.fail_after(BOUND_S):
@@ -107,7 +107,7 @@ async def test_the_supervisor_records_the_result_of_the_run_its_executor_started
         supervisor.drain()
         await supervisor.wait_drained()
         tg.cancel_scope.cancel()
-    ended = await journal.get(record.task_id)
+    ended = await journal.tasks.get(record.task_id)
     assert ended is not None and (ended.status, ended.result) == (TerminalStatus.COMPLETED, "remote")
 
 
@@ -118,31 +118,31 @@ async def test_a_run_that_detaches_at_the_drain_is_left_for_recovery_which_asks_
     supervisor = Supervisor(journal, _payload, ExecSpawner(), executor=executor)
     async with anyio.create_task_group() as tg:
         tg.start_soon(supervisor.serve)
-        record, _ = await journal.submit(TaskSpec(instruction="x"), owner_uid=1)
+        record, _ = await journal.tasks.submit(TaskSpec(instruction="x"), owner_uid=1)
         supervisor.notify_submitted()
         await _started(executor, record.task_id)
-        await journal.mark_starting(record.task_id)  # what a real remote run does first
+        await journal.tasks.mark_starting(record.task_id)  # what a real remote run does first
         supervisor.drain()
         with anyio.fail_after(BOUND_S):
             await supervisor.wait_drained()
         tg.cancel_scope.cancel()
     assert executor.runs[record.task_id].cancels == [("agentd is shutting down", "drain")]
-    left = await journal.get(record.task_id)
+    left = await journal.tasks.get(record.task_id)
     assert left is not None and left.state == "starting"  # not recorded: it goes on elsewhere
     # The next front door requeues it (a retry policy of 1 would have ended a local task crashed).
     again = Supervisor(journal, _payload, ExecSpawner(), executor=FakeExecutor())
     assert await again.recover() == [record.task_id]
-    requeued = await journal.get(record.task_id)
+    requeued = await journal.tasks.get(record.task_id)
     assert requeued is not None and requeued.state == "queued"
 
 
 async def test_a_worker_never_requeues_what_its_previous_process_left(journal: Journal) -> None:
     spec = TaskSpec.model_validate({"instruction": "x", "retry": {"max_attempts": 3}})
-    record, _ = await journal.submit(spec, owner_uid=1)
-    await journal.mark_starting(record.task_id)
+    record, _ = await journal.tasks.submit(spec, owner_uid=1)
+    await journal.tasks.mark_starting(record.task_id)
     worker = Supervisor(journal, _payload, ExecSpawner(), executor=LocalExecutor(requeue=False))
     await worker.recover()
-    ended = await journal.get(record.task_id)
+    ended = await journal.tasks.get(record.task_id)
     assert ended is not None and ended.status is TerminalStatus.CRASHED
     local = Supervisor(journal, _payload, ExecSpawner())
     assert local.executor.requeue_on_recovery(record)  # the default: today's behaviour
@@ -157,9 +157,9 @@ async def test_a_task_not_yet_accepted_by_its_executor_is_not_taken_from_the_que
         tg.start_soon(supervisor.serve)
         # As the API's submit does: the id is named, and held back, before the task is committed.
         supervisor.accepting.add(held_id := new_task_id())
-        held, _ = await journal.submit(TaskSpec(instruction="held"), owner_uid=1, task_id=held_id)
+        held, _ = await journal.tasks.submit(TaskSpec(instruction="held"), owner_uid=1, task_id=held_id)
         assert held.task_id == held_id
-        other, _ = await journal.submit(TaskSpec(instruction="other"), owner_uid=1)
+        other, _ = await journal.tasks.submit(TaskSpec(instruction="other"), owner_uid=1)
         supervisor.notify_submitted()
         await _started(executor, other.task_id)
         # The same pass of the scheduler that took `other` saw `held` first and left it.

@@ -110,7 +110,9 @@ async def submit(journal: Journal, supervisor: Supervisor, owner_uid: int) -> Ta
     """As the API's submit does: the id held back while it is committed and announced."""
     supervisor.accepting.add(task_id := new_task_id())
     try:
-        record, _ = await journal.submit(TaskSpec(instruction="x"), owner_uid=owner_uid, task_id=task_id)
+        record, _ = await journal.tasks.submit(
+            TaskSpec(instruction="x"), owner_uid=owner_uid, task_id=task_id
+        )
         supervisor.notify_submitted(record)
     finally:
         supervisor.accepting.discard(task_id)
@@ -119,13 +121,13 @@ async def submit(journal: Journal, supervisor: Supervisor, owner_uid: int) -> Ta
 
 def count_reads(journal: Journal, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     reads: list[int] = []
-    real = journal.next_queued
+    real = journal.tasks.next_queued
 
     async def counted(per_owner: int) -> Any:
         reads.append(per_owner)
         return await real(per_owner)
 
-    monkeypatch.setattr(journal, "next_queued", counted)
+    monkeypatch.setattr(journal.tasks, "next_queued", counted)
     return reads
 
 
@@ -178,7 +180,7 @@ async def test_a_task_queued_unannounced_or_cancelled_while_cached_is_handled(
         supervisor.notify_submitted(first)  # announced late (not held back): never listed again
         # Queued behind the scheduler's back (no notify at all) while its copy is trusted: found
         # by the read after a wake nothing caused, within about a second, as before the copy.
-        unannounced, _ = await journal.submit(TaskSpec(instruction="x"), owner_uid=2)
+        unannounced, _ = await journal.tasks.submit(TaskSpec(instruction="x"), owner_uid=2)
         second_run.finish.set()
         (await _started(executor, unannounced.task_id)).finish.set()
         with anyio.fail_after(BOUND_S):
@@ -189,7 +191,7 @@ async def test_a_task_queued_unannounced_or_cancelled_while_cached_is_handled(
         with anyio.fail_after(BOUND_S):
             await supervisor.wait_drained()
         tg.cancel_scope.cancel()
-    ended = await journal.get(cancelled.task_id)
+    ended = await journal.tasks.get(cancelled.task_id)
     assert ended is not None and ended.state == "terminal"
 
 
@@ -205,12 +207,12 @@ async def test_a_task_forgotten_while_held_back_is_not_started_from_the_copy(jou
         blocker_run = await _started(executor, blocker.task_id)
         # As the API's submit whose executor refused the task: committed, held back, forgotten.
         supervisor.accepting.add(held_id := new_task_id())
-        await journal.submit(TaskSpec(instruction="held"), owner_uid=1, task_id=held_id)
+        await journal.tasks.submit(TaskSpec(instruction="held"), owner_uid=1, task_id=held_id)
         supervisor.notify_submitted()  # some other path: the scheduler reads, and sees it held
         blocker_run.finish.set()
         with anyio.fail_after(BOUND_S):
             await supervisor.terminal_event(blocker.task_id).wait()
-        assert await journal.forget_queued(held_id)
+        assert await journal.tasks.forget_queued(held_id)
         supervisor.queue_changed()
         supervisor.accepting.discard(held_id)
         after = await submit(journal, supervisor, owner_uid=1)

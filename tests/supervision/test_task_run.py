@@ -80,7 +80,7 @@ async def test_the_starting_write_and_the_spawn_overlap_and_the_child_waits_for_
     spawned = anyio.Event()
     journal, spawner = run.ports.journal, run.ports.spawner
     assert isinstance(journal, RecordingJournal) and isinstance(spawner, RecordingSpawner)
-    journal.before_starting = spawned.wait
+    journal.tasks.before_starting = spawned.wait
     spawner.on_spawn = spawned.set
     with anyio.fail_after(RUN_TIMEOUT_S):
         result = await run.run()

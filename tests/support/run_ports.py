@@ -1,9 +1,10 @@
 """Stand-ins for a `TaskRun`'s ports, so a task run is tested without a `Supervisor`.
 
-`RecordingJournal` and `RecordingSpawner` note what they are asked, in order, in one shared
-`Ledger`: a test reads the write-ahead order of journal writes around each spawn from it. The
-journal can hold its task as already ended, as the real one does for a task cancelled while
-queued; the spawner either starts a real process or fails with `SpawnError`.
+`RecordingJournal` (its task writes in `RecordingTasks`) and `RecordingSpawner` note what they are
+asked, in order, in one shared `Ledger`: a test reads the write-ahead order of journal writes
+around each spawn from it. The journal can hold its task as already ended, as the real one does
+for a task cancelled while queued; the spawner either starts a real process or fails with
+`SpawnError`.
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ def queued_record(instruction: str) -> TaskRecord:
     )
 
 
-class RecordingJournal:
-    """A `RunJournal` that keeps each write as a line of the ledger (`starting 0`, `event …`)."""
+class RecordingTasks:
+    """A `RunTasks` that keeps each write as a line of the ledger (`starting 0`, `end 1 …`)."""
 
     def __init__(self, ledger: Ledger, record: TaskRecord, *, state: TaskState = "queued") -> None:
         self.ledger = ledger
@@ -97,11 +98,19 @@ class RecordingJournal:
         self.ledger.append(f"end {handle} {status.value}")
         return NodeRecord(task_id, handle, None, 0, "terminal", time.time(), status=status)
 
-    def append_event(self, task_id: str, event: str, fields: Mapping[str, JsonValue] | None = None) -> None:
-        self.ledger.append(f"event {event}")
-
     async def nodes(self, task_id: str) -> tuple[NodeRecord, ...]:
         return ()
+
+
+class RecordingJournal:
+    """A `RunJournal` that keeps each write as a line of the ledger (`starting 0`, `event …`)."""
+
+    def __init__(self, ledger: Ledger, record: TaskRecord, *, state: TaskState = "queued") -> None:
+        self.ledger = ledger
+        self.tasks = RecordingTasks(ledger, record, state=state)
+
+    def append_event(self, task_id: str, event: str, fields: Mapping[str, JsonValue] | None = None) -> None:
+        self.ledger.append(f"event {event}")
 
 
 class RecordingSpawner:

@@ -152,7 +152,7 @@ class Parked:
 
 
 async def tasks(journal: Journal) -> list[TaskRecord]:
-    return sorted(await journal.list(None, limit=1000), key=lambda t: t.created_at)
+    return sorted(await journal.tasks.list(None, limit=1000), key=lambda t: t.created_at)
 
 
 async def count(journal: Journal, uri: str | None = None) -> int:
@@ -171,7 +171,7 @@ async def test_a_change_becomes_a_journaled_task_with_trigger_and_uri(
         await until(lambda: manager.view("inbox").tasks_started == 2, "the change's task")
         records = await tasks(journal)
         assert [(t.trigger, t.uri, t.state) for t in records] == [("inbox", "file:///srv/a", "queued")] * 2
-        full = await journal.get(records[1].task_id)
+        full = await journal.tasks.get(records[1].task_id)
         assert full is not None
         # The URI is the watched server's text: quoted data, followed by a note that says so.
         assert full.spec.instruction == f'changed: "file:///srv/a" on files\n\n{QUOTED_NOTE}'
@@ -198,7 +198,7 @@ async def test_200_changes_to_one_uri_are_one_task_and_5_uris_are_5(
         records = await tasks(journal)
         assert len(records) == 6
         assert sorted(t.uri or "" for t in records[1:]) == [f"file:///srv/{i}" for i in range(5)]
-        first = await journal.get(records[0].task_id)
+        first = await journal.tasks.get(records[0].task_id)
         events = await journal.events_after(records[0].task_id, 0)
         assert first is not None and any(e.fields.get("etag") == "e199" for e in events)
 
@@ -229,7 +229,7 @@ async def test_max_inflight_and_overflow(
             assert len(current) <= 1
             before = manager.view("inbox").tasks_started
             for record in current:
-                await journal.mark_terminal(record.task_id, TerminalStatus.COMPLETED, exit_code=0)
+                await journal.tasks.mark_terminal(record.task_id, TerminalStatus.COMPLETED, exit_code=0)
                 manager.task_ended(record)
             await anyio.sleep(0.2)
             if manager.view("inbox").tasks_started == before:

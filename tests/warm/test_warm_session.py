@@ -56,7 +56,7 @@ async def test_three_injections_keep_their_context_and_each_turn_is_journaled(
             await session.wait_ended()
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
         assert [decision for _, _, decision in recorder.exits] == ["end"]
-        record = await journal.get(task_id)
+        record = await journal.tasks.get(task_id)
         assert record is not None and record.state == "terminal" and record.status is S.CANCELLED
         assert record.usage.tokens == 45 and record.usage.steps == 3
         turns = [e for e in await journal.events_after(task_id, 0) if e.event == "session.turn"]
@@ -109,7 +109,7 @@ async def test_the_idle_timeout_ends_the_session_cleanly_and_a_later_delivery_re
         assert (result.status, result.idle, decision) == (S.COMPLETED, True, "dormant")
         assert session.state == "dormant" and session.pids() == set()
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-        ended = await journal.get(record.task_id)
+        ended = await journal.tasks.get(record.task_id)
         assert ended is not None and ended.state == "terminal" and ended.status is S.COMPLETED
         assert ended.exit_code == 0 and ended.result == "before idle"
         with anyio.fail_after(90):
@@ -133,7 +133,7 @@ async def test_the_session_token_cap_ends_the_session(tmp_path: Path, fake_llm: 
         record, result, decision = recorder.exits[0]
         assert result.status is S.EXHAUSTED_TOKENS and decision == "dormant"
         assert result.usage.tokens <= 1200
-        ended = await journal.get(record.task_id)
+        ended = await journal.tasks.get(record.task_id)
         assert ended is not None and ended.status is S.EXHAUSTED_TOKENS
 
 
@@ -162,7 +162,7 @@ async def test_a_session_killed_mid_turn_is_restarted_fresh_and_the_delivery_re_
         assert crashed.status is S.CRASHED and decision == "restart"
         assert [(r.cause, r.restarts) for r in recorder.restarts] == [("crashed", 1)]
         assert result.task_id != crashed_record.task_id  # type: ignore[attr-defined]
-        ended = await journal.get(crashed_record.task_id)
+        ended = await journal.tasks.get(crashed_record.task_id)
         assert ended is not None and ended.status is S.CRASHED
     # Injected twice in all: once into each incarnation; the fresh one had no old transcript.
     assert len(fake_llm.requests) == 2
@@ -212,7 +212,7 @@ async def test_stop_during_a_turn_ends_the_session_within_the_ladder_bound(
         assert waiter.outcome is not None and waiter.outcome.status in (S.CANCELLED, None)
         record, result, decision = recorder.exits[0]
         assert result.status is S.CANCELLED and decision == "end"
-        ended = await journal.get(record.task_id)
+        ended = await journal.tasks.get(record.task_id)
         assert ended is not None and ended.status is S.CANCELLED
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
         assert recorder.restarts == []
@@ -242,5 +242,5 @@ async def test_the_supervisor_knows_a_sessions_task_to_cancel_it_and_to_spare_it
         record, result, decision = recorder.exits[0]
         assert (result.status, decision) == (S.CANCELLED, "end")
         assert supervisor.owned_pids() == set()
-        ended = await journal.get(record.task_id)
+        ended = await journal.tasks.get(record.task_id)
         assert ended is not None and ended.status is S.CANCELLED
