@@ -1,4 +1,5 @@
-"""The journal's SQL: one synchronous function per operation, over a caller-supplied connection.
+"""The journal's SQL for tasks: one synchronous function per operation, over a caller-supplied
+connection (their trees' in `node_queries`, their events' in `event_queries`).
 
 Write functions run on the writer thread inside the group-commit transaction (each in its own
 SAVEPOINT) and raise `TaskNotFound` / `NodeNotFound` / `InvalidTransition` for a request the
@@ -11,21 +12,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import sqlite3
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import JsonValue
-
-from agentd.errors import IdempotencyConflict, InvalidTransition, NodeNotFound, QuotaExceeded, TaskNotFound
+from agentd.errors import IdempotencyConflict, InvalidTransition, QuotaExceeded, TaskNotFound
+from agentd.journal.node_queries import write_node
 from agentd.journal.quota import Quota, quota_problem
-from agentd.journal.records import (
-    TASK_STATES,
-    EventRecord,
-    NodeEnd,
-    NodeRecord,
-    NodeState,
-    TaskRecord,
-)
+from agentd.journal.records import TASK_STATES, NodeEnd, NodeState, TaskRecord
 from agentd.journal.transcripts import append_items
 from protocol.api import TaskSpec, TaskState
 from protocol.result import AbortKind, RunError, RunResult, RunUsage, TerminalStatus
@@ -83,26 +76,6 @@ def task_from_row(row: sqlite3.Row) -> TaskRecord:
         ),
         parked_call=row["parked_call"],
         parked_until=row["parked_until"],
-    )
-
-
-def node_from_row(row: sqlite3.Row) -> NodeRecord:
-    status = row["status"]
-    usage = row["usage"]
-    return NodeRecord(
-        task_id=row["task_id"],
-        handle=row["handle"],
-        parent=row["parent"],
-        depth=row["depth"],
-        state=row["state"],
-        created_at=row["created_at"],
-        pid=row["pid"],
-        pid_start_time=row["pid_start_time"],
-        status=TerminalStatus(status) if status is not None else None,
-        usage=RunUsage.model_validate_json(usage) if usage is not None else RunUsage(),
-        grant_steps=row["grant_steps"],
-        grant_tokens=row["grant_tokens"],
-        ended_at=row["ended_at"],
     )
 
 
@@ -385,7 +358,7 @@ def _upsert_root(
     grant_tokens: int | None = None,
 ) -> None:
     # The caller's transition just returned the task's row: no need to look it up again.
-    _write_node(
+    write_node(
         conn,
         task_id=task_id,
         handle=ROOT_HANDLE,
@@ -548,136 +521,7 @@ def _queue_to_resume(
     )
 
 
-def upsert_node(
-    conn: sqlite3.Connection,
-    *,
-    task_id: str,
-    handle: str,
-    parent: str | None,
-    depth: int,
-    state: NodeState,
-    pid: int | None,
-    pid_start_time: float | None,
-    usage: RunUsage | None,
-    grant_steps: int | None,
-    grant_tokens: int | None,
-    now: float,
-    revive: bool = False,
-) -> NodeRecord:
-    """Create or update a live node; a node that already ended is revived only with `revive` (a
-    resumed run's nested subagent going on from its transcript)."""
-    if not conn.execute("SELECT 1 FROM tasks WHERE task_id = ?", (task_id,)).fetchall():
-        raise TaskNotFound(task_id)
-    if revive:
-        conn.execute(
-            "UPDATE nodes SET state = 'starting', status = NULL, ended_at = NULL"
-            " WHERE task_id = ? AND handle = ? AND state = 'terminal'",
-            (task_id, handle),
-        )
-    return _write_node(
-        conn,
-        task_id=task_id,
-        handle=handle,
-        parent=parent,
-        depth=depth,
-        state=state,
-        pid=pid,
-        pid_start_time=pid_start_time,
-        usage=usage,
-        grant_steps=grant_steps,
-        grant_tokens=grant_tokens,
-        now=now,
-    )
-
-
-def _write_node(
-    conn: sqlite3.Connection,
-    *,
-    task_id: str,
-    handle: str,
-    parent: str | None,
-    depth: int,
-    state: NodeState,
-    pid: int | None,
-    pid_start_time: float | None,
-    usage: RunUsage | None,
-    grant_steps: int | None,
-    grant_tokens: int | None,
-    now: float,
-) -> NodeRecord:
-    """`upsert_node` for a task known to exist (its row was just updated in this transaction)."""
-    rows = conn.execute(
-        "INSERT INTO nodes (task_id, handle, parent, depth, state, pid, pid_start_time, usage,"
-        " grant_steps, grant_tokens, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-        " ON CONFLICT (task_id, handle) DO UPDATE SET parent = excluded.parent,"
-        " depth = excluded.depth, state = excluded.state,"
-        " pid = coalesce(excluded.pid, pid), pid_start_time = coalesce(excluded.pid_start_time,"
-        " pid_start_time), usage = coalesce(excluded.usage, usage),"
-        " grant_steps = coalesce(excluded.grant_steps, grant_steps),"
-        " grant_tokens = coalesce(excluded.grant_tokens, grant_tokens)"
-        " WHERE nodes.state != 'terminal' RETURNING *",
-        (
-            task_id,
-            handle,
-            parent,
-            depth,
-            state,
-            pid,
-            pid_start_time,
-            usage.model_dump_json() if usage is not None else None,
-            grant_steps,
-            grant_tokens,
-            now,
-        ),
-    ).fetchall()
-    if not rows:
-        raise InvalidTransition(f"{task_id}/{handle}", "terminal", state)
-    return node_from_row(rows[0])
-
-
-def end_node(
-    conn: sqlite3.Connection,
-    *,
-    task_id: str,
-    handle: str,
-    status: TerminalStatus,
-    usage: RunUsage | None,
-    now: float,
-) -> NodeRecord:
-    rows = conn.execute(
-        "UPDATE nodes SET state = 'terminal', status = ?, usage = coalesce(?, usage), ended_at = ?"
-        " WHERE task_id = ? AND handle = ? AND state != 'terminal' RETURNING *",
-        (status.value, usage.model_dump_json() if usage is not None else None, now, task_id, handle),
-    ).fetchall()
-    if rows:
-        return node_from_row(rows[0])
-    if not conn.execute("SELECT 1 FROM nodes WHERE task_id = ? AND handle = ?", (task_id, handle)).fetchall():
-        raise NodeNotFound(task_id, handle)
-    raise InvalidTransition(f"{task_id}/{handle}", "terminal", "terminal")
-
-
-def insert_events(
-    conn: sqlite3.Connection, task_id: str, first_seq: int, events: Iterable[tuple[float, str, str]]
-) -> None:
-    """Insert `(ts, event, fields_json)` rows numbered from `first_seq` on."""
-    conn.executemany(
-        "INSERT INTO events (task_id, seq, ts, event, fields) VALUES (?, ?, ?, ?, ?)",
-        ((task_id, seq, ts, event, fields) for seq, (ts, event, fields) in enumerate(events, first_seq)),
-    )
-
-
-def trim_events(conn: sqlite3.Connection, task_id: str, *, keep_after: int) -> None:
-    """Drop the task's events with `seq <= keep_after` (bounded retention)."""
-    conn.execute("DELETE FROM events WHERE task_id = ? AND seq <= ?", (task_id, keep_after))
-
-
 # ---- reads (either connection) -----------------------------------------------------------------
-
-
-def last_event_seq(conn: sqlite3.Connection, task_id: str) -> int:
-    """The task's highest event seq, 0 if it has none."""
-    row = conn.execute("SELECT max(seq) FROM events WHERE task_id = ?", (task_id,)).fetchone()
-    return int(row[0]) if row is not None and row[0] is not None else 0
 
 
 def get_task(conn: sqlite3.Connection, task_id: str) -> TaskRecord | None:
@@ -766,28 +610,3 @@ def count_unfinished(conn: sqlite3.Connection, owner_uid: int | None = None) -> 
     for row in conn.execute(query, params).fetchall():
         counts[row[0]] = int(row[1])
     return counts
-
-
-def task_nodes(conn: sqlite3.Connection, task_id: str) -> tuple[NodeRecord, ...]:
-    rows = conn.execute(
-        "SELECT * FROM nodes WHERE task_id = ? ORDER BY depth, created_at, handle", (task_id,)
-    ).fetchall()
-    return tuple(node_from_row(row) for row in rows)
-
-
-def events_after(
-    conn: sqlite3.Connection, task_id: str, *, after_seq: int, limit: int
-) -> tuple[EventRecord, ...]:
-    rows = conn.execute(
-        "SELECT seq, ts, event, fields FROM events WHERE task_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-        (task_id, after_seq, limit),
-    ).fetchall()
-    return tuple(
-        EventRecord(task_id=task_id, seq=row[0], ts=row[1], event=row[2], fields=_fields(row[3]))
-        for row in rows
-    )
-
-
-def _fields(text: str) -> dict[str, JsonValue]:
-    value = json.loads(text)
-    return value if isinstance(value, dict) else {}

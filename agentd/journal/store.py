@@ -27,7 +27,7 @@ import anyio.abc
 from pydantic import JsonValue
 
 from agentd.errors import JournalError, JournalUnavailable
-from agentd.journal import queries as q
+from agentd.journal import event_queries as eq
 from agentd.journal.approvals import Approvals
 from agentd.journal.files import DB_NAME, open_state_dir
 from agentd.journal.records import (
@@ -238,7 +238,7 @@ class Journal:
     ) -> tuple[EventRecord, ...]:
         """Committed events of the task with `seq > after_seq`, oldest first, at most `limit`."""
         return await self._read(
-            functools.partial(q.events_after, task_id=task_id, after_seq=after_seq, limit=limit)
+            functools.partial(eq.events_after, task_id=task_id, after_seq=after_seq, limit=limit)
         )
 
     async def wait_events(self, task_id: str, after_seq: int, *, timeout_s: float) -> bool:
@@ -275,7 +275,7 @@ class Journal:
                 del self._followers[task_id]
 
     async def _last_seq(self, task_id: str) -> int:
-        return await self._read(functools.partial(q.last_event_seq, task_id=task_id))
+        return await self._read(functools.partial(eq.last_event_seq, task_id=task_id))
 
     # ---- reads -----------------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import JsonValue
 
+from agentd.journal import node_queries as nq
 from agentd.journal import queries as q
 from agentd.journal.quota import Quota
 from agentd.journal.records import NodeEnd, NodeRecord, NodeState, TaskRecord, new_run_id, new_task_id
@@ -302,7 +303,7 @@ class Tasks(Repository):
         """Create or update a live node of a task's tree (None leaves a stored value unchanged);
         `revive` starts again a node that ended in an earlier run (a resumed nested subagent)."""
         op = functools.partial(
-            q.upsert_node,
+            nq.upsert_node,
             task_id=task_id,
             handle=handle,
             parent=parent,
@@ -323,7 +324,7 @@ class Tasks(Repository):
     ) -> NodeRecord:
         """Mark a node terminal with its final usage; it stays in the tree after the task ends."""
         op = functools.partial(
-            q.end_node, task_id=task_id, handle=handle, status=status, usage=usage, now=time.time()
+            nq.end_node, task_id=task_id, handle=handle, status=status, usage=usage, now=time.time()
         )
         return await self._write(op)
 
@@ -375,4 +376,4 @@ class Tasks(Repository):
 
     async def nodes(self, task_id: str) -> tuple[NodeRecord, ...]:
         """The task's tree, root first (by depth, then creation)."""
-        return await self._read(functools.partial(q.task_nodes, task_id=task_id))
+        return await self._read(functools.partial(nq.task_nodes, task_id=task_id))

@@ -23,7 +23,7 @@ from typing import Any, Generic, TypeVar
 import anyio
 
 from agentd.errors import AgentdError, JournalError, JournalUnavailable
-from agentd.journal.queries import insert_events, last_event_seq, trim_events
+from agentd.journal.event_queries import insert_events, last_event_seq, trim_events
 from agentd.journal.records import JournalHealth, JournalStats
 from agentd.journal.schema import unavailable_reason
 
