@@ -38,7 +38,7 @@ from agentd.scheduling.plan import (
     remaining_tokens,
     trigger_of,
 )
-from protocol.api import ScheduleSpec, TaskSpec
+from protocol.api import ScheduleSpec, TaskSpec, TaskState
 from protocol.result import TerminalStatus
 
 EV_CREATED = "schedule.created"
@@ -165,91 +165,108 @@ class Scheduler:
         """Decide and journal the occurrence `due_at` of `schedule_id`; None if it no longer applies.
         `woke_at`: when the timetable found it due (the event loop's lateness, for the log)."""
         woke_at = self._clock() if woke_at is None else woke_at
-        record, last_state = await self.journal.schedules.for_fire(schedule_id)
-        if record is None or record.state != "active":
+        found = await self._occurrence(schedule_id, due_at)
+        if found is None:
             return None
-        if record.next_fire_at != due_at:
-            # Armed from a retry, or the journal moved on (another path re-armed it).
-            if record.next_fire_at is not None and record.next_fire_at > due_at:
-                self.arm(schedule_id, record.next_fire_at)
-                return None
-            if record.next_fire_at is None:
-                return None
-            due_at = record.next_fire_at
-        trigger = trigger_of(record.trigger, record.created_at)
+        record, last_state, due_at = found
         now = self._clock()
-        if record.trigger.kind == "loop":
-            decision = DueDecision(fire=True, reason="on_time", skipped=0, next_at=None)
-        else:
-            running = (
-                record.trigger.overlap == "skip"
-                and record.last_status is None
-                and last_state not in (None, "terminal")
-            )
-            decision = on_due(trigger, due_at, now, previous_running=running)
-        next_at = decision.next_at
-        if (
-            decision.fire
-            and record.trigger.max_runs is not None
-            and record.runs + 1 >= record.trigger.max_runs
-        ):
-            next_at = None  # the last fire: the schedule ends once it has run
-        task_id: str | None = None
-        refused: str | None = None
-        if decision.fire:
-            quota = self._quota()
-            try:
-                self._admit(record, now, quota)
-                schedule, task = await self.journal.schedules.fire(
-                    schedule_id,
-                    expect_next=due_at,
-                    next_at=next_at,
-                    skipped=decision.skipped,
-                    spec=self._fire_spec(record),
-                    quota=quota,
-                )
-                task_id = task.task_id
-            except QuotaExceeded as exc:
-                self._rate.forget(record.owner_uid, now)
-                # The owner's queue is full: this occurrence is skipped (and says why), not retried;
-                # a loop tries again after its interval.
-                refused = str(exc)
-                if record.trigger.kind == "loop":
-                    next_at = now + max(record.trigger.interval_s, MIN_IDLE_PAUSE_S)
-                else:
-                    next_at = decision.next_at
-                decision = DueDecision(
-                    fire=False, reason="quota", skipped=decision.skipped + 1, next_at=next_at
-                )
+        decision, next_at = _decide(record, last_state, due_at, now)
         if not decision.fire:
-            schedule = await self.journal.schedules.skip(
-                schedule_id, expect_next=due_at, next_at=next_at, skipped=decision.skipped
-            )
-            outcome = "refused" if decision.reason == "quota" else "skipped"
-            self._metrics.fired("schedule", record.name or "", outcome)
-            self._log.info(
+            return await self._skip(record, due_at, decision, next_at)
+        try:
+            schedule, task_id = await self._journal_fire(record, due_at, now, decision, next_at)
+        except QuotaExceeded as exc:
+            self._rate.forget(record.owner_uid, now)
+            decision, next_at = _refused(record, decision, now)
+            return await self._skip(record, due_at, decision, next_at, refused=str(exc))
+        return self._started(
+            record, schedule, task_id, decision, due_at=due_at, woke_at=woke_at, next_at=next_at
+        )
+
+    async def _occurrence(
+        self, schedule_id: str, due_at: float
+    ) -> tuple[ScheduleRecord, TaskState | None, float] | None:
+        """The active schedule, its last fire's state and the occurrence to decide: `due_at`, or
+        the journal's earlier one when a retry armed this; None when nothing is due any more."""
+        record, last_state = await self.journal.schedules.for_fire(schedule_id)
+        if record is None or record.state != "active" or record.next_fire_at is None:
+            return None
+        if record.next_fire_at > due_at:
+            # The journal moved on (another path re-armed it): that occurrence is the one to arm.
+            self.arm(schedule_id, record.next_fire_at)
+            return None
+        return record, last_state, record.next_fire_at
+
+    async def _journal_fire(
+        self, record: ScheduleRecord, due_at: float, now: float, decision: DueDecision, next_at: float | None
+    ) -> tuple[ScheduleRecord, str]:
+        """The fire's task and the schedule's advance, committed together; raises `QuotaExceeded`
+        when the owner is at a cap (nothing written)."""
+        quota = self._quota()
+        self._admit(record, now, quota)
+        schedule, task = await self.journal.schedules.fire(
+            record.schedule_id,
+            expect_next=due_at,
+            next_at=next_at,
+            skipped=decision.skipped,
+            spec=self._fire_spec(record),
+            quota=quota,
+        )
+        return schedule, task.task_id
+
+    async def _skip(
+        self,
+        record: ScheduleRecord,
+        due_at: float,
+        decision: DueDecision,
+        next_at: float | None,
+        *,
+        refused: str | None = None,
+    ) -> Fired:
+        """Journal the occurrence as skipped (an overlap also on the task still running), log it
+        and arm the next one."""
+        schedule_id = record.schedule_id
+        schedule = await self.journal.schedules.skip(
+            schedule_id, expect_next=due_at, next_at=next_at, skipped=decision.skipped
+        )
+        outcome = "refused" if decision.reason == "quota" else "skipped"
+        self._metrics.fired("schedule", record.name or "", outcome)
+        self._log.info(
+            EV_SKIPPED,
+            schedule_id=schedule_id,
+            reason=decision.reason,
+            skipped=decision.skipped,
+            due_at=due_at,
+            running_task=record.last_task_id if decision.reason == "overlap" else None,
+            next_fire_at=next_at,
+            err=refused,
+        )
+        if decision.reason == "overlap" and record.last_task_id is not None:
+            self.journal.append_event(
+                record.last_task_id,
                 EV_SKIPPED,
-                schedule_id=schedule_id,
-                reason=decision.reason,
-                skipped=decision.skipped,
-                due_at=due_at,
-                running_task=record.last_task_id if decision.reason == "overlap" else None,
-                next_fire_at=next_at,
-                err=refused,
+                {"schedule_id": schedule_id, "reason": "overlap", "due_at": due_at},
             )
-            if decision.reason == "overlap" and record.last_task_id is not None:
-                self.journal.append_event(
-                    record.last_task_id,
-                    EV_SKIPPED,
-                    {"schedule_id": schedule_id, "reason": "overlap", "due_at": due_at},
-                )
-            self.arm(schedule_id, schedule.next_fire_at)
-            return Fired(schedule_id, due_at, decision, None, self._clock() - due_at)
+        self.arm(schedule_id, schedule.next_fire_at)
+        return Fired(schedule_id, due_at, decision, None, self._clock() - due_at)
+
+    def _started(
+        self,
+        record: ScheduleRecord,
+        schedule: ScheduleRecord,
+        task_id: str,
+        decision: DueDecision,
+        *,
+        due_at: float,
+        woke_at: float,
+        next_at: float | None,
+    ) -> Fired:
+        """A fire's task is journaled: log it, arm the next occurrence, wake the supervisor."""
         lag_s = self._clock() - due_at
         self._metrics.fired("schedule", record.name or "", "started")
         self._log.info(
             EV_FIRED,
-            schedule_id=schedule_id,
+            schedule_id=record.schedule_id,
             task_id=task_id,
             owner_uid=record.owner_uid,
             reason=decision.reason,
@@ -259,9 +276,9 @@ class Scheduler:
             wake_ms=round((woke_at - due_at) * 1000, 3),
             next_fire_at=next_at,
         )
-        self.arm(schedule_id, schedule.next_fire_at)
+        self.arm(record.schedule_id, schedule.next_fire_at)
         self._on_fired()
-        return Fired(schedule_id, due_at, decision, task_id, lag_s)
+        return Fired(record.schedule_id, due_at, decision, task_id, lag_s)
 
     def _admit(self, record: ScheduleRecord, now: float, quota: Quota) -> None:
         """Count a fire against its owner's rate, or raise `QuotaExceeded` naming the cap. The
@@ -423,6 +440,36 @@ class Scheduler:
             current = existing.get(name)
             if current is None or (current.trigger, current.spec) != (trigger, spec):
                 await self.create(owner_uid, trigger, spec, name=name)
+
+
+def _decide(
+    record: ScheduleRecord, last_state: TaskState | None, due_at: float, now: float
+) -> tuple[DueDecision, float | None]:
+    """Whether the occurrence `due_at` fires, and the schedule's next occurrence (None: it ends;
+    a loop's is set when its run ends)."""
+    trigger = trigger_of(record.trigger, record.created_at)
+    if record.trigger.kind == "loop":
+        decision = DueDecision(fire=True, reason="on_time", skipped=0, next_at=None)
+    else:
+        running = (
+            record.trigger.overlap == "skip"
+            and record.last_status is None
+            and last_state not in (None, "terminal")
+        )
+        decision = on_due(trigger, due_at, now, previous_running=running)
+    if decision.fire and record.trigger.max_runs is not None and record.runs + 1 >= record.trigger.max_runs:
+        return decision, None  # the last fire: the schedule ends once it has run
+    return decision, decision.next_at
+
+
+def _refused(record: ScheduleRecord, decision: DueDecision, now: float) -> tuple[DueDecision, float | None]:
+    """The occurrence the owner's queue had no room for: skipped (and says why), not retried; a
+    loop tries again after its interval."""
+    if record.trigger.kind == "loop":
+        next_at: float | None = now + max(record.trigger.interval_s, MIN_IDLE_PAUSE_S)
+    else:
+        next_at = decision.next_at
+    return DueDecision(fire=False, reason="quota", skipped=decision.skipped + 1, next_at=next_at), next_at
 
 
 def _progress(record: ScheduleRecord) -> Progress:
