@@ -39,6 +39,7 @@ from agentd.errors import ExecutorUnavailable, JournalError, ListenerError, Unsa
 from agentd.journal.records import TaskRecord
 from agentd.journal.retention import serve_retention
 from agentd.journal.store import Journal, open_journal
+from agentd.metrics.port import Metrics
 from agentd.options import (
     build_spawner,
     config_schedules,
@@ -54,7 +55,7 @@ from agentd.options import (
 from agentd.root_payload import build_payload
 from agentd.scheduling.driver import Scheduler
 from agentd.service.collector import Collector
-from agentd.service.metrics import build_metrics, exporting
+from agentd.service.metrics import Exporter, build_metrics, exporting
 from agentd.service.reporting import ServiceStatus, run_watchdog, wedge_event_loop, wedge_seconds
 from agentd.service.sdnotify import Notifier
 from agentd.spawning import cgroup
@@ -62,14 +63,14 @@ from agentd.spawning.spawner import ExecSpawner
 from agentd.spawning.zygote_spawner import ZygoteSpawner
 from agentd.supervision.executor import Executor, LocalExecutor
 from agentd.supervision.payloads import with_catalogues
-from agentd.supervision.supervisor import PayloadError, Supervisor, SupervisorOptions
+from agentd.supervision.supervisor import Supervisor, SupervisorOptions
+from agentd.supervision.task_payloads import CatalogueBoard, PayloadError, TaskPayloads
 from agentd.tracing import NULL_TRACING, Tracing, from_environment
 from agentd.triggers.manager import TriggerConfig, TriggerManager
 from agentd.triggers.warm import WarmRoute
 from processes.linux import set_child_subreaper
 from protocol.exit_codes import ExitCode
-from protocol.mcp_catalogue import McpCatalogue
-from protocol.spawn import McpServerSpec, SpawnPayload
+from protocol.spawn import SpawnPayload
 
 SD_LISTEN_FDS_START = 3
 HANDLED_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
@@ -91,6 +92,27 @@ class ConfigHolder:
 
     def get(self) -> Config:
         return self.current
+
+    def reload(self) -> None:
+        """Load the file again; a valid one replaces the configuration in force, an invalid one
+        is logged and kept in `reload_error`. The socket and the state dir are fixed for the
+        daemon's life, whatever the file says now."""
+        log = logs.get()
+        try:
+            fresh = load_config(
+                str(self.current.path) if self.current.path else None,
+                socket=str(self.current.socket),
+                state_dir=str(self.current.state_dir),
+                overrides=self.overrides,
+            )
+        except ConfigError as exc:
+            self.reload_error = str(exc)
+            log.error("config.invalid", source=exc.source, err=str(exc), kept="previous configuration")
+            return
+        self.current = fresh
+        self.reload_error = None
+        logs.set_level(fresh.daemon.log_level)  # subagents get it from the payload built per task
+        log.info("config.loaded", source=fresh.source, reload=True)
 
 
 def _admin_gid(config: Config) -> int | None:
@@ -264,45 +286,180 @@ async def _resync_schedules(
         await _sync_schedules(scheduler, holder.get())
 
 
-Catalogues = Callable[[McpServerSpec], McpCatalogue | None]
-
-
-def _task_payload(holder: ConfigHolder, catalogues: Catalogues) -> Callable[[TaskRecord], SpawnPayload]:
-    """A queued task's payload; a trigger's task also carries its servers' catalogues as the
-    watchers last listed them, so its first model request need not wait for its MCP connects."""
-
-    def build(record: TaskRecord) -> SpawnPayload:
-        payload = build_payload(holder.get(), record)
-        return with_catalogues(payload, catalogues) if record.trigger is not None else payload
-
-    return build
-
-
-def _prestarter(supervisor: Supervisor) -> Callable[[TaskRecord, float], bool]:
-    """Park a held child for a trigger's task-to-be (agentd/supervision/parking.py), its payload
-    built as the scheduler will build it; False when it cannot be."""
-
-    def prestart(record: TaskRecord, hold_s: float) -> bool:
-        try:
-            payload = supervisor.build_payload(record)
-        except PayloadError:
-            return False
-        return supervisor.parking.park(record.task_id, record.run_id, payload, hold_s)
-
-    return prestart
-
-
 def _warm_session_payload(
-    holder: ConfigHolder, catalogues: Catalogues
+    holder: ConfigHolder, catalogues: CatalogueBoard
 ) -> Callable[[TriggerConfig, TaskRecord], SpawnPayload]:
     """A `route = "continue"` session's payload, from the configuration in force at each start."""
 
     def build(trigger: TriggerConfig, record: TaskRecord) -> SpawnPayload:
         config = holder.get()
         payload = warm_payload(build_payload(config, record), config.triggers[trigger.index])
-        return with_catalogues(payload, catalogues)
+        return with_catalogues(payload, catalogues.for_spec)
 
     return build
+
+
+@dataclass(frozen=True, slots=True)
+class _Rooms:
+    """The daemon's long-lived parts, composed once per `serve` over one journal and spawner."""
+
+    journal: Journal
+    spawner: ExecSpawner | ZygoteSpawner
+    supervisor: Supervisor
+    scheduler: Scheduler
+    warm: WarmRoute
+    triggers: TriggerManager
+
+
+def _compose(
+    holder: ConfigHolder,
+    journal: Journal,
+    spawner: ExecSpawner | ZygoteSpawner,
+    executor: Executor | None,
+    *,
+    cgroup_root: cgroup.CgroupRoot | None,
+    metrics: Metrics,
+    tracing: Tracing,
+) -> _Rooms:
+    """Build the rooms and wire their calls, each pointing down (docs/architecture.md)."""
+    config, log = holder.get(), logs.get()
+    # The watchers' catalogues: the trigger manager writes them, the task payloads read them.
+    catalogues = CatalogueBoard()
+    supervisor = Supervisor(
+        journal,
+        TaskPayloads(lambda record: build_payload(holder.get(), record), catalogues),
+        spawner,
+        _supervisor_options(config),
+        cgroup_root,
+        metrics,
+        tracing,
+        executor=executor,
+    )
+    scheduler = Scheduler(
+        journal,
+        on_fired=supervisor.notify_submitted,
+        log=log,
+        stopped=lambda: supervisor.draining,
+        quota=lambda: submit_quota(holder.get()),
+        metrics=metrics,
+    )
+    supervisor.on_fire_ended = scheduler.fire_ended
+    warm = WarmRoute(
+        journal,
+        ports=supervisor.run_ports,
+        payload=_warm_session_payload(holder, catalogues),
+        registry=supervisor,
+        owner_uid=os.getuid(),
+        governor=lambda: trigger_manager_options(holder.get()).governor,
+        log=log,
+    )
+    triggers = TriggerManager(
+        journal,
+        server_spec=lambda name: holder.get().mcp_spec(name),
+        on_fired=supervisor.notify_submitted,
+        log=log,
+        options=trigger_manager_options(config),
+        metrics=metrics,
+        warm=warm,
+        # A parked child runs locally, and its spans could not join the task's trace.
+        parking=(
+            supervisor.parking
+            if isinstance(supervisor.executor, LocalExecutor) and tracing is NULL_TRACING
+            else None
+        ),
+        catalogues=catalogues,
+    )
+    supervisor.on_trigger_ended = triggers.task_ended
+    supervisor.also_owned = triggers.owned_pids
+    return _Rooms(journal, spawner, supervisor, scheduler, warm, triggers)
+
+
+async def _recover(rooms: _Rooms, config: Config) -> list[str]:
+    """Reconcile the journal with what survived, then load schedules and triggers (before the
+    socket accepts anything)."""
+    recovered = await rooms.supervisor.recover()
+    await rooms.scheduler.load()
+    await _sync_schedules(rooms.scheduler, config)
+    await rooms.triggers.load()
+    rooms.triggers.configure(trigger_configs(config))
+    return recovered
+
+
+class _Running:
+    """A recovered daemon while it serves: its signals' effects (reload, drain) and its tasks."""
+
+    def __init__(
+        self, holder: ConfigHolder, rooms: _Rooms, notifier: Notifier, status: ServiceStatus
+    ) -> None:
+        self.holder = holder
+        self.rooms = rooms
+        self.notifier = notifier
+        self.status = status
+        # The watcher program is read at start; a reload changes the governor and the triggers.
+        self.watch_argv = trigger_manager_options(holder.get()).argv
+        # Replaced by each reload once set: `_resync_schedules` waits on the current one.
+        self.schedules_changed = anyio.Event()
+        self.stop_accepting = anyio.Event()
+
+    def reload(self) -> None:
+        """SIGHUP: a valid configuration file replaces the one in force, bracketed for systemd."""
+        holder, rooms = self.holder, self.rooms
+        self.notifier.reloading()
+        holder.reload()
+        # Tasks started from now on get the new limits, supervision and concurrency.
+        rooms.supervisor.options = _supervisor_options(holder.get())
+        if holder.reload_error is None:
+            options = dataclasses.replace(trigger_manager_options(holder.get()), argv=self.watch_argv)
+            rooms.triggers.configure(trigger_configs(holder.get()), options)
+        self.schedules_changed.set()
+        self.schedules_changed = anyio.Event()
+        self.notifier.ready(self.status.text())
+
+    def on_drain(self) -> None:
+        """The first SIGTERM/SIGINT: intake stops and every child climbs its ladder."""
+        # New clients wait in the backlog (for the next daemon, under socket activation).
+        self.stop_accepting.set()
+        self.rooms.triggers.begin_stop()  # no new deliveries; every watcher climbs its ladder
+        self.rooms.warm.stop()  # every warm session's child climbs its ladder
+        self.notifier.stopping(self.status.text())
+
+    async def run(self, sock: socket.socket, exporter: Exporter, *, ready: Callable[[], None]) -> None:
+        """Serve until drained: every room's task, the API, signals; `ready` once all started."""
+        rooms, config = self.rooms, self.holder.get()
+        supervisor = rooms.supervisor
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(supervisor.serve)
+            tg.start_soon(rooms.scheduler.serve)
+            tg.start_soon(rooms.triggers.serve)
+            tg.start_soon(rooms.warm.serve)
+            tg.start_soon(_resync_schedules, rooms.scheduler, self.holder, lambda: self.schedules_changed)
+            if isinstance(rooms.spawner, ZygoteSpawner):
+                tg.start_soon(rooms.spawner.serve)
+            backend = DaemonBackend(
+                rooms.journal, supervisor, self.holder.get, rooms.scheduler, rooms.triggers
+            )
+            tg.start_soon(
+                functools.partial(
+                    serve_api,
+                    sock,
+                    backend,
+                    limits=api_limits(config),  # fixed for the daemon's life: a reload keeps them
+                    admin_gid=_admin_gid(config),
+                    stop_accepting=self.stop_accepting,
+                )
+            )
+            await tg.start(_signals, supervisor, self.reload, self.on_drain, wedge_seconds())
+            tg.start_soon(run_watchdog, self.notifier)
+            tg.start_soon(self.status.run)
+            tg.start_soon(serve_retention, rooms.journal, retention(self.holder.get()))
+            tg.start_soon(exporter.run, supervisor, rooms.triggers.summary)
+            if config.daemon.gc_freeze:
+                tg.start_soon(Collector(lambda: supervisor.live).run)
+            ready()
+            await supervisor.wait_drained()
+            await rooms.triggers.stop()  # bounded: every watcher reaped before the daemon exits
+            await rooms.warm.wait_stopped()  # bounded by each session's ladder
+            tg.cancel_scope.cancel()
 
 
 async def serve(
@@ -317,25 +474,6 @@ async def serve(
     notifier = Notifier.from_environ(report=lambda err: log.warning("proc.notify", err=err))
     set_child_subreaper()
     holder = ConfigHolder(config, overrides=overrides)
-
-    def reload_config() -> None:
-        # The socket and the state dir are fixed for the daemon's life, whatever the file says now.
-        try:
-            fresh = load_config(
-                str(holder.current.path) if holder.current.path else None,
-                socket=str(holder.current.socket),
-                state_dir=str(holder.current.state_dir),
-                overrides=holder.overrides,
-            )
-        except ConfigError as exc:
-            holder.reload_error = str(exc)
-            log.error("config.invalid", source=exc.source, err=str(exc), kept="previous configuration")
-            return
-        holder.current = fresh
-        holder.reload_error = None
-        logs.set_level(fresh.daemon.log_level)  # subagents get it from the payload built per task
-        log.info("config.loaded", source=fresh.source, reload=True)
-
     cgroup_root = cgroup.discover()
     log.info(
         "proc.start",
@@ -351,120 +489,22 @@ async def serve(
     spawner = build_spawner(config, zygote=config.supervision.spawner == "zygote" and local)
     metrics = build_metrics(holder.get)
     async with open_journal(config.state_dir, journal_options(config)) as journal, _closing(spawner):
-        # Bound late: the trigger manager is built after the supervisor, and asked only once serving.
-        def catalogues(spec: McpServerSpec) -> McpCatalogue | None:
-            return triggers.catalogue_for(spec)
-
-        supervisor = Supervisor(
-            journal,
-            _task_payload(holder, catalogues),
-            spawner,
-            _supervisor_options(config),
-            cgroup_root,
-            metrics,
-            tracing,
-            executor=await _executor(holder, journal),
+        executor = await _executor(holder, journal)
+        rooms = _compose(
+            holder, journal, spawner, executor, cgroup_root=cgroup_root, metrics=metrics, tracing=tracing
         )
-        scheduler = Scheduler(
-            journal,
-            on_fired=supervisor.notify_submitted,
-            log=log,
-            stopped=lambda: supervisor.draining,
-            quota=lambda: submit_quota(holder.get()),
-            metrics=metrics,
-        )
-        supervisor.on_fire_ended = scheduler.fire_ended
-        # The watcher program is read at start; a reload changes the governor and the triggers.
-        watch_argv = trigger_manager_options(config).argv
-        warm = WarmRoute(
-            journal,
-            ports=supervisor.run_ports,
-            payload=_warm_session_payload(holder, catalogues),
-            registry=supervisor,
-            owner_uid=os.getuid(),
-            governor=lambda: trigger_manager_options(holder.get()).governor,
-            log=log,
-        )
-        triggers = TriggerManager(
-            journal,
-            server_spec=lambda name: holder.get().mcp_spec(name),
-            on_fired=supervisor.notify_submitted,
-            log=log,
-            options=trigger_manager_options(config),
-            metrics=metrics,
-            warm=warm,
-            # A parked child runs locally, and its spans could not join the task's trace.
-            prestart=(
-                _prestarter(supervisor)
-                if isinstance(supervisor.executor, LocalExecutor) and tracing is NULL_TRACING
-                else None
-            ),
-            unpark=supervisor.parking.discard,
-        )
-        supervisor.on_trigger_ended = triggers.task_ended
-        supervisor.also_owned = triggers.owned_pids
-        recovered = await supervisor.recover()
-        await scheduler.load()
-        await _sync_schedules(scheduler, config)
-        await triggers.load()
-        triggers.configure(trigger_configs(config))
-        schedules_changed = anyio.Event()
+        recovered = await _recover(rooms, config)
         with _listener(config) as sock, exporting(metrics, config, journal) as exporter:
-            backend = DaemonBackend(journal, supervisor, holder.get, scheduler, triggers)
-            limits = api_limits(config)  # fixed for the daemon's life: a reload does not change them
             status = ServiceStatus(
-                notifier, supervisor, journal, lambda: holder.reload_error, failed_triggers=triggers.failed
+                notifier,
+                rooms.supervisor,
+                journal,
+                lambda: holder.reload_error,
+                failed_triggers=rooms.triggers.failed,
             )
             await status.refresh_queued()
 
-            def reload() -> None:
-                notifier.reloading()
-                reload_config()
-                # Tasks started from now on get the new limits, supervision and concurrency.
-                supervisor.options = _supervisor_options(holder.get())
-                if holder.reload_error is None:
-                    options = dataclasses.replace(trigger_manager_options(holder.get()), argv=watch_argv)
-                    triggers.configure(trigger_configs(holder.get()), options)
-                nonlocal schedules_changed
-                schedules_changed.set()
-                schedules_changed = anyio.Event()
-                notifier.ready(status.text())
-
-            stop_accepting = anyio.Event()
-
-            def on_drain() -> None:
-                # New clients wait in the backlog (for the next daemon, under socket activation).
-                stop_accepting.set()
-                triggers.begin_stop()  # no new deliveries; every watcher climbs its ladder
-                warm.stop()  # every warm session's child climbs its ladder
-                notifier.stopping(status.text())
-
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(supervisor.serve)
-                tg.start_soon(scheduler.serve)
-                tg.start_soon(triggers.serve)
-                tg.start_soon(warm.serve)
-                tg.start_soon(_resync_schedules, scheduler, holder, lambda: schedules_changed)
-                if isinstance(spawner, ZygoteSpawner):
-                    tg.start_soon(spawner.serve)
-                tg.start_soon(
-                    functools.partial(
-                        serve_api,
-                        sock,
-                        backend,
-                        limits=limits,
-                        admin_gid=_admin_gid(config),
-                        stop_accepting=stop_accepting,
-                    )
-                )
-                await tg.start(_signals, supervisor, reload, on_drain, wedge_seconds())
-                tg.start_soon(run_watchdog, notifier)
-                tg.start_soon(status.run)
-                tg.start_soon(serve_retention, journal, retention(holder.get()))
-                tg.start_soon(exporter.run, supervisor, triggers.summary)
-                if config.daemon.gc_freeze:
-                    collector = Collector(lambda: supervisor.live)
-                    tg.start_soon(collector.run)
+            def ready() -> None:
                 log.info(
                     "proc.ready",
                     pid=os.getpid(),
@@ -476,10 +516,8 @@ async def serve(
                 notifier.ready(status.text())
                 if on_ready is not None:
                     on_ready(str(config.socket))
-                await supervisor.wait_drained()
-                await triggers.stop()  # bounded: every watcher reaped before the daemon exits
-                await warm.wait_stopped()  # bounded by each session's ladder
-                tg.cancel_scope.cancel()
+
+            await _Running(holder, rooms, notifier, status).run(sock, exporter, ready=ready)
     await anyio.to_thread.run_sync(tracing.close)  # bounded: the last spans, at most 3 s
     notifier.close()
     log.info("proc.exit", pid=os.getpid(), code=0)

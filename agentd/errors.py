@@ -35,7 +35,7 @@ AgentdError
  ├── TriggerError          also a ValueError: a schedule's cron, zone or interval cannot be
  │                         evaluated; names the field (agentd/scheduling/plan.py)
  ├── PayloadError          a queued task can no longer be built into a spawn payload
- │                         (agentd/supervision/supervisor.py)
+ │                         (agentd/supervision/task_payloads.py)
  ├── ExecutorUnavailable   retryable: the executor (Temporal) did not durably accept a task,
  │                         or cannot be reached at start-up (agentd/executors/)
  └── UnsafeDirectory       a state or socket directory another user could change, or a symlink

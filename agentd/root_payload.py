@@ -12,7 +12,7 @@ from pathlib import Path
 
 from agentd.config.load import Config, ConfigError, NotConfigured
 from agentd.journal.records import TaskRecord
-from agentd.supervision.supervisor import PayloadError
+from agentd.supervision.task_payloads import PayloadError
 from protocol.approval import client_gates
 from protocol.spawn import SpawnPayload, Telemetry
 

@@ -2,12 +2,14 @@
 
 A trigger's task cannot start before its debounce window closes, and a delivery is a journaled task
 before anything of the task happens (docs/design.md §11). What can happen before is everything the task
-does not do itself: when a window opens, the trigger manager picks the task's ids and asks here for
-its child. It is forked (in its cgroup leaf, with its limits and run marker), sent its spawn
-payload with `hold_s`, and left: it opens its model client and the hinted tools and waits for
-`ctrl/go` — no model call, no tool call, no MCP server started (subagent/run.py). When the window
-closes the delivery is journaled with those ids as always; the task's run `take`s the parked child
-instead of forking one and sends `ctrl/go` only once `running` is committed (task_run.py).
+does not do itself: when a window opens, the trigger manager asks here (`prestart`) for the child of
+its task-to-be, whose ids it took from the journal's allocation. Its payload is built by the same
+builder as its run's (task_payloads.py); it is forked (in its cgroup leaf, with its limits and run
+marker), sent its spawn payload with `hold_s`, and left: it opens its model client and the hinted
+tools and waits for `ctrl/go` — no model call, no tool call, no MCP server started
+(subagent/run.py). When the window closes the delivery is journaled with those ids as always; the
+task's run `take`s the parked child instead of forking one and sends `ctrl/go` only once `running`
+is committed (task_run.py).
 
 A parked child no task takes — its window ended without a start (paused, dropped at the gate,
 refused by a quota, the trigger removed, the daemon draining), its task was cancelled while
@@ -29,10 +31,12 @@ import anyio.abc
 import structlog
 
 from agentd.errors import SpawnError
+from agentd.journal.records import TaskRecord
 from agentd.spawning.cgroup import CgroupLeaf, CgroupRoot
 from agentd.spawning.spawner import SpawnedProcess, Spawner, SpawnRequest
 from agentd.supervision.child_pipes import write_all
 from agentd.supervision.ports import ParkedChild, RunOptions
+from agentd.supervision.task_payloads import PayloadError
 from processes.linux import reap_nowait, signal_pidfd
 from protocol import control
 from protocol.framing import encode
@@ -95,12 +99,15 @@ class Parking:
         spawner: Spawner,
         cgroups: CgroupRoot | None,
         options: Callable[[], RunOptions],
+        payload: Callable[[TaskRecord], SpawnPayload],
         *,
         limit: int = PARK_LIMIT,
     ) -> None:
         self._spawner = spawner
         self._cgroups = cgroups
         self._options = options
+        # The task's root payload as its run will build it (raises `PayloadError`).
+        self._payload = payload
         self.limit = limit
         self._parked: dict[str, Parked] = {}
         # Killed and not reaped yet: still ours, so the orphan sweep spares them.
@@ -135,6 +142,15 @@ class Parking:
                         self.discard(entry.task_id, "its hold ran out")
         finally:
             self._tg = None
+
+    def prestart(self, record: TaskRecord, hold_s: float) -> bool:
+        """Park a held child for `record`, the task a trigger's open window will journal, for at
+        most `hold_s`; False when none was parked (see `park`, or a payload that cannot be built)."""
+        try:
+            payload = self._payload(record)
+        except PayloadError:
+            return False
+        return self.park(record.task_id, record.run_id, payload, hold_s)
 
     def park(self, task_id: str, run_id: str, payload: SpawnPayload, hold_s: float) -> bool:
         """Fork a held child for the task `task_id` will be (in the background). False when it is

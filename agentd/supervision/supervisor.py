@@ -39,6 +39,7 @@ from agentd.supervision.ports import DrainState, RunOptions, RunPorts, StepJourn
 from agentd.supervision.queue_cache import QueueCache, first_per_owner
 from agentd.supervision.resumption import resumes_after
 from agentd.supervision.spawn_window import SpawnWindow
+from agentd.supervision.task_payloads import PayloadError
 from agentd.supervision.watch_clock import WatchClock
 from agentd.tracing import NULL_TRACING, TaskSpan, Tracing
 from protocol.environment import RUN_MARKER_ENV, ZYGOTE_RUN_ID
@@ -54,10 +55,6 @@ FireEnded = Callable[[TaskRecord, bool], Awaitable[None]]
 SWEEP_COALESCE_S = 0.2
 # Loop iterations the scheduler lets pass after a wake before it starts runs (see `serve`).
 YIELDS_AFTER_WAKE = 2
-
-
-class PayloadError(AgentdError):
-    """A queued task can no longer be built into a spawn payload (e.g. the config changed)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +138,9 @@ class Supervisor:
         self.window = SpawnWindow(self.options.spawn_window)
         self.clock = WatchClock()
         # Trigger tasks' children prestarted while their debounce window is open (parking.py).
-        self.parking = Parking(spawner, cgroup_root, lambda: self.options.run)
+        self.parking = Parking(
+            spawner, cgroup_root, lambda: self.options.run, lambda record: self.build_payload(record)
+        )
         self._drain = DrainState()
         self._wake = anyio.Event()
         # The queue as last read, so a task's start or end does not cost a journal read.

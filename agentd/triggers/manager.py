@@ -10,8 +10,13 @@ the gate) is lost with the daemon, and covered by the synthetic "possibly change
 every (re)armed watcher sends.
 
 Each watcher also reports its server's catalogue (tools, resources; `ev/catalogue`); the manager
-keeps the latest per server, for the spawn payloads of tasks granted that server
-(`catalogue_for`), so their first model request does not wait for their own MCP connection.
+puts the latest per server on the `CatalogueBoard` the spawn payloads of tasks granted that server
+read (agentd/supervision/task_payloads.py), so their first model request does not wait for their
+own MCP connection.
+
+While a URI's window is open its task-to-be may be prestarted: the manager takes the task's ids
+from the journal's allocation and asks the supervisor's parking for its child
+(agentd/supervision/parking.py). Every call goes down, to the journal and to supervision.
 
 Time is `anyio.current_time()` unless a `clock` is injected; decisions live in `plan`.
 """
@@ -31,11 +36,11 @@ import anyio.abc
 import structlog
 
 from agentd.errors import ConfigError, JournalError, QuotaExceeded, SpawnError
-from agentd.journal.records import TaskRecord, new_run_id, new_task_id
-from agentd.journal.store import Journal
+from agentd.journal.store import Journal, TaskRecord, new_run_id, new_task_id
 from agentd.metrics.port import NULL_METRICS, Metrics
 from agentd.spawning.spawner import ExecSpawner, RLimits, SpawnRequest
 from agentd.supervision.liveness import LivenessPolicy
+from agentd.supervision.task_payloads import CatalogueBoard
 from agentd.triggers.plan import (
     Debouncer,
     Delivery,
@@ -52,7 +57,6 @@ from agentd.triggers.watcher import WatcherProcess
 from processes.ladder import LadderPolicy
 from protocol import control
 from protocol.api import TaskSpec, TriggerState, TriggerView
-from protocol.mcp_catalogue import McpCatalogue
 from protocol.spawn import McpServerSpec
 from protocol.watch import (
     MAX_WATCHED_URIS,
@@ -124,9 +128,17 @@ class TriggerConfig:
         return WatchTarget(trigger=self.name, uri=self.uri, glob=self.glob)
 
 
-# Park a held child for a task-to-be (its record as it will be journaled) for at most `hold_s`;
-# False when none was parked (agentd/supervision/parking.py, wired in agentd/daemon.py).
-Prestart = Callable[[TaskRecord, float], bool]
+class Prestarts(Protocol):
+    """Where a task-to-be's child is parked while its window is open (agentd/supervision/parking.py)."""
+
+    def prestart(self, record: TaskRecord, hold_s: float) -> bool:
+        """Park a held child for `record` (as it will be journaled) for at most `hold_s`; False
+        when none was parked."""
+        ...
+
+    def discard(self, task_id: str, reason: str) -> None:
+        """Kill and reap `task_id`'s parked child, if there is one."""
+        ...
 
 
 class WarmSessions(Protocol):
@@ -162,21 +174,14 @@ class ManagerOptions:
     stderr_line_cap: int = 8192
 
 
-@dataclass(frozen=True, slots=True)
-class _Ticket:
-    """The ids a URI's task-to-be was given when its window opened, and its child parked with."""
-
-    task_id: str
-    run_id: str
-
-
 @dataclass
 class _Trigger:
     config: TriggerConfig
     debouncer: Debouncer
     gate: Gate
-    # Per held URI: the task its window will become, whose child is prestarted (parked).
-    tickets: dict[str, _Ticket] = field(default_factory=dict)
+    # Per held URI: the task its window will become (as it will be journaled), whose child is
+    # prestarted (parked).
+    tickets: dict[str, TaskRecord] = field(default_factory=dict)
     paused: bool = False
     deliveries: int = 0
     dropped: int = 0
@@ -212,8 +217,6 @@ class _Server:
     done: anyio.Event = field(default_factory=anyio.Event)
     # Each URI's owner among `triggers` (cleared when they change; bounded like the subscriptions).
     owners: dict[str, str | None] = field(default_factory=dict)
-    # The server's catalogue as its watcher last listed it, and the spec it was listed with.
-    catalogue: tuple[McpServerSpec, McpCatalogue] | None = None
     # URIs whose next synthetic report is the one after (re)arming, not a glob's new match.
     arming: set[str] = field(default_factory=set)
 
@@ -252,8 +255,8 @@ class TriggerManager:
         rand: Callable[[], float] = random.random,
         spawner: ExecSpawner | None = None,
         warm: WarmSessions | None = None,
-        prestart: Prestart | None = None,
-        unpark: Callable[[str, str], None] | None = None,
+        parking: Prestarts | None = None,
+        catalogues: CatalogueBoard | None = None,
     ) -> None:
         self.journal = journal
         self.options = options or ManagerOptions()
@@ -265,8 +268,9 @@ class TriggerManager:
         self._rand = rand
         self._spawner = spawner or ExecSpawner()
         self._warm = warm
-        self._prestart = prestart
-        self._unpark = unpark
+        self._parking = parking
+        # Written here, read by the payloads of the tasks granted a watched server.
+        self.catalogues = catalogues or CatalogueBoard()
         self._owner_uid = os.getuid() if owner_uid is None else owner_uid
         self._triggers: dict[str, _Trigger] = {}
         self._servers: dict[str, _Server] = {}
@@ -343,6 +347,7 @@ class TriggerManager:
                 continue
             server = _Server(name, spec, tuple(configs), Governor(self.options.governor, self._rand))
             server.last_error = error
+            self.catalogues.forget(name)  # listed by a watcher of an earlier assignment
             self._servers[name] = server
             if self._tg is not None:
                 self._tg.start_soon(self._run_server, server)
@@ -414,6 +419,7 @@ class TriggerManager:
             server.scope.cancel()
         if forget:
             self._servers.pop(server.name, None)
+            self.catalogues.forget(server.name)
 
     def _restart(self, server: _Server, reason: str) -> None:
         server.kick.set()
@@ -562,11 +568,10 @@ class TriggerManager:
 
     def on_catalogue(self, server: _Server, frame: CatalogueReport) -> None:
         params = frame.params
-        spec = server.spec
-        if params.catalogue is None or spec is None:
-            server.catalogue = None  # the older one may be stale now
+        if server.spec is None:
+            self.catalogues.forget(server.name)
         else:
-            server.catalogue = (spec, params.catalogue)
+            self.catalogues.put(server.spec, params.catalogue)  # None forgets a stale one
         catalogue = params.catalogue
         self._log.info(
             EV_CATALOGUE,
@@ -575,15 +580,6 @@ class TriggerManager:
             resources=len(catalogue.resources) if catalogue else None,
             detail=params.detail,
         )
-
-    def catalogue_for(self, spec: McpServerSpec) -> McpCatalogue | None:
-        """The latest catalogue a watcher listed for the server `spec` reaches, or None (no watcher,
-        none listed yet, or the server's configuration changed since)."""
-        server = self._servers.get(spec.name)
-        if server is None or server.catalogue is None:
-            return None
-        listed_with, catalogue = server.catalogue
-        return catalogue if same_server(listed_with, spec) else None
 
     def task_ended(self, record: TaskRecord) -> None:
         """A task a trigger started reached its terminal state: a slot of that trigger is free."""
@@ -598,7 +594,7 @@ class TriggerManager:
         while True:
             self._wake = anyio.Event()
             now = self._clock()
-            starts: list[tuple[_Trigger, Delivery, _Ticket | None]] = []
+            starts: list[tuple[_Trigger, Delivery, TaskRecord | None]] = []
             for trigger in list(self._triggers.values()):
                 if trigger.config.route == "continue" and self._warm is not None:
                     # A warm session takes the debounced deliveries as turns; it coalesces what
@@ -660,7 +656,7 @@ class TriggerManager:
         once when the window closes (a slot of `max_inflight` free for it, nothing waiting)."""
         config = trigger.config
         if (
-            self._prestart is None
+            self._parking is None
             or not config.prestart
             or config.route != "spawn"
             or self._stopping
@@ -669,10 +665,10 @@ class TriggerManager:
             or trigger.gate.waiting
         ):
             return
-        ticket = _Ticket(new_task_id(), new_run_id())
+        # The ids the journal's `submit` would mint, taken now: the child carries them.
         record = TaskRecord(
-            task_id=ticket.task_id,
-            run_id=ticket.run_id,
+            task_id=new_task_id(),
+            run_id=new_run_id(),
             owner_uid=self._owner_uid,
             idempotency_key=None,
             spec=self._spec_for(config, delivery),
@@ -681,24 +677,25 @@ class TriggerManager:
             trigger=config.name,
             uri=delivery.uri,
         )
-        if self._prestart(record, min(config.max_wait_s + PRESTART_HOLD_SLACK_S, PRESTART_HOLD_MAX_S)):
-            trigger.tickets[delivery.uri] = ticket
+        hold_s = min(config.max_wait_s + PRESTART_HOLD_SLACK_S, PRESTART_HOLD_MAX_S)
+        if self._parking.prestart(record, hold_s):
+            trigger.tickets[delivery.uri] = record
 
-    def _tear_up(self, ticket: _Ticket, reason: str) -> None:
+    def _tear_up(self, ticket: TaskRecord, reason: str) -> None:
         """The window of `ticket` ends without its task: its parked child is killed and reaped."""
-        if self._unpark is not None:
-            self._unpark(ticket.task_id, reason)
+        if self._parking is not None:
+            self._parking.discard(ticket.task_id, reason)
 
     def _tear_up_all(self, trigger: _Trigger, reason: str) -> None:
         for ticket in trigger.tickets.values():
             self._tear_up(ticket, reason)
         trigger.tickets.clear()
 
-    async def _start_limited(self, trigger: _Trigger, delivery: Delivery, ticket: _Ticket | None) -> None:
+    async def _start_limited(self, trigger: _Trigger, delivery: Delivery, ticket: TaskRecord | None) -> None:
         async with self._limiter:
             await self._start(trigger, delivery, ticket)
 
-    async def _start(self, trigger: _Trigger, delivery: Delivery, ticket: _Ticket | None = None) -> None:
+    async def _start(self, trigger: _Trigger, delivery: Delivery, ticket: TaskRecord | None = None) -> None:
         """Journal the delivery as a task — first — then count, log and wake the supervisor.
         Its slot of the trigger's `max_inflight` is already taken (freed again on failure). With
         a `ticket` the task takes the ids its prestarted child was parked with."""
@@ -853,12 +850,6 @@ class TriggerManager:
             trigger.last_error = None
             self._restart(server, "asked by an operator")
         return self.view(name)
-
-
-def same_server(a: McpServerSpec, b: McpServerSpec) -> bool:
-    """Whether two specs reach the same server the same way (a task's approval gates aside)."""
-    ignore = {"approval": [], "approval_timeout_s": 1.0}
-    return a.model_copy(update=ignore) == b.model_copy(update=ignore)
 
 
 _OWN_KEYS = frozenset({"server", "pid", "comp", "event", "level", "ts"})

@@ -26,7 +26,7 @@ import structlog
 from agentd.journal.records import TaskRecord
 from agentd.journal.store import Journal
 from agentd.supervision.ports import RunPorts
-from agentd.supervision.supervisor import PayloadError
+from agentd.supervision.task_payloads import PayloadError
 from agentd.supervision.warm_policy import Delivery as WarmDelivery
 from agentd.supervision.warm_session import Restart, TaskRegistry, WarmSession
 from agentd.triggers.manager import TriggerConfig

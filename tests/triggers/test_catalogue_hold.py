@@ -8,7 +8,8 @@ import pytest
 import structlog
 
 from agentd.journal.store import Journal
-from agentd.triggers.manager import TriggerConfig, TriggerManager, same_server
+from agentd.supervision.task_payloads import same_server
+from agentd.triggers.manager import TriggerConfig, TriggerManager
 from protocol.mcp_catalogue import CatalogueTool, McpCatalogue
 from protocol.spawn import McpServerSpec
 from protocol.watch import CatalogueParams, CatalogueReport
@@ -28,11 +29,11 @@ async def test_the_latest_catalogue_is_held_per_server_for_its_configuration(jou
         journal, server_spec=lambda name: SPEC, on_fired=lambda: None, log=structlog.get_logger()
     )
     manager.configure([TriggerConfig(name="inbox", index=0, server="files", instruction="x", glob="f:*")])
-    assert manager.catalogue_for(SPEC) is None
+    assert manager.catalogues.for_spec(SPEC) is None
     server = manager._servers["files"]
     manager.on_catalogue(server, CatalogueReport(params=CatalogueParams(catalogue=HINT)))
-    assert manager.catalogue_for(SPEC) == HINT
-    assert manager.catalogue_for(SPEC.model_copy(update={"cwd": "/elsewhere"})) is None
-    assert manager.catalogue_for(SPEC.model_copy(update={"name": "other"})) is None
+    assert manager.catalogues.for_spec(SPEC) == HINT
+    assert manager.catalogues.for_spec(SPEC.model_copy(update={"cwd": "/elsewhere"})) is None
+    assert manager.catalogues.for_spec(SPEC.model_copy(update={"name": "other"})) is None
     manager.on_catalogue(server, CatalogueReport(params=CatalogueParams(detail="listing failed: x")))
-    assert manager.catalogue_for(SPEC) is None
+    assert manager.catalogues.for_spec(SPEC) is None

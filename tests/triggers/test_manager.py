@@ -118,8 +118,7 @@ async def running(
         options=opts,
         owner_uid=os.getuid(),
         warm=warm,
-        prestart=parked.park if parked is not None else None,
-        unpark=parked.unpark if parked is not None else None,
+        parking=parked,
     )
     await manager.load()
     manager.configure(configs)
@@ -142,12 +141,12 @@ class Parked:
         self.holds: list[float] = []
         self.torn: dict[str, str] = {}
 
-    def park(self, record: TaskRecord, hold_s: float) -> bool:
+    def prestart(self, record: TaskRecord, hold_s: float) -> bool:
         self.parked[record.task_id] = record
         self.holds.append(hold_s)
         return True
 
-    def unpark(self, task_id: str, reason: str) -> None:
+    def discard(self, task_id: str, reason: str) -> None:
         self.torn[task_id] = reason
 
 

@@ -15,7 +15,7 @@ import structlog
 from agentd.journal.records import TaskRecord
 from agentd.journal.store import Journal
 from agentd.supervision.ports import RunPorts
-from agentd.supervision.supervisor import PayloadError
+from agentd.supervision.task_payloads import PayloadError
 from agentd.triggers.manager import TriggerConfig
 from agentd.triggers.plan import Delivery, GovernorPolicy
 from agentd.triggers.warm import WarmRoute
