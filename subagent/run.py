@@ -15,7 +15,6 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import anyio
@@ -56,6 +55,7 @@ from subagent.loop.machine import (
 )
 from subagent.loop.state import CallModel, CallTools, Finish, LoopState, Terminal
 from subagent.messages import ToolOutcome, ToolSpec
+from subagent.release import FirstRequest, Release, released
 from subagent.resume import (
     IN_FLIGHT,
     INTERRUPTED,
@@ -67,7 +67,6 @@ from subagent.resume import (
     result_item,
     tool_outcome,
 )
-from subagent.scheduling import leave_batch
 from subagent.session import Inbox, run_session
 from subagent.telemetry import describe
 from subagent.tools import ToolRouter, open_tools
@@ -374,11 +373,117 @@ def _emit_start(channel: ControlChannel, payload: SpawnPayload) -> None:
     )
 
 
-def released(payload: SpawnPayload, go: control.GoParams) -> SpawnPayload:
-    """A held payload as `ctrl/go` releases it: the final instruction, the deadline left, no hold."""
-    limits = payload.limits.model_copy(update={"deadline_s": go.deadline_s})
-    instruction = go.instruction or payload.instruction
-    return payload.model_copy(update={"instruction": instruction, "limits": limits, "hold_s": None})
+class _Run:
+    """One run of a payload: connect, wait for `ctrl/go` if held, drive the loop, report once."""
+
+    def __init__(self, payload: SpawnPayload, channel: ControlChannel) -> None:
+        self.payload = payload
+        self.channel = channel
+        self.driver = Driver(payload, channel, _start_state(payload))
+        self.driver.replay = Replay(payload.replay)
+        self.driver.recorder = StepRecorder(
+            channel.request if payload.record_steps and not payload.warm else None
+        )
+        self.release = Release(held=payload.hold_s is not None)
+        self.first_request = FirstRequest()
+        # Injections reach only a warm session; any other run ignores them (nothing to append them to).
+        self.inbox = Inbox()
+        # Bounds connecting by the deadline; once connected, a cancel or the deadline aborts single
+        # operations instead (`Driver._interruptible`).
+        self.outer = anyio.CancelScope(deadline=self.driver.state.config.deadline)
+        if payload.hold_s is None:
+            _emit_start(channel, payload)
+
+    def emit(self, event: EventName, fields: dict[str, JsonValue]) -> None:
+        if event == "intel.result":
+            self.first_request.on_sent()
+        self.channel.emit(event, fields)
+
+    async def released(self, hold_s: float) -> bool:
+        """A held run: False when no `ctrl/go` came in time; else the driver runs the released task."""
+        params = await self.release.wait(hold_s)
+        if params is None:
+            return False
+        driver = self.driver
+        driver.payload = released(driver.payload, params)
+        driver.state = _start_state(driver.payload)
+        driver.started = anyio.current_time()
+        self.outer.deadline = driver.state.config.deadline
+        _emit_start(self.channel, driver.payload)
+        # From here to its first request on the wire the task is what a trigger's user waits on:
+        # out of SCHED_BATCH for that stretch, so no wake-up on it waits for a scheduler tick.
+        self.first_request.leave_batch()
+        return True
+
+    async def run(self) -> RunResult:
+        driver = self.driver
+        async with anyio.create_task_group() as tg:
+            on_inject = self.inbox.put if self.payload.warm else _ignore
+            tg.start_soon(self.channel.serve, driver.on_cancel, on_inject, self.release.on_go)
+            try:
+                with self.outer:
+                    driver.current.scope = self.outer
+                    await self.connect_and_drive()
+                if self.outer.cancelled_caught and driver.sent is None:
+                    status = interrupted_status(
+                        cancelled=driver.cancelled,
+                        past_deadline=anyio.current_time() >= driver.state.config.deadline,
+                    )
+                    assert status is not None  # only a cancel or its deadline cancels `outer`
+                    driver.report(driver.result(terminal_for(driver.state, status)))
+            except* McpFatal as group:
+                driver.report(abort(driver, "mcp", group.exceptions[0]))
+            except* IntelError as group:
+                driver.report(abort(driver, "intelligence", group.exceptions[0]))
+            except* StepNotRecorded as group:
+                driver.report(not_recorded(driver, group.exceptions[0]))
+            tg.cancel_scope.cancel()
+        assert driver.sent is not None
+        return driver.sent
+
+    async def connect_and_drive(self) -> None:
+        payload, driver, channel = self.payload, self.driver, self.channel
+        hold_s = payload.hold_s
+        all_hinted = all(spec.name in payload.mcp_catalogues for spec in payload.mcp_servers)
+        async with contextlib.AsyncExitStack() as stack:
+            intel = await stack.enter_async_context(
+                open_intelligence(
+                    payload.intelligence,
+                    payload.loop,
+                    sink=self.emit,
+                    capture_content=payload.telemetry.capture_content,
+                    on_sent=self.first_request.on_sent,
+                    turns_played=driver.replay.turns,
+                )
+            )
+            if hold_s is not None and not all_hinted and not await self.released(hold_s):
+                driver.report(_never_released())
+                return
+            tools = await stack.enter_async_context(
+                open_tools(
+                    driver.payload,
+                    sink=channel.emit,
+                    supervisor=ChannelLink(channel),
+                    hinted_after=self.first_request.sent,
+                    released=self.release.go,
+                )
+            )
+            if hold_s is not None and all_hinted and not await self.released(hold_s):
+                driver.report(_never_released())
+                return
+            # Connected: from here on a cancel or the deadline aborts single operations instead.
+            self.outer.deadline = math.inf
+            driver.connecting = False
+            driver.tools = tools
+            if (fault := faults.armed(payload.handle, os.environ)) is not None:
+                faults.commit(fault, channel.out_fd)
+            if payload.warm:
+                driver.report(await run_session(driver, intel, tools, self.inbox))
+            else:
+                terminal = await driver.drive(intel, tools)
+                await driver.recorder.flush()  # the last reply belongs to the transcript too
+                driver.report(driver.result(terminal))
+            # The result is out; MCP servers are torn down (bounded, shielded) as the block exits.
 
 
 async def run_async(payload: SpawnPayload, channel: ControlChannel) -> RunResult:
@@ -388,126 +493,10 @@ async def run_async(payload: SpawnPayload, channel: ControlChannel) -> RunResult
     when every granted server is hinted, since connecting any other would start it — and then waits
     for `ctrl/go` before the loop starts; without one in `hold_s` it ends `cancelled`, having done
     nothing (docs/triggers.md)."""
-    state = _start_state(payload)
-    driver = Driver(payload, channel, state)
-    driver.replay = Replay(payload.replay)
-    driver.recorder = StepRecorder(channel.request if payload.record_steps and not payload.warm else None)
-    capture = payload.telemetry.capture_content
-    go = anyio.Event()
-    go_params: list[control.GoParams] = []
-    if payload.hold_s is None:
-        go.set()
-        _emit_start(channel, payload)
-
-    # Hinted MCP servers connect once the first model request is on the wire (or its call ended).
-    first_sent = anyio.Event()
-    back_to_batch: Callable[[], None] = _nothing
-
-    def sent() -> None:
-        first_sent.set()
-        back_to_batch()
-
-    def on_go(params: control.GoParams) -> None:
-        if not go.is_set():
-            go_params.append(params)
-            go.set()
-
-    async def wait_go(hold_s: float) -> bool:
-        """A held run: False when no `ctrl/go` came in time; else the driver runs the released task."""
-        with anyio.move_on_after(hold_s):
-            await go.wait()
-        if not go_params:
-            return False
-        driver.payload = released(driver.payload, go_params[0])
-        driver.state = _start_state(driver.payload)
-        driver.started = anyio.current_time()
-        outer.deadline = driver.state.config.deadline
-        _emit_start(channel, driver.payload)
-        # From here to its first request on the wire the task is what a trigger's user waits on:
-        # out of SCHED_BATCH for that stretch, so no wake-up on it waits for a scheduler tick.
-        nonlocal back_to_batch
-        back_to_batch = leave_batch()
-        return True
-
-    def emit(event: EventName, fields: dict[str, JsonValue]) -> None:
-        if event == "intel.result":
-            sent()
-        channel.emit(event, fields)
-
-    async def connect_and_drive() -> None:
-        hold_s = payload.hold_s
-        all_hinted = all(spec.name in payload.mcp_catalogues for spec in payload.mcp_servers)
-        async with contextlib.AsyncExitStack() as stack:
-            intel = await stack.enter_async_context(
-                open_intelligence(
-                    payload.intelligence,
-                    payload.loop,
-                    sink=emit,
-                    capture_content=capture,
-                    on_sent=sent,
-                    turns_played=driver.replay.turns,
-                )
-            )
-            if hold_s is not None and not all_hinted and not await wait_go(hold_s):
-                driver.report(_never_released())
-                return
-            tools = await stack.enter_async_context(
-                open_tools(
-                    driver.payload,
-                    sink=channel.emit,
-                    supervisor=ChannelLink(channel),
-                    hinted_after=first_sent,
-                    released=go,
-                )
-            )
-            if hold_s is not None and all_hinted and not await wait_go(hold_s):
-                driver.report(_never_released())
-                return
-            # Connected: from here on a cancel or the deadline aborts single operations instead.
-            outer.deadline = math.inf
-            driver.connecting = False
-            driver.tools = tools
-            if (fault := faults.armed(payload.handle, os.environ)) is not None:
-                faults.commit(fault, channel.out_fd)
-            if payload.warm:
-                driver.report(await run_session(driver, intel, tools, inbox))
-            else:
-                terminal = await driver.drive(intel, tools)
-                await driver.recorder.flush()  # the last reply belongs to the transcript too
-                driver.report(driver.result(terminal))
-            # The result is out; MCP servers are torn down (bounded, shielded) as the block exits.
-
-    # Injections reach only a warm session; any other run ignores them (nothing to append them to).
-    inbox = Inbox()
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(channel.serve, driver.on_cancel, inbox.put if payload.warm else _ignore, on_go)
-        try:
-            with anyio.CancelScope(deadline=driver.state.config.deadline) as outer:
-                driver.current.scope = outer
-                await connect_and_drive()
-            if outer.cancelled_caught and driver.sent is None:
-                status = interrupted_status(
-                    cancelled=driver.cancelled,
-                    past_deadline=anyio.current_time() >= driver.state.config.deadline,
-                )
-                assert status is not None  # only a cancel or its deadline cancels `outer`
-                driver.report(driver.result(terminal_for(driver.state, status)))
-        except* McpFatal as group:
-            driver.report(abort(driver, "mcp", group.exceptions[0]))
-        except* IntelError as group:
-            driver.report(abort(driver, "intelligence", group.exceptions[0]))
-        except* StepNotRecorded as group:
-            driver.report(not_recorded(driver, group.exceptions[0]))
-        tg.cancel_scope.cancel()
-    assert driver.sent is not None
-    return driver.sent
+    return await _Run(payload, channel).run()
 
 
 def _ignore(_params: control.InjectParams) -> None:
-    return None
-
-
-def _nothing() -> None:
     return None
 
 
