@@ -270,7 +270,7 @@ class TriggerManager:
         self._warm = warm
         self._parking = parking
         # Written here, read by the payloads of the tasks granted a watched server.
-        self.catalogues = catalogues or CatalogueBoard()
+        self.catalogues = catalogues if catalogues is not None else CatalogueBoard()
         self._owner_uid = os.getuid() if owner_uid is None else owner_uid
         self._triggers: dict[str, _Trigger] = {}
         self._servers: dict[str, _Server] = {}
