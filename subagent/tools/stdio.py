@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import anyio
 import anyio.lowlevel
+from anyio.streams.memory import MemoryObjectSendStream
 from mcp.client._transport import TransportStreams  # the alias the public `mcp.client.Transport` is built on
 from mcp.shared.message import SessionMessage
 from mcp.types import jsonrpc_message_adapter
@@ -201,6 +202,197 @@ async def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
+class _StdoutReader:
+    """The server's stdout as session messages: JSON-RPC lines go to the session, the rest is
+    counted (`UnreadableLines`); too many before the first readable one close the read side."""
+
+    def __init__(
+        self,
+        spec: McpServerSpec,
+        notes: StdioNotes,
+        fd: int,
+        sink: MemoryObjectSendStream[SessionMessage | Exception],
+    ) -> None:
+        self._name = spec.name
+        self._notes = notes
+        self._fd = fd
+        self.sink = sink
+        self.unreadable = notes.unreadable = UnreadableLines(spec.name)
+        # Whether the server has said anything: one that has not holds no session worth a polite exit.
+        self.answered = False
+        self.done = anyio.Event()
+
+    async def run(self) -> None:
+        splitter = LineSplitter(MAX_LINE_BYTES)
+        try:
+            async with self.sink:
+                while chunk := await read_chunk(self._fd):
+                    for line in splitter.feed(chunk):
+                        await self._deliver(line)
+                for line in splitter.close():
+                    await self._deliver(line)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            # The session is gone; keep draining so a server blocked on a full pipe can exit.
+            while await read_chunk(self._fd):
+                pass
+        finally:
+            if (report := self.unreadable.summary(anyio.current_time())) is not None:
+                logger.warning("%s", report)
+            self.done.set()
+
+    async def _deliver(self, line: bytes | Oversize) -> None:
+        if not isinstance(line, Oversize) and not line.strip():
+            return
+        item = parse_line(line)
+        if isinstance(item, SessionMessage):
+            self.answered = True
+            self.unreadable.readable()
+            await self.sink.send(item)
+            return
+        report = self.unreadable.note(line.size if isinstance(line, Oversize) else line, anyio.current_time())
+        if report is not None:
+            logger.warning("%s", report)
+        if self.unreadable.hopeless:
+            self._notes.verdict = self.unreadable.verdict()
+            logger.warning("MCP server %s: %s", self._name, self._notes.verdict)
+            raise anyio.ClosedResourceError  # ends the session's read side, as an EOF would
+
+
+async def _forward_stderr(fd: int, prefix: bytes, notes: StdioNotes, done: anyio.Event) -> None:
+    """Copy the server's stderr to ours, each line capped and prefixed; the last one is noted."""
+
+    def forward(line: bytes) -> None:
+        if line.strip():
+            notes.last_stderr = example(line.strip())
+        _write_stderr(prefix + line + b"\n")
+
+    lines = _CappedLines(STDERR_LINE_BYTES)
+    try:
+        while chunk := await read_chunk(fd):
+            for line in lines.feed(chunk):
+                forward(line)
+        for line in lines.close():
+            forward(line)
+    finally:
+        done.set()
+
+
+class _StdioServer:
+    """One spawned MCP server and its pipes: the tasks that bridge them to the session, and the
+    shutdown ladder that stops it for sure. Built without an await, so a cancellation cannot fall
+    between the spawn and the task group that owns it."""
+
+    def __init__(self, spec: McpServerSpec, notes: StdioNotes) -> None:
+        self.spec = spec
+        self.notes = notes
+        self.process = process = _spawn(spec)
+        assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+        self.stdin, self.stdout, self.stderr = process.stdin, process.stdout, process.stderr
+        self.stdin_fd, self.stdout_fd, self.stderr_fd = (
+            p.fileno() for p in (self.stdin, self.stdout, self.stderr)
+        )
+        try:
+            self.pidfd = open_pidfd(process.pid)
+        except OSError:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()  # SIGKILLed just now: the wait is immediate
+            raise
+        read_writer, self.read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        self.write_stream, self._write_reader = anyio.create_memory_object_stream[SessionMessage](0)
+        self.reader = _StdoutReader(spec, notes, self.stdout_fd, read_writer)
+        self.exited, self.writer_done, self.stderr_done = anyio.Event(), anyio.Event(), anyio.Event()
+        # Invariant: these outlive a caller's cancellation (the ladder needs them) and end only when
+        # shutdown cancels them explicitly, after the server is gone.
+        self.pipes_scope = anyio.CancelScope(shield=True)
+        self.writer_scope = anyio.CancelScope()
+
+    # ---- the pipes ---------------------------------------------------------------------------
+
+    async def run_pipes(self) -> None:
+        with self.pipes_scope:
+            async with anyio.create_task_group() as pipes:
+                pipes.start_soon(self.reader.run)
+                prefix = f"[mcp:{self.spec.name}] ".encode()
+                pipes.start_soon(_forward_stderr, self.stderr_fd, prefix, self.notes, self.stderr_done)
+                pipes.start_soon(self._watch_exit)
+
+    async def write_stdin(self) -> None:
+        try:
+            with self.writer_scope:
+                async with self._write_reader:
+                    async for message in self._write_reader:
+                        data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                        await _write_all(self.stdin_fd, data.encode() + b"\n")
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            # The server stopped reading: end the read side so no request waits forever.
+            self.reader.sink.close()
+        finally:
+            self.writer_done.set()
+
+    async def _watch_exit(self) -> None:
+        process = self.process
+        with suppress(anyio.ClosedResourceError):
+            await anyio.wait_readable(self.pidfd)
+        # The exited leader is a zombie until reaped, which pins its process-group id: sweeping
+        # the group now can only hit the server's own leftovers (they may hold our pipes open).
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.poll()  # reaps this pid only (waitpid(pid)), never another child of ours
+        self.notes.exit_status = process.returncode
+        self.notes.exited.set()
+        self.exited.set()
+        with anyio.move_on_after(PIPES_EOF_AFTER_EXIT_S):
+            await self.reader.done.wait()
+        if not self.reader.done.is_set():  # something outside the group still holds stdout open
+            self.reader.sink.close()
+
+    # ---- stopping it -------------------------------------------------------------------------
+
+    async def shutdown(self) -> None:
+        """Close the session's streams, flush the writer, climb the ladder; every wait bounded."""
+        self.read_stream.close()
+        self.write_stream.close()
+        with anyio.move_on_after(WRITER_FLUSH_TIMEOUT_S):
+            await self.writer_done.wait()
+        self.writer_scope.cancel()
+        with anyio.move_on_after(WRITER_FLUSH_TIMEOUT_S):
+            await self.writer_done.wait()
+        target = LadderTarget(
+            request_exit=self._close_stdin, signal_group=self._signal_group, wait_exited=self.exited.wait
+        )
+        # A server retired before it answered anything (a task that ended while the server was
+        # still starting, behind a catalogue hint) may not be reading stdin yet: EOF would only
+        # wait out the first rung, so it gets SIGTERM at once.
+        rungs = plan(LADDER, start="cancel" if self.reader.answered else "sigterm")
+        await climb(target, rungs, reason="session closed")
+        if not self.exited.is_set():
+            logger.warning("MCP server %s (pid %d) outlived SIGKILL", self.spec.name, self.process.pid)
+        else:
+            # Forward what the server wrote last: a dying server's stderr is the useful part.
+            with anyio.move_on_after(PIPES_EOF_AFTER_EXIT_S):
+                await self.stderr_done.wait()
+        self.pipes_scope.cancel()
+
+    async def _close_stdin(self, _reason: str) -> None:
+        anyio.notify_closing(self.stdin_fd)
+        self.stdin.close()  # EOF: the polite request to exit
+
+    def _signal_group(self, sig: int) -> None:
+        if not self.exited.is_set():  # the leader is unreaped, so its pid still names our group
+            with suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, sig)
+
+    def close(self) -> None:
+        """Release the fds and reap the server if it has exited (after the task group is gone)."""
+        for fd in (self.stdout_fd, self.stderr_fd, self.pidfd):
+            anyio.notify_closing(fd)
+        self.stdout.close()
+        self.stderr.close()
+        os.close(self.pidfd)
+        if self.process.returncode is None:
+            self.process.poll()
+
+
 @asynccontextmanager
 async def open_stdio_transport(
     spec: McpServerSpec, notes: StdioNotes | None = None
@@ -214,166 +406,17 @@ async def open_stdio_transport(
     Raises:
         OSError: the command could not be started.
     """
-    notes = notes if notes is not None else StdioNotes()
-    unreadable = notes.unreadable = UnreadableLines(spec.name)
-    process = _spawn(spec)
-    stdin, stdout, stderr = process.stdin, process.stdout, process.stderr
-    assert stdin is not None and stdout is not None and stderr is not None
-    stdin_fd, stdout_fd, stderr_fd = stdin.fileno(), stdout.fileno(), stderr.fileno()
-    try:
-        pidfd = open_pidfd(process.pid)
-    except OSError:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()  # SIGKILLed just now: the wait is immediate
-        raise
-    # No await until the task group is entered, or a cancellation in the gap would leak the server.
-    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
-    exited, writer_done = anyio.Event(), anyio.Event()
-    stdout_done, stderr_done = anyio.Event(), anyio.Event()
-    # Invariant: these outlive a caller's cancellation (the ladder needs them) and end only when
-    # shutdown cancels them explicitly, after the server is gone.
-    pipes_scope = anyio.CancelScope(shield=True)
-    writer_scope = anyio.CancelScope()
-    prefix = f"[mcp:{spec.name}] ".encode()
-    # Whether the server has said anything: one that has not holds no session worth a polite exit.
-    answered = False
-
-    async def deliver(line: bytes | Oversize) -> None:
-        nonlocal answered
-        if not isinstance(line, Oversize) and not line.strip():
-            return
-        item = parse_line(line)
-        if isinstance(item, SessionMessage):
-            answered = True
-            unreadable.readable()
-            await read_writer.send(item)
-            return
-        report = unreadable.note(line.size if isinstance(line, Oversize) else line, anyio.current_time())
-        if report is not None:
-            logger.warning("%s", report)
-        if unreadable.hopeless:
-            notes.verdict = unreadable.verdict()
-            logger.warning("MCP server %s: %s", spec.name, notes.verdict)
-            raise anyio.ClosedResourceError  # ends the session's read side, as an EOF would
-
-    async def read_stdout() -> None:
-        splitter = LineSplitter(MAX_LINE_BYTES)
-        try:
-            async with read_writer:
-                while chunk := await read_chunk(stdout_fd):
-                    for line in splitter.feed(chunk):
-                        await deliver(line)
-                for line in splitter.close():
-                    await deliver(line)
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            # The session is gone; keep draining so a server blocked on a full pipe can exit.
-            while await read_chunk(stdout_fd):
-                pass
-        finally:
-            if (report := unreadable.summary(anyio.current_time())) is not None:
-                logger.warning("%s", report)
-            stdout_done.set()
-
-    async def write_stdin() -> None:
-        try:
-            with writer_scope:
-                async with write_reader:
-                    async for message in write_reader:
-                        data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                        await _write_all(stdin_fd, data.encode() + b"\n")
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-            # The server stopped reading: end the read side so no request waits forever.
-            read_writer.close()
-        finally:
-            writer_done.set()
-
-    def keep_last(line: bytes) -> None:
-        if line.strip():
-            notes.last_stderr = example(line.strip())
-
-    async def forward_stderr() -> None:
-        lines = _CappedLines(STDERR_LINE_BYTES)
-        try:
-            while chunk := await read_chunk(stderr_fd):
-                for line in lines.feed(chunk):
-                    keep_last(line)
-                    _write_stderr(prefix + line + b"\n")
-            for line in lines.close():
-                keep_last(line)
-                _write_stderr(prefix + line + b"\n")
-        finally:
-            stderr_done.set()
-
-    async def watch_exit() -> None:
-        with suppress(anyio.ClosedResourceError):
-            await anyio.wait_readable(pidfd)
-        # The exited leader is a zombie until reaped, which pins its process-group id: sweeping
-        # the group now can only hit the server's own leftovers (they may hold our pipes open).
-        with suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.poll()  # reaps this pid only (waitpid(pid)), never another child of ours
-        notes.exit_status = process.returncode
-        notes.exited.set()
-        exited.set()
-        with anyio.move_on_after(PIPES_EOF_AFTER_EXIT_S):
-            await stdout_done.wait()
-        if not stdout_done.is_set():  # something outside the group still holds stdout open
-            read_writer.close()
-
-    async def run_pipes() -> None:
-        with pipes_scope:
-            async with anyio.create_task_group() as pipes:
-                pipes.start_soon(read_stdout)
-                pipes.start_soon(forward_stderr)
-                pipes.start_soon(watch_exit)
-
-    async def close_stdin(_reason: str) -> None:
-        anyio.notify_closing(stdin_fd)
-        stdin.close()  # EOF: the polite request to exit
-
-    def signal_group(sig: int) -> None:
-        if not exited.is_set():  # the leader is unreaped, so its pid still names our group
-            with suppress(ProcessLookupError, PermissionError):
-                os.killpg(process.pid, sig)
-
-    async def shutdown() -> None:
-        read_stream.close()
-        write_stream.close()
-        with anyio.move_on_after(WRITER_FLUSH_TIMEOUT_S):
-            await writer_done.wait()
-        writer_scope.cancel()
-        with anyio.move_on_after(WRITER_FLUSH_TIMEOUT_S):
-            await writer_done.wait()
-        target = LadderTarget(request_exit=close_stdin, signal_group=signal_group, wait_exited=exited.wait)
-        # A server retired before it answered anything (a task that ended while the server was
-        # still starting, behind a catalogue hint) may not be reading stdin yet: EOF would only
-        # wait out the first rung, so it gets SIGTERM at once.
-        await climb(target, plan(LADDER, start="cancel" if answered else "sigterm"), reason="session closed")
-        if not exited.is_set():
-            logger.warning("MCP server %s (pid %d) outlived SIGKILL", spec.name, process.pid)
-        else:
-            # Forward what the server wrote last: a dying server's stderr is the useful part.
-            with anyio.move_on_after(PIPES_EOF_AFTER_EXIT_S):
-                await stderr_done.wait()
-        pipes_scope.cancel()
-
+    server = _StdioServer(spec, notes if notes is not None else StdioNotes())
     try:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(run_pipes)
-            tg.start_soon(write_stdin)
+            tg.start_soon(server.run_pipes)
+            tg.start_soon(server.write_stdin)
             try:
-                yield read_stream, write_stream
+                yield server.read_stream, server.write_stream
             finally:
                 # Every wait inside is bounded; shielded so a cancelled caller cannot leak the server.
                 with anyio.CancelScope(shield=True):
-                    await shutdown()
+                    await server.shutdown()
                 tg.cancel_scope.cancel()
     finally:
-        for fd in (stdout_fd, stderr_fd, pidfd):
-            anyio.notify_closing(fd)
-        stdout.close()
-        stderr.close()
-        os.close(pidfd)
-        if process.returncode is None:
-            process.poll()
+        server.close()
