@@ -24,7 +24,7 @@ import psutil
 from pydantic import JsonValue
 
 from agentd import logs
-from agentd.errors import AgentdError, InvalidTransition, JournalError
+from agentd.errors import InvalidTransition, JournalError
 from agentd.journal.records import ApprovalRecord, NodeEnd, TaskRecord
 from agentd.journal.store import Journal
 from agentd.metrics.port import NULL_METRICS, Metrics
