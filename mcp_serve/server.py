@@ -1,4 +1,5 @@
-"""The MCP server: the low-level SDK `Server` with agentd's tools and resources, served on stdio.
+"""The MCP server: the low-level SDK `Server` with agentd's tools and resources, served on stdio
+(or over streamable HTTP: `mcp_serve.http`).
 
 The low-level server, not `MCPServer`: an unknown tool and bad arguments must be JSON-RPC errors,
 `resources/subscribe` needs a handler of its own, and a tool's progress and cancellation are
@@ -14,13 +15,17 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+from mcp.server.models import InitializationOptions
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from anyio.abc import TaskGroup
 from mcp.server import NotificationOptions, Server, ServerRequestContext
+from mcp.server.session import ServerSession
 from mcp.server.stdio import stdio_server
 
 from mcp_serve.catalogue import TOOLS
 from mcp_serve.daemon_port import DaemonPort
 from mcp_serve.resources import TEMPLATES, Resources
-from mcp_serve.subscriptions import Changes
+from mcp_serve.subscriptions import Changes, Pulse, SessionSink
 from mcp_serve.tools import Tools
 
 NAME = "agentd"
@@ -31,25 +36,62 @@ INSTRUCTIONS = (
 )
 
 
+_CHANGES = "agentd.changes"
+
+
 @dataclass(frozen=True, slots=True)
 class Served:
-    """What one connection's handlers share, alive as long as the server runs."""
+    """What every connection's handlers share, alive as long as the server runs."""
 
+    port: DaemonPort
+    group: TaskGroup
+    pulse: Pulse
     tools: Tools
     resources: Resources
-    changes: Changes
+
+    def changes(self, session: ServerSession) -> Changes:
+        """The 2025-era subscriptions of the session's connection (one client), made at first use
+        and closed with the connection."""
+        # A ServerSession lives for one request; the SDK gives no public handle on the connection
+        # behind it, which is the client (one per stdio run, one per HTTP session).
+        connection = session._connection
+        changes = connection.state.get(_CHANGES)
+        if not isinstance(changes, Changes):
+            changes = Changes(self.port, self.group, self.pulse)
+            connection.state[_CHANGES] = changes
+            connection.exit_stack.callback(changes.close)
+        changes.attach(SessionSink(session))
+        return changes
 
 
 Context = ServerRequestContext[Served, Any]
+
+
+NOTIFICATIONS = NotificationOptions(resources_changed=True)
+
+
+class _AgentdServer(Server[Served]):
+    """The SDK's server, announcing `resources.listChanged` on every transport (the streamable
+    HTTP manager asks for the options without arguments)."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or NOTIFICATIONS, experimental_capabilities, extensions
+        )
 
 
 def build_server(port: DaemonPort, *, inside_task: bool, version: str) -> Server[Served]:
     @asynccontextmanager
     async def lifespan(_server: Server[Served]) -> AsyncIterator[Served]:
         async with anyio.create_task_group() as group:
-            changes = Changes(port, group)
-            yield Served(Tools(port, changes, inside_task=inside_task), Resources(port), changes)
-            group.cancel_scope.cancel()  # the watchers end with the connection
+            pulse = Pulse()
+            yield Served(port, group, pulse, Tools(port, pulse, inside_task=inside_task), Resources(port))
+            group.cancel_scope.cancel()  # the watchers end with the server
 
     async def list_tools(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         return types.ListToolsResult(tools=TOOLS)
@@ -60,7 +102,8 @@ def build_server(port: DaemonPort, *, inside_task: bool, version: str) -> Server
     async def list_resources(
         ctx: Context, params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        ctx.lifespan_context.changes.attach(ctx.session)
+        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:  # 2026 clients listen instead
+            ctx.lifespan_context.changes(ctx.session)
         return await ctx.lifespan_context.resources.list(params.cursor if params else None)
 
     async def list_templates(
@@ -74,14 +117,14 @@ def build_server(port: DaemonPort, *, inside_task: bool, version: str) -> Server
         return await ctx.lifespan_context.resources.read(str(params.uri))
 
     async def subscribe(ctx: Context, params: types.SubscribeRequestParams) -> types.EmptyResult:
-        await ctx.lifespan_context.changes.subscribe(ctx.session, str(params.uri))
+        await ctx.lifespan_context.changes(ctx.session).subscribe(str(params.uri))
         return types.EmptyResult()
 
     async def unsubscribe(ctx: Context, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
-        ctx.lifespan_context.changes.unsubscribe(str(params.uri))
+        ctx.lifespan_context.changes(ctx.session).unsubscribe(str(params.uri))
         return types.EmptyResult()
 
-    return Server(
+    return _AgentdServer(
         NAME,
         version=version,
         instructions=INSTRUCTIONS,
@@ -98,6 +141,5 @@ def build_server(port: DaemonPort, *, inside_task: bool, version: str) -> Server
 
 async def serve_stdio(server: Server[Served]) -> None:
     """Serve one client on stdin/stdout until it closes stdin."""
-    options = server.create_initialization_options(NotificationOptions(resources_changed=True))
     async with stdio_server() as (read, write):
-        await server.run(read, write, options)
+        await server.run(read, write, server.create_initialization_options())

@@ -1,15 +1,19 @@
-"""Telling a client what changed (the 2025-11-25 era): `notifications/resources/updated` for each
-subscribed task's state changes, its terminal one included, and
-`notifications/resources/list_changed` when the caller's tasks appear or end.
+"""Telling a client what changed: that a subscribed task's state changed (its terminal one
+included), that the waiting approvals changed, and that the caller's tasks appeared or ended.
 
-Each subscribed task has one watcher that follows its events and compares the task's state after
-each; the list (and the waiting approvals, once subscribed) is looked at once the client first
-lists or subscribes, then every `LIST_POLL_S`, and at once after this server started a task.
+`Changes` holds one subscriber's interests and the watchers behind them; where the news goes is
+a `Sink`: a connection's standalone channel for 2025-11-25 subscriptions (`SessionSink`), a
+`subscriptions/listen` stream for 2026-07-28 ones (`mcp_serve.listen`). Each subscribed task has
+one watcher that follows its events and compares the task's state after each; the list (and the
+waiting approvals, once subscribed) is looked at once a subscriber wants it, then every
+`LIST_POLL_S`, and at once after this server started a task (`Pulse`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import anyio
 import mcp_types as types
@@ -33,7 +37,44 @@ from protocol.api import (
 LIST_POLL_S = 1.0
 LIST_WINDOW = 100  # the newest tasks whose appearing or ending is announced
 
-_CLIENT_GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
+CLIENT_GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
+
+
+class Sink(Protocol):
+    """Where one subscriber's news goes. Each method raises one of `CLIENT_GONE` once it is gone."""
+
+    async def updated(self, uri: str) -> None: ...
+
+    async def list_changed(self) -> None: ...
+
+
+class SessionSink:
+    """A 2025-11-25 connection's standalone channel."""
+
+    def __init__(self, session: ServerSession) -> None:
+        self._session = session
+
+    async def updated(self, uri: str) -> None:
+        await self._session.send_resource_updated(uri)
+
+    async def list_changed(self) -> None:
+        await self._session.send_resource_list_changed()
+
+
+class Pulse:
+    """A server-wide "look now": set when this server started a task, heard by every list poll."""
+
+    def __init__(self) -> None:
+        self._event = anyio.Event()
+
+    def poke(self) -> None:
+        self._event.set()
+        self._event = anyio.Event()
+
+    async def wait(self, timeout_s: float) -> None:
+        """Return at the next poke, or after `timeout_s`."""
+        with anyio.move_on_after(timeout_s):
+            await self._event.wait()
 
 
 @dataclass(slots=True)
@@ -48,41 +89,59 @@ def _state(view: TaskView) -> tuple[str, str | None]:
     return view.state, view.status
 
 
-class Changes:
-    """The subscriptions of one client and the watchers behind them."""
+def watched_task(uri: str) -> str:
+    """The task id a subscribable URI names.
 
-    def __init__(self, port: DaemonPort, group: TaskGroup) -> None:
+    Raises:
+        MCPError: not a resource of ours.
+    """
+    parsed = parse_task_uri(uri)
+    if parsed is None:
+        raise MCPError(types.INVALID_PARAMS, f"no resource {uri!r}: agentd serves agentd://tasks/{{id}}")
+    return parsed[0]
+
+
+class Changes:
+    """One subscriber's interests and the watchers behind them.
+
+    Watchers run in `group` (which outlives any one request), each under a cancel scope of this
+    subscriber's, so `close()` ends them all when the subscriber goes.
+    """
+
+    def __init__(self, port: DaemonPort, group: TaskGroup, pulse: Pulse) -> None:
         self._port = port
         self._group = group
-        self._session: ServerSession | None = None
+        self._pulse = pulse
+        self._sink: Sink | None = None
         # Invariant: a task id is in `_watched` while a watcher for it runs.
         self._uris: dict[str, set[str]] = {}
         self._watched: set[str] = set()
         self._approvals = False
-        self._poked = anyio.Event()
+        self._list_wanted = False
         self._polling = False
+        self._scopes: set[anyio.CancelScope] = set()
+        self._closed = False
 
-    def attach(self, session: ServerSession) -> None:
-        """Remember where notifications go, and start announcing list changes."""
-        self._session = session
-        if not self._polling:
-            self._polling = True
-            self._group.start_soon(self._poll_list)
+    def attach(self, sink: Sink, *, list_changes: bool = True) -> None:
+        """Remember where news goes; with `list_changes`, start announcing list changes."""
+        self._sink = sink
+        self._list_wanted = self._list_wanted or list_changes
+        if list_changes:
+            self._start_polling()
 
-    def poke(self) -> None:
-        """This server just started a task: look at the list now."""
-        self._poked.set()
+    def close(self) -> None:
+        """The subscriber is gone: end its watchers."""
+        self._closed = True
+        for scope in list(self._scopes):
+            scope.cancel()
 
-    async def subscribe(self, session: ServerSession, uri: str) -> None:
+    async def subscribe(self, uri: str) -> None:
         """Raises: MCPError: not a resource of ours, or not the caller's task."""
-        self.attach(session)
         if uri == APPROVALS_URI:
             self._approvals = True
+            self._start_polling()
             return
-        parsed = parse_task_uri(uri)
-        if parsed is None:
-            raise MCPError(types.INVALID_PARAMS, f"no resource {uri!r}: agentd serves agentd://tasks/{{id}}")
-        task_id = parsed[0]
+        task_id = watched_task(uri)
         try:
             view = await self._port.call(GetRequest(params=TaskRef(task_id=task_id)))
         except ApiClientError as exc:
@@ -91,7 +150,7 @@ class Changes:
         self._uris.setdefault(task_id, set()).add(uri)
         if task_id not in self._watched and view.state != "terminal":
             self._watched.add(task_id)
-            self._group.start_soon(self._watch, task_id, _state(view))
+            self._spawn(self._watch, task_id, _state(view))
 
     def unsubscribe(self, uri: str) -> None:
         if uri == APPROVALS_URI:
@@ -100,6 +159,25 @@ class Changes:
         parsed = parse_task_uri(uri)
         if parsed is not None:
             self._uris.get(parsed[0], set()).discard(uri)
+
+    def _start_polling(self) -> None:
+        if not self._polling:
+            self._polling = True
+            self._spawn(self._poll_list)
+
+    def _spawn(self, function: Callable[..., Awaitable[None]], *args: object) -> None:
+        if self._closed:
+            return
+
+        async def guarded() -> None:
+            with anyio.CancelScope() as scope:
+                self._scopes.add(scope)
+                try:
+                    await function(*args)
+                finally:
+                    self._scopes.discard(scope)
+
+        self._group.start_soon(guarded)
 
     async def _watch(self, task_id: str, last: tuple[str, str | None]) -> None:
         try:
@@ -126,23 +204,20 @@ class Changes:
             return None
 
     async def _updated(self, uris: set[str]) -> bool:
-        """Tell the client each URI changed; False once it is gone."""
-        session = self._session
-        if session is None:
+        """Tell the subscriber each URI changed; False once it is gone."""
+        if self._sink is None:
             return True
         try:
             for uri in sorted(uris):
-                await session.send_resource_updated(uri)
-        except _CLIENT_GONE:
+                await self._sink.updated(uri)
+        except CLIENT_GONE:
             return False
         return True
 
     async def _poll_list(self) -> None:
         seen = _Seen()
         while await self._look(seen):
-            with anyio.move_on_after(LIST_POLL_S):
-                await self._poked.wait()
-            self._poked = anyio.Event()
+            await self._pulse.wait(LIST_POLL_S)
 
     async def _look(self, seen: _Seen) -> bool:
         """Compare the list (and the waiting approvals) with what was seen; False once the client is gone."""
@@ -156,7 +231,8 @@ class Changes:
         except ApiClientError:
             return True  # the daemon is away; the next look tries again
         tasks = list_signature(listed)
-        if seen.tasks is not None and tasks != seen.tasks and not await self._list_changed():
+        list_changed = self._list_wanted and seen.tasks is not None and tasks != seen.tasks
+        if list_changed and not await self._list_changed():
             return False
         approvals_changed = seen.approvals is not None and pending is not None and pending != seen.approvals
         if approvals_changed and not await self._updated({APPROVALS_URI}):
@@ -165,9 +241,10 @@ class Changes:
         return True
 
     async def _list_changed(self) -> bool:
-        assert self._session is not None  # attach() set it before starting the poll
+        if self._sink is None:
+            return True
         try:
-            await self._session.send_resource_list_changed()
-        except _CLIENT_GONE:
+            await self._sink.list_changed()
+        except CLIENT_GONE:
             return False
         return True

@@ -23,7 +23,7 @@ from mcp_serve import arguments as a
 from mcp_serve.catalogue import BY_NAME
 from mcp_serve.daemon_port import DaemonPort
 from mcp_serve.inside import REFUSAL
-from mcp_serve.subscriptions import Changes
+from mcp_serve.subscriptions import Pulse
 from mcp_serve.views import ProgressTally, data_result, outcome, refusal, submitted, view_json
 from protocol.api import (
     ApprovalDecideParams,
@@ -69,9 +69,9 @@ def _spec(arguments: a.TaskArguments) -> TaskSpec:
 class Tools:
     """The eight tools over one daemon."""
 
-    def __init__(self, port: DaemonPort, changes: Changes, *, inside_task: bool) -> None:
+    def __init__(self, port: DaemonPort, pulse: Pulse, *, inside_task: bool) -> None:
         self._port = port
-        self._changes = changes
+        self._pulse = pulse
         self._inside_task = inside_task
         self._handlers: dict[
             str, Callable[[Context, dict[str, Any] | None], Awaitable[types.CallToolResult]]
@@ -116,7 +116,7 @@ class Tools:
                 answer = await self._port.call(request)
         except ApiClientError as exc:
             return refusal(str(exc))
-        self._changes.poke()
+        self._pulse.poke()
         return answer.task_id
 
     async def _submit_task(self, ctx: Context, raw: dict[str, Any] | None) -> types.CallToolResult:
