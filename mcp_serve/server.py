@@ -15,12 +15,12 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-from mcp.server.models import InitializationOptions
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from anyio.abc import TaskGroup
 from mcp.server import NotificationOptions, Server, ServerRequestContext
+from mcp.server.models import InitializationOptions
 from mcp.server.session import ServerSession
 from mcp.server.stdio import stdio_server
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_serve.catalogue import TOOLS
 from mcp_serve.daemon_port import DaemonPort

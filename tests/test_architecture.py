@@ -57,8 +57,9 @@ ALLOWED_THIRD_PARTY = {
         "temporalio",
     },
     # `agentd mcp serve`: the MCP server a client starts, speaking MCP on stdio and the daemon's
-    # socket API through agentd's own client (never the daemon's code).
-    "mcp_serve": {"anyio", "pydantic", "pydantic_core", "mcp", "mcp_types"},
+    # socket API through agentd's own client (never the daemon's code); `--http` serves the SDK's
+    # app with uvicorn, which the `mcp` package brings.
+    "mcp_serve": {"anyio", "pydantic", "pydantic_core", "mcp", "mcp_types", "uvicorn"},
 }
 # Which first-party packages each may import.
 ALLOWED_FIRST_PARTY = {

@@ -388,6 +388,22 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="CLIENT",
         help="print the configuration snippet for CLIENT (claude, cursor or vscode) and exit",
     )
+    m.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help="serve streamable HTTP at HOST:PORT (loopback unless --allow-remote) instead of stdio",
+    )
+    m.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="with --http: the bearer token every request needs (made, mode 600, when missing; "
+        "default ~/.config/agentd/mcp-http-token)",
+    )
+    m.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="with --http: listen on a non-loopback address (put TLS in front)",
+    )
     m = msub.add_parser(
         "login",
         help='authorize agentd at [mcp.NAME] (oauth_flow = "authorization_code"): prints a URL to open, '
@@ -429,7 +445,8 @@ def _mcp_serve(args: argparse.Namespace) -> int:
 
     if args.print_config is not None:
         return mcp_serve_command.cmd_print_config(args.print_config, args.socket, sys.stdout)
-    return mcp_serve_command.cmd_serve(str(resolve_socket(args.socket)))
+    http = mcp_serve_command.http_flags(args.http, args.token_file, args.allow_remote)
+    return mcp_serve_command.cmd_serve(str(resolve_socket(args.socket)), http)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

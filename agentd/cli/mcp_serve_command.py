@@ -1,4 +1,5 @@
-"""`agentd mcp serve`: agentd as an MCP server on stdio, and `--print-config` for each client.
+"""`agentd mcp serve`: agentd as an MCP server on stdio (or `--http`), and `--print-config` for
+each client.
 
 The server speaks MCP, which the daemon's code may not import (docs/architecture.md): this module
 resolves the socket as every client command does, then execs `python -m mcp_serve` in its place,
@@ -42,9 +43,17 @@ def cmd_print_config(client: str, socket: str | None, out: TextIO) -> int:
     return ExitCode.OK
 
 
-def cmd_serve(socket: str) -> int:
+def http_flags(http: str | None, token_file: str | None, allow_remote: bool) -> list[str]:
+    """The server's flags for streamable HTTP, as typed (the server checks them and names the
+    flag it refuses)."""
+    flags = ["--http", http] if http is not None else []
+    flags += ["--token-file", token_file] if token_file is not None else []
+    return [*flags, "--allow-remote"] if allow_remote else flags
+
+
+def cmd_serve(socket: str, flags: Sequence[str] = ()) -> int:
     """Become the MCP server for the daemon at `socket` (returns only if the exec fails)."""
-    argv = [*SERVER, "--socket", socket]
+    argv = [*SERVER, "--socket", socket, *flags]
     try:
         os.execv(argv[0], argv)
     except OSError as exc:

@@ -1,17 +1,24 @@
-"""An SDK client connected to a real `agentd mcp serve` over stdio, and what it was told."""
+"""An SDK client connected to a real `agentd mcp serve` over stdio or streamable HTTP, and what it
+was told."""
 
 from __future__ import annotations
 
+import select
+import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import anyio
+import httpx2
 import mcp_types as types
 from mcp import Client, StdioServerParameters
 from mcp.client.session import IncomingMessage
+from mcp.client.streamable_http import streamable_http_client
 
 CONNECT_TIMEOUT_S = 30.0
 
@@ -67,3 +74,64 @@ async def open_client(socket: Path, *, mode: str = "legacy") -> AsyncIterator[tu
     )
     async with client:
         yield client, heard
+
+
+@dataclass
+class HttpServer:
+    """A running `agentd mcp serve --http`: its process, URL and token."""
+
+    proc: subprocess.Popen[bytes]
+    url: str
+    token: str
+    lines: list[str]
+
+    def headers(self, token: str | None = None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token if token is None else token}"}
+
+    def stop(self) -> int:
+        """SIGTERM, then the exit status (bounded)."""
+        self.proc.terminate()
+        try:
+            return self.proc.wait(timeout=CONNECT_TIMEOUT_S)
+        finally:
+            if self.proc.stderr is not None:
+                self.proc.stderr.close()
+
+
+def start_http_server(socket: Path, token_file: Path, *extra: str) -> HttpServer:
+    """Start the server on a free loopback port; wait (bounded) until it says where it listens."""
+    command = [sys.executable, "-m", "agentd", "mcp", "serve", "--socket", str(socket)]
+    command += ["--http", "127.0.0.1:0", "--token-file", str(token_file), *extra]
+    proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert proc.stderr is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + CONNECT_TIMEOUT_S
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stderr], [], [], max(0.0, deadline - time.monotonic()))
+        line = proc.stderr.readline().decode() if ready else ""
+        if not line:
+            break
+        lines.append(line.rstrip("\n"))
+        if "listening on " in line:
+            url = line.rsplit("listening on ", 1)[1].strip()
+            return HttpServer(proc, url, token_file.read_text().strip(), lines)
+    proc.kill()
+    proc.wait(timeout=CONNECT_TIMEOUT_S)
+    raise AssertionError(f"agentd mcp serve --http did not start: {lines}")
+
+
+@asynccontextmanager
+async def open_http_client(
+    server: HttpServer, *, mode: str = "legacy", **callbacks: Any
+) -> AsyncIterator[tuple[Client, Heard]]:
+    heard = Heard()
+    async with httpx2.AsyncClient(headers=server.headers(), timeout=CONNECT_TIMEOUT_S) as http:
+        client = Client(
+            streamable_http_client(server.url, http_client=http),
+            mode=mode,
+            message_handler=heard.handle,
+            read_timeout_seconds=CONNECT_TIMEOUT_S,
+            **callbacks,
+        )
+        async with client:
+            yield client, heard
