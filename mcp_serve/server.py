@@ -24,6 +24,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_serve.catalogue import TOOLS
 from mcp_serve.daemon_port import DaemonPort
+from mcp_serve.listen import serve_listen
 from mcp_serve.resources import TEMPLATES, Resources
 from mcp_serve.subscriptions import Changes, Pulse, SessionSink
 from mcp_serve.tools import Tools
@@ -124,6 +125,11 @@ def build_server(port: DaemonPort, *, inside_task: bool, version: str) -> Server
         ctx.lifespan_context.changes(ctx.session).unsubscribe(str(params.uri))
         return types.EmptyResult()
 
+    async def listen(
+        ctx: Context, params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        return await serve_listen(ctx, params, ctx.lifespan_context.port, ctx.lifespan_context.pulse)
+
     return _AgentdServer(
         NAME,
         version=version,
@@ -136,6 +142,7 @@ def build_server(port: DaemonPort, *, inside_task: bool, version: str) -> Server
         on_read_resource=read_resource,
         on_subscribe_resource=subscribe,
         on_unsubscribe_resource=unsubscribe,
+        on_subscriptions_listen=listen,
     )
 
 
