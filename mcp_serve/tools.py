@@ -2,8 +2,8 @@
 
 Bad arguments and unknown tools are JSON-RPC errors (`MCPError`, invalid params); whatever the
 daemon refuses, or cannot be asked because it is not running, is an `isError` result carrying its
-message. `run_task` follows the task's events as progress notifications, and a cancelled request
-cancels the task before it lets go.
+message. `run_task` follows the task's events as progress notifications (and asks the client's
+person about calls held for approval), and a cancelled request cancels the task before it lets go.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import anyio
 import mcp_types as types
+from anyio.abc import TaskGroup
 from mcp.server import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, JsonValue, ValidationError
@@ -22,6 +23,7 @@ from agentd.errors import ApiClientError
 from mcp_serve import arguments as a
 from mcp_serve.catalogue import BY_NAME
 from mcp_serve.daemon_port import DaemonPort
+from mcp_serve.elicitation import Asker, can_ask
 from mcp_serve.inside import REFUSAL
 from mcp_serve.subscriptions import Pulse
 from mcp_serve.views import ProgressTally, data_result, outcome, refusal, submitted, view_json
@@ -141,12 +143,23 @@ class Tools:
             raise
 
     async def _wait_for_end(self, ctx: Context, task_id: str) -> types.CallToolResult:
+        async with anyio.create_task_group() as asking:
+            result = await self._follow(ctx, task_id, asking)
+            asking.cancel_scope.cancel()  # a question still open is moot once the task ended
+        return result
+
+    async def _follow(self, ctx: Context, task_id: str, asking: TaskGroup) -> types.CallToolResult:
+        """Report the task's progress until its end; ask the client's person about each call it
+        holds for approval, when the client can be asked."""
         tally = ProgressTally()
+        asker = Asker(ctx.session, ctx.request_id, self._port, task_id) if can_ask(ctx.session) else None
         async with self._port.open_follow(task_id) as items:
             async for item in items:
                 if isinstance(item, ApiClientError):
                     return refusal(f"task {task_id}: {item}")
                 if isinstance(item, EventView):
+                    if asker is not None and item.event == "approval.requested":
+                        asking.start_soon(asker.decide, item)
                     message = tally.line(item)
                     if message is not None:
                         await ctx.session.report_progress(tally.reported, None, message)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import mcp_types as types
 import pytest
 from pydantic import JsonValue, ValidationError
 
 from mcp_serve.arguments import ListArguments, SubmitArguments, TaskArguments, problem, task_spec
 from mcp_serve.catalogue import TOOLS
+from mcp_serve.elicitation import DEFAULT_REASON, Decision, decision, question
 from mcp_serve.views import ProgressTally, parse_task_uri, result_uri, task_uri
 from protocol.api import EventView
 
@@ -104,3 +106,39 @@ def test_every_tool_has_a_description_and_an_object_input_schema() -> None:
         assert tool.description and len(tool.description) > 40, tool.name
         assert tool.input_schema["type"] == "object", tool.name
         assert tool.input_schema.get("additionalProperties") is False, tool.name
+
+
+@pytest.mark.parametrize(
+    ("answer", "decided"),
+    [
+        pytest.param(
+            types.ElicitResult(action="accept", content={"approve": True}), Decision(True), id="approve"
+        ),
+        pytest.param(
+            types.ElicitResult(action="accept", content={"approve": False, "reason": " no "}),
+            Decision(False, "no"),
+            id="refuse-with-reason",
+        ),
+        pytest.param(
+            types.ElicitResult(action="accept", content={"approve": False}),
+            Decision(False, DEFAULT_REASON),
+            id="refuse-without-reason",
+        ),
+        pytest.param(types.ElicitResult(action="decline"), Decision(False, DEFAULT_REASON), id="decline"),
+        pytest.param(types.ElicitResult(action="cancel"), None, id="dismissed-decides-nothing"),
+    ],
+)
+def test_the_persons_answer_decides_the_call(answer: types.ElicitResult, decided: Decision | None) -> None:
+    assert decision(answer) == decided
+
+
+def test_the_question_names_the_task_the_tool_its_server_and_arguments() -> None:
+    fields: dict[str, JsonValue] = {
+        "handle": "0.1",
+        "tool": "echo",
+        "server": "demo",
+        "arguments": '{"text":"hi"}',
+    }
+    asked = question("t_1", fields)
+    assert asked.startswith("subagent 0.1 of agentd task t_1 wants to call echo on MCP server demo")
+    assert '{"text":"hi"}' in asked

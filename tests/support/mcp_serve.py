@@ -64,13 +64,16 @@ class Heard:
 
 
 @asynccontextmanager
-async def open_client(socket: Path, *, mode: str = "legacy") -> AsyncIterator[tuple[Client, Heard]]:
+async def open_client(
+    socket: Path, *, mode: str = "legacy", **callbacks: Any
+) -> AsyncIterator[tuple[Client, Heard]]:
     heard = Heard()
     client = Client(
         serve_parameters(socket),
         mode=mode,
         message_handler=heard.handle,
         read_timeout_seconds=CONNECT_TIMEOUT_S,
+        **callbacks,
     )
     async with client:
         yield client, heard
