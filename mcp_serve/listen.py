@@ -26,7 +26,7 @@ from mcp.shared.subscriptions import (
 )
 
 from mcp_serve.daemon_port import DaemonPort
-from mcp_serve.subscriptions import Changes, Pulse
+from mcp_serve.subscriptions import Changes, FollowSlots, Pulse
 
 
 class ListenSink:
@@ -62,6 +62,7 @@ async def serve_listen(
     params: types.SubscriptionsListenRequestParams,
     port: DaemonPort,
     pulse: Pulse,
+    slots: FollowSlots,
 ) -> types.SubscriptionsListenResult:
     """Serve one listen stream until the client ends it."""
     if ctx.request_id is None:
@@ -69,7 +70,7 @@ async def serve_listen(
     wanted = params.notifications
     sink = ListenSink(ctx.session, ctx.request_id)
     async with anyio.create_task_group() as group:
-        changes = Changes(port, group, pulse)
+        changes = Changes(port, group, pulse, slots)
         changes.attach(sink, list_changes=bool(wanted.resources_list_changed))
         accepted = []
         for uri in wanted.resource_subscriptions or ():

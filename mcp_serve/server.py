@@ -26,7 +26,7 @@ from mcp_serve.catalogue import TOOLS
 from mcp_serve.daemon_port import DaemonPort
 from mcp_serve.listen import serve_listen
 from mcp_serve.resources import TEMPLATES, Resources
-from mcp_serve.subscriptions import Changes, Pulse, SessionSink
+from mcp_serve.subscriptions import Changes, FollowSlots, Pulse, SessionSink
 from mcp_serve.tools import Tools
 
 NAME = "agentd"
@@ -47,6 +47,7 @@ class Served:
     port: DaemonPort
     group: TaskGroup
     pulse: Pulse
+    slots: FollowSlots
     tools: Tools
     resources: Resources
 
@@ -58,7 +59,7 @@ class Served:
         connection = session._connection
         changes = connection.state.get(_CHANGES)
         if not isinstance(changes, Changes):
-            changes = Changes(self.port, self.group, self.pulse)
+            changes = Changes(self.port, self.group, self.pulse, self.slots)
             connection.state[_CHANGES] = changes
             connection.exit_stack.callback(changes.close)
         changes.attach(SessionSink(session))
@@ -91,7 +92,8 @@ def build_server(port: DaemonPort, *, inside_task: bool, version: str) -> Server
     async def lifespan(_server: Server[Served]) -> AsyncIterator[Served]:
         async with anyio.create_task_group() as group:
             pulse = Pulse()
-            yield Served(port, group, pulse, Tools(port, pulse, inside_task=inside_task), Resources(port))
+            tools = Tools(port, pulse, inside_task=inside_task)
+            yield Served(port, group, pulse, FollowSlots(), tools, Resources(port))
             group.cancel_scope.cancel()  # the watchers end with the server
 
     async def list_tools(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
@@ -128,7 +130,8 @@ def build_server(port: DaemonPort, *, inside_task: bool, version: str) -> Server
     async def listen(
         ctx: Context, params: types.SubscriptionsListenRequestParams
     ) -> types.SubscriptionsListenResult:
-        return await serve_listen(ctx, params, ctx.lifespan_context.port, ctx.lifespan_context.pulse)
+        served = ctx.lifespan_context
+        return await serve_listen(ctx, params, served.port, served.pulse, served.slots)
 
     return _AgentdServer(
         NAME,

@@ -13,6 +13,9 @@ import pytest
 from mcp import Client
 from mcp.shared.subscriptions import ResourcesListChanged, ResourceUpdated
 
+from mcp_serve.daemon_port import DaemonPort
+from mcp_serve.server import build_server
+from mcp_serve.subscriptions import FollowSlots
 from tests.support.daemon import Daemon, running_daemon, scripted
 from tests.support.mcp_serve import open_client, open_http_client, start_http_server
 
@@ -75,3 +78,20 @@ async def test_a_listen_stream_tells_of_each_change_the_end_and_the_list(
                         break
         result = await _read(client, f"{uri}/result")
         assert (result["status"], result["result"]) == ("completed", "done soon")
+
+
+async def test_beyond_the_servers_event_streams_a_subscribed_task_is_polled(
+    daemon: Daemon, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(FollowSlots, "take", lambda self: False)  # every stream slot is taken
+    server = build_server(DaemonPort(str(daemon.socket)), inside_task=False, version="")
+    async with Client(server, mode="auto", read_timeout_seconds=WAIT_S) as client:
+        started = await client.call_tool("submit_task", {"instruction": "a moment"})
+        assert started.structured_content is not None
+        uri = started.structured_content["uri"]
+        async with client.listen(resource_subscriptions=[uri]) as sub:
+            with anyio.fail_after(WAIT_S):
+                async for event in sub:
+                    assert isinstance(event, ResourceUpdated) and event.uri == uri
+                    if (await _read(client, uri))["state"] == "terminal":
+                        break
