@@ -375,11 +375,11 @@ def build_parser() -> argparse.ArgumentParser:
     msub = p.add_subparsers(dest="mcp_command", required=True, metavar="SUBCOMMAND")
     m = msub.add_parser(
         "serve",
-        help="agentd as an MCP server on stdio, for Claude Code, Claude Desktop, Cursor, VS Code "
-        "(docs/mcp-server.md)",
-        description="Speaks MCP on stdin/stdout to the client that started it, and the daemon's socket "
-        "API as the user who started it. With --print-config, prints the JSON to add to a client's "
-        "configuration instead.",
+        help="agentd as an MCP server on stdio (or --http), for Claude Code, Claude Desktop, Cursor, "
+        "VS Code (docs/mcp-server.md)",
+        description="Speaks MCP on stdin/stdout to the client that started it (with --http, streamable "
+        "HTTP to clients holding its bearer token), and the daemon's socket API as the user who started "
+        "it. With --print-config, prints the JSON to add to a client's configuration instead.",
     )
     _socket_arg(m)
     m.add_argument(

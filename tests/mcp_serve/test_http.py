@@ -3,6 +3,7 @@ requests the server refuses."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -15,6 +16,7 @@ import anyio
 import httpx2
 import psutil
 import pytest
+from mcp import MCPDeprecationWarning
 
 from tests.support.daemon import Daemon, running_daemon, scripted
 from tests.support.leaks import wait_no_descendants
@@ -70,6 +72,23 @@ async def test_over_http_the_tools_are_listed_and_run_task_completes_with_progre
         "forty-two",
     )
     assert "ended completed" in lines, lines
+
+
+async def test_over_http_a_subscribed_task_tells_of_its_end(server: HttpServer) -> None:
+    async with open_http_client(server) as (client, heard):
+        started = await client.call_tool("submit_task", {"instruction": "take your time", "model": "slow"})
+        assert started.structured_content is not None
+        uri, task_id = started.structured_content["uri"], started.structured_content["task_id"]
+        with pytest.warns(MCPDeprecationWarning):  # the 2025-11-25 era's subscription
+            await client.session.subscribe_resource(uri)
+        cancelled = await client.call_tool("cancel_task", {"task_id": task_id})
+        assert not cancelled.is_error, cancelled.content
+        state = ""
+        with anyio.fail_after(WAIT_S):
+            while state != "terminal":
+                assert await heard.next_update() == uri
+                read = await client.read_resource(uri)
+                state = json.loads(read.contents[0].text)["state"]  # type: ignore[union-attr]
 
 
 def _initialize(server: HttpServer, **headers: str) -> httpx2.Response:
