@@ -284,8 +284,9 @@ class RemoteRun:
         started = self.mirror.new_attempt(attempt, worker)
         if started is not None:
             with contextlib.suppress(InvalidTransition):  # it ended meanwhile
+                # Every attempt after the first goes on from the steps journaled before it.
                 self.record = await self.journal.tasks.mark_remote_running(
-                    task_id, executor="temporal", worker=worker
+                    task_id, executor="temporal", worker=worker, resumes=max(0, attempt - 1)
                 )
             self.journal.append_event(task_id, started.event, started.fields)
             self.log.info("task.attempt", attempt=attempt, worker=worker)

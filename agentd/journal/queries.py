@@ -316,17 +316,18 @@ def mark_running(
 
 
 def mark_remote_running(
-    conn: sqlite3.Connection, task_id: str, *, executor: str, worker: str, now: float
+    conn: sqlite3.Connection, task_id: str, *, executor: str, worker: str, resumes: int, now: float
 ) -> TaskRecord:
     """starting|running → running on another host: no local pid (restart recovery kills none);
-    a later attempt on another worker updates `worker`."""
+    a later attempt on another worker updates `worker`, and `resumes` (the attempts that went on
+    from the steps journaled before them; it never goes down)."""
     record = _transition(
         conn,
         task_id,
         allowed=("starting", "running"),
         wanted="running",
-        assignments="pid = NULL, pid_start_time = NULL, executor = ?, worker = ?",
-        params=(executor, worker),
+        assignments="pid = NULL, pid_start_time = NULL, executor = ?, worker = ?, resumes = MAX(resumes, ?)",
+        params=(executor, worker, resumes),
     )
     _upsert_root(conn, task_id, "running", now=now)
     return record

@@ -203,10 +203,18 @@ class Tasks(Repository):
 
         return await self._write(op)
 
-    async def mark_remote_running(self, task_id: str, *, executor: str, worker: str) -> TaskRecord:
-        """starting|running → running on `worker` (a remote executor's; no local process)."""
+    async def mark_remote_running(
+        self, task_id: str, *, executor: str, worker: str, resumes: int = 0
+    ) -> TaskRecord:
+        """starting|running → running on `worker` (a remote executor's; no local process);
+        `resumes`: how many attempts before this one it went on from (at least)."""
         op = functools.partial(
-            q.mark_remote_running, task_id=task_id, executor=executor, worker=worker, now=time.time()
+            q.mark_remote_running,
+            task_id=task_id,
+            executor=executor,
+            worker=worker,
+            resumes=resumes,
+            now=time.time(),
         )
         return await self._write(op)
 

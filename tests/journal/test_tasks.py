@@ -322,8 +322,13 @@ async def test_a_remote_run_records_its_executor_and_each_worker_and_no_local_pi
         "w1@hostA",
     )
     # A retry of the activity on another worker: still running, now there.
-    again = await journal.tasks.mark_remote_running(record.task_id, executor="temporal", worker="w2@hostB")
-    assert again.worker == "w2@hostB"
+    again = await journal.tasks.mark_remote_running(
+        record.task_id, executor="temporal", worker="w2@hostB", resumes=1
+    )
+    assert (again.worker, again.resumes) == ("w2@hostB", 1)
+    # A late heartbeat of the first attempt never takes the count back.
+    late = await journal.tasks.mark_remote_running(record.task_id, executor="temporal", worker="w2@hostB")
+    assert late.resumes == 1
     assert (await journal.tasks.nodes(record.task_id))[0].state == "running"
     view = again.to_view()
     assert (view.executor, view.worker) == ("temporal", "w2@hostB")

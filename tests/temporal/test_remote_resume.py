@@ -96,6 +96,7 @@ def test_kill_9_of_a_worker_mid_task_resumes_it_from_its_journaled_steps_on_the_
                     view = daemon.wait(task_id, timeout_s=120)
                     assert view.status is S.COMPLETED, view
                     assert view.worker == second.identity
+                    assert view.resumes == 1, view  # `agentd status` says it resumed
                     done = _calls(tmp_path, "resumed")
                     # R2 was in flight: its server may or may not have finished it, but it is
                     # not run again; nothing else ran twice.
