@@ -368,6 +368,7 @@ def _compose(
             else None
         ),
         catalogues=catalogues,
+        watch_clock=supervisor.clock,
     )
     supervisor.on_trigger_ended = triggers.task_ended
     supervisor.also_owned = triggers.owned_pids

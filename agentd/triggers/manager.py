@@ -41,6 +41,7 @@ from agentd.metrics.port import NULL_METRICS, Metrics
 from agentd.spawning.spawner import ExecSpawner, RLimits, SpawnRequest
 from agentd.supervision.liveness import LivenessPolicy
 from agentd.supervision.task_payloads import CatalogueBoard
+from agentd.supervision.watch_clock import WatchClock
 from agentd.triggers.plan import (
     Debouncer,
     Delivery,
@@ -257,6 +258,7 @@ class TriggerManager:
         warm: WarmSessions | None = None,
         parking: Prestarts | None = None,
         catalogues: CatalogueBoard | None = None,
+        watch_clock: WatchClock | None = None,
     ) -> None:
         self.journal = journal
         self.options = options or ManagerOptions()
@@ -271,6 +273,8 @@ class TriggerManager:
         self._parking = parking
         # Written here, read by the payloads of the tasks granted a watched server.
         self.catalogues = catalogues if catalogues is not None else CatalogueBoard()
+        # Checks each watcher's liveness with every subagent's (the supervisor's clock).
+        self._watch_clock = watch_clock
         self._owner_uid = os.getuid() if owner_uid is None else owner_uid
         self._triggers: dict[str, _Trigger] = {}
         self._servers: dict[str, _Server] = {}
@@ -498,6 +502,7 @@ class TriggerManager:
             liveness=self.options.liveness,
             ladder=self.options.ladder,
             stderr_line_cap=self.options.stderr_line_cap,
+            clock=self._watch_clock,
         )
         server.watcher = watcher
         payload = WatchPayload(
