@@ -1,6 +1,7 @@
-"""A supervised child's pipes and pidfd: what a subagent (`SupervisedChild`) and a resource
-watcher (`WatcherProcess`) do alike — write a frame within a deadline, relay stderr line by line
-under a size cap, and reap the exit status through the pidfd (docs/design.md §2, §3)."""
+"""A supervised process's pipes and pidfd, at the level of file descriptors: write a frame within a
+deadline, relay stderr line by line under a size cap, and reap the exit status through the pidfd
+(docs/design.md §2, §3). `SupervisedProcess` drives them for a subagent and a resource watcher
+alike; a parked child's preparation writes through `write_all` before it has a supervisor."""
 
 from __future__ import annotations
 

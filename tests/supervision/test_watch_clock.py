@@ -120,7 +120,7 @@ async def test_an_exited_child_still_registered_does_not_spin_the_clock(kind: ty
 
 
 class PingingChild:
-    """Schedules its checks and pings as `SupervisedChild.check_liveness` does (the same pure
+    """Schedules its checks and pings as `SupervisedProcess.check_liveness` does (the same pure
     functions), and records when it pinged and which ping time each ping was for."""
 
     def __init__(self, first_ping: float, interval: float) -> None:
