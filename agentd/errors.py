@@ -14,8 +14,8 @@ AgentdError
  │    │                        (agentd/journal/quota.py)
  │    └── IdempotencyConflict  the uid's idempotency key names a task with a different spec
  ├── _BatchLost            (private) the writer's transaction is gone (agentd/journal/writer.py)
- ├── _TaskGone             (private) a task ended (cancelled while queued) before its run claimed
- │                         it (agentd/supervision/task_run.py)
+ ├── TaskGone              a task ended (cancelled while queued) before its run claimed it
+ │                         (agentd/supervision/node_launch.py)
  ├── ConfigError           the configuration is invalid: a list of problems, each naming its key
  ├── DurationError         also a ValueError: not a duration or size (agentd/config/duration.py)
  ├── SecretFileError       also a ValueError: a secrets file cannot be used (agentd/config/secrets.py)

@@ -1,6 +1,7 @@
 """One task's run: the root subagent, the nested subagents it asks for, and their teardown.
 
-Every subagent is spawned here, by the supervisor — the single spawn chokepoint (docs/design.md §2, §7).
+Every subagent is spawned by this run, by the supervisor — the single spawn chokepoint (docs/design.md
+§2, §7); each node's fork, write-ahead records and supervision are its `NodeLaunch` (node_launch).
 A `sup/spawn` request becomes a refusal naming the cap (returned to the model as a tool error)
 or a grant minted by `agentd.supervision.tree`; usage is counted as each `ev/usage` arrives; a node over its
 grant has its subtree cancelled, and the root over its grant ends the task `exhausted_*`.
@@ -11,9 +12,7 @@ outside — journal writes, the spawner, its options, the drain state — comes 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Literal
 
 import anyio
@@ -21,18 +20,16 @@ import anyio.abc
 from pydantic import JsonValue
 
 from agentd import logs
-from agentd.errors import AgentdError, InvalidTransition, JournalError, SpawnError
+from agentd.errors import JournalError, SpawnError
 from agentd.journal.records import NodeEnd, TaskRecord
-from agentd.spawning.cgroup import CgroupLeaf
-from agentd.spawning.spawner import SpawnedProcess, SpawnRequest
 from agentd.supervision.approvals import Asker, result_json
 from agentd.supervision.liveness import KillCause, Verdict
-from agentd.supervision.parking import same_task
+from agentd.supervision.node_launch import NodeLaunch, NodeRun, TaskGone
 from agentd.supervision.payloads import child_payload, scope_of
-from agentd.supervision.ports import ParkedChild, RunPorts
+from agentd.supervision.ports import RunPorts
 from agentd.supervision.resumption import Resumption
-from agentd.supervision.spawn_window import HOLD_AFTER_READY_S, Place
-from agentd.supervision.supervised_child import ChildIdentity, SupervisedChild, SupRequest
+from agentd.supervision.spawn_window import HOLD_AFTER_READY_S
+from agentd.supervision.supervised_child import SupervisedChild, SupRequest
 from agentd.supervision.tree import Budget, ChildRequest, Defaults, Refusal, Tree
 from processes.ladder import RungAction, bound_s, plan
 from protocol import control
@@ -69,49 +66,6 @@ def call_usage(params: control.UsageParams) -> RunUsage:
     return RunUsage(
         tokens_in=params.tokens_in, tokens_out=params.tokens_out, steps=params.steps, model_calls=1
     )
-
-
-class _TaskGone(AgentdError):
-    """The task ended (a cancel while it was queued) before its run could claim it."""
-
-
-@dataclass
-class _WriteAhead:
-    """A node's `starting` write, committing in the background while its child is forked."""
-
-    done: anyio.Event = field(default_factory=anyio.Event)
-    error: BaseException | None = None
-
-    @classmethod
-    def committed(cls) -> _WriteAhead:
-        """Nothing to wait for (written already, or written later with the `running` record)."""
-        ahead = cls()
-        ahead.done.set()
-        return ahead
-
-    async def wait(self) -> None:
-        """Return once it is committed; raise what it failed with."""
-        await self.done.wait()
-        if self.error is not None:
-            raise self.error
-
-
-@dataclass
-class NodeRun:
-    """One subagent of the task, live or ended."""
-
-    handle: str
-    payload: SpawnPayload
-    child: SupervisedChild | None = None
-    result: RunResult | None = None
-    counted: RunUsage = field(default_factory=RunUsage)
-    # Set when the supervisor stopped this node for going over its grant.
-    limit_status: TerminalStatus | None = None
-    done: anyio.Event = field(default_factory=anyio.Event)
-    # Its place in the spawn window (agentd/supervision/spawn_window.py), held while it boots, and
-    # the scope of its wait for one (a cancel while it waits ends the wait: it never spawns).
-    place: Place = field(default_factory=lambda: Place(None))
-    waiting: anyio.CancelScope | None = None
 
 
 class NodeListener:
@@ -299,7 +253,7 @@ class TaskRun:
             self._tg = tg
             try:
                 result = await self._run_node(self.nodes["0"])
-            except _TaskGone:
+            except TaskGone:
                 # The task itself ended (a cancel while queued) before this run could claim it; a
                 # child forked meanwhile was killed before it was given the task.
                 tg.cancel_scope.cancel()
@@ -333,7 +287,8 @@ class TaskRun:
 
     async def _run_node(self, node: NodeRun) -> RunResult:
         try:
-            result = await self._spawn_and_supervise(node)
+            assert self._tg is not None
+            result = await NodeLaunch(self, node, NodeListener(self, node), self._tg).run()
         except SpawnError as exc:
             result = RunResult(status=TerminalStatus.CRASHED, error=RunError(kind="spawn", message=str(exc)))
         finally:
@@ -358,220 +313,6 @@ class TaskRun:
         if node.result is not None and node.result.error is None:
             return node.result.usage
         return node.counted
-
-    async def _spawn_and_supervise(self, node: NodeRun) -> RunResult:
-        journal, options, record = self.ports.journal, self.ports.options, self.record
-        tree_node = self.tree.nodes[node.handle]
-        log = self.log.bind(handle=node.handle)
-        # Write-ahead, overlapped: the node's `starting` commit runs while the zygote forks, and
-        # the child hears nothing (no `ctrl/spawn`) until both it and `running` are committed.
-        parked = await self._take_parked(node)
-        # A prestarted child exists already: its `starting` and `running` commit together below.
-        starting = self._write_starting(node) if parked is None else _WriteAhead.committed()
-        held: SpawnPayload | None = None
-        try:
-            if parked is not None:
-                # Prestarted while its trigger's debounce window was open: forked, booted and
-                # prepared already (it holds its payload and waits for `ctrl/go`), so it needs no
-                # place in the spawn window.
-                assert parked.proc is not None
-                spawned: tuple[SpawnedProcess, CgroupLeaf | None] | None = (parked.proc, parked.leaf)
-                held = parked.payload
-            else:
-                # Root and nested children alike: a spawn during the zygote's warm-up waits for it (bounded).
-                await self.ports.spawner.settle()
-                spawned = await self._spawn(node) if await self._enter_window(node) else None
-        except BaseException:
-            # No child: what follows (the node's end) is written after its `starting`.
-            with anyio.CancelScope(shield=True):
-                await starting.wait()
-            raise
-        if spawned is None:  # stopped while it waited for its place in the spawn window
-            with anyio.CancelScope(shield=True):
-                await starting.wait()
-            why = RunError(kind="cancelled", message=self.cancel_reason or "stopped before it started")
-            return RunResult(status=TerminalStatus.CANCELLED, error=why)
-        proc, leaf = spawned
-        child = SupervisedChild(
-            proc,
-            ChildIdentity(record.task_id, record.run_id, node.handle),
-            NodeListener(self, node),
-            deadline=tree_node.deadline,
-            liveness=options.liveness,
-            ladder=options.ladder,
-            cgroup=leaf,
-            teardown_grace_s=options.teardown_grace_s,
-            stderr_line_cap=options.stderr_line_cap,
-            clock=self.ports.clock,
-        )
-        node.child = child
-        try:
-            await starting.wait()
-            log.info(
-                "subagent.spawn",
-                pid=proc.pid,
-                via=proc.via,
-                parent=tree_node.parent,
-                depth=tree_node.depth,
-                grant_steps=tree_node.grant.steps,
-                grant_tokens=tree_node.grant.tokens,
-                # Subagents booting now, this one included (bounded by `supervision.spawn_window`).
-                booting=self.ports.window.inside if self.ports.window is not None else None,
-            )
-            if held is not None:
-                self._keep(await self._mark_started(proc))
-            elif node.handle == "0":
-                self._keep(await journal.tasks.mark_running(record.task_id, proc.pid, proc.start_time))
-            else:
-                await journal.tasks.upsert_node(
-                    record.task_id,
-                    node.handle,
-                    parent=tree_node.parent,
-                    depth=tree_node.depth,
-                    state="running",
-                    pid=proc.pid,
-                    pid_start_time=proc.start_time,
-                )
-        except (JournalError, _TaskGone) as exc:
-            # It must not run unrecorded (nor at all, for a task already ended): kill and reap it,
-            # before it was ever given its task, then report the failure.
-            if isinstance(exc, _TaskGone):
-                child.stop("cancel", start="sigkill", reason="the task ended before it started")
-            else:
-                child.stop("faulty", start="sigkill")
-            with anyio.CancelScope(shield=True):
-                await child.run(node.payload)
-            raise
-        # Held for the child's whole life otherwise (with its events), for the collector to walk.
-        del starting, record, spawned
-        drain = self.ports.drain
-        if tree_node.stopping or drain.draining:
-            child.stop(
-                "drain" if drain.draining else "cancel",
-                start="sigkill" if drain.forced else "cancel",
-                reason=self.cancel_reason or "agentd is shutting down",
-            )
-        if node.handle == "0":
-            self.log.info("task.started", pid=proc.pid, attempt=self.record.attempts + 1)
-        result = await child.run(node.payload, held=held)
-        exit_desc = child.exit_info.describe if child.exit_info else "unknown"
-        log.info("subagent.exit", pid=proc.pid, status=result.status.value, exit=exit_desc)
-        journal.append_event(
-            self.record.task_id,
-            "subagent.exit",
-            {"handle": node.handle, "pid": proc.pid, "exit": exit_desc, "status": result.status.value},
-        )
-        return result
-
-    async def _mark_started(self, proc: SpawnedProcess) -> TaskRecord:
-        """The root's `queued → starting → running` in one commit (its child is prestarted)."""
-        grant = self.tree.nodes["0"].grant
-        try:
-            return await self.ports.journal.tasks.mark_started(
-                self.record.task_id,
-                proc.pid,
-                proc.start_time,
-                grant_steps=grant.steps,
-                grant_tokens=grant.tokens,
-            )
-        except InvalidTransition as exc:
-            if exc.task_id == self.record.task_id and exc.state == "terminal":
-                raise _TaskGone() from None
-            raise
-
-    async def _take_parked(self, node: NodeRun) -> ParkedChild | None:
-        """The root's prestarted child, if its trigger parked one for this task and it holds this
-        very task (a reload may have changed the endpoint or the grant meanwhile: then it is
-        killed and the root forked as usual)."""
-        parking = self.ports.parking
-        if parking is None or node.handle != "0" or self.record.trigger is None:
-            return None
-        parked = await parking.take(self.record.task_id)
-        if parked is not None and not same_task(parked.payload, node.payload):
-            parking.kill(parked, "its task's payload changed")
-            return None
-        return parked
-
-    async def _spawn(self, node: NodeRun) -> tuple[SpawnedProcess, CgroupLeaf | None]:
-        """Fork the node's child (in its own cgroup leaf when cgroups are on)."""
-        options, record = self.ports.options, self.record
-        leaf = None
-        if self.ports.cgroups is not None:
-            leaf = self.ports.cgroups.create_leaf(
-                f"{record.task_id}-{node.handle}",
-                memory_max=options.memory_max,
-                pids_max=options.pids_max,
-            )
-        proc = await self.ports.spawner.spawn_child(
-            SpawnRequest(
-                task_id=record.task_id,
-                run_id=record.run_id,
-                handle=node.handle,
-                rlimits=options.rlimits,
-                cgroup=str(leaf.path) if leaf else None,
-                argv=options.child_argv,
-            )
-        )
-        return proc, leaf
-
-    def _keep(self, record: TaskRecord) -> None:
-        """The task's record as the journal now has it, sharing the spec (never changed by a run)
-        with the record already held: one copy of its models per live task, not two."""
-        same = record.spec == self.record.spec and record.usage == self.record.usage
-        self.record = (
-            dataclasses.replace(record, spec=self.record.spec, usage=self.record.usage) if same else record
-        )
-
-    def _write_starting(self, node: NodeRun) -> _WriteAhead:
-        """Journal `node` as `starting` (the root: the task `queued → starting`), in the background."""
-        ahead = _WriteAhead()
-        if node.handle == "0" and self.claimed:  # its owner journaled it `starting` already
-            ahead.done.set()
-            return ahead
-        assert self._tg is not None
-        self._tg.start_soon(self._starting, node, ahead)
-        return ahead
-
-    async def _starting(self, node: NodeRun, ahead: _WriteAhead) -> None:
-        journal, tree_node = self.ports.journal, self.tree.nodes[node.handle]
-        grant = tree_node.grant
-        try:
-            if node.handle == "0":
-                self._keep(
-                    await journal.tasks.mark_starting(
-                        self.record.task_id, grant_steps=grant.steps, grant_tokens=grant.tokens
-                    )
-                )
-            else:
-                await journal.tasks.upsert_node(
-                    self.record.task_id,
-                    node.handle,
-                    parent=tree_node.parent,
-                    depth=tree_node.depth,
-                    state="starting",
-                    grant_steps=grant.steps,
-                    grant_tokens=grant.tokens,
-                    # A resumed child ended in an earlier run (or not): it starts again either way.
-                    revive=bool(node.payload.replay),
-                )
-        except InvalidTransition as exc:
-            gone = node.handle == "0" and exc.task_id == self.record.task_id and exc.state == "terminal"
-            ahead.error = _TaskGone() if gone else exc
-        except Exception as exc:  # noqa: BLE001 - re-raised by the spawn that waits for it
-            ahead.error = exc
-        finally:
-            ahead.done.set()
-
-    async def _enter_window(self, node: NodeRun) -> bool:
-        """Take the node's place in the spawn window, in turn; False if it was stopped meanwhile."""
-        window = self.ports.window
-        if window is None or window.size is None:
-            return True
-        with anyio.CancelScope() as node.waiting:
-            if not self.tree.nodes[node.handle].stopping:
-                node.place = await window.enter()
-        node.waiting = None
-        return not node.place.released  # still the unset place: stopped before it got one
 
     # ---- stopping --------------------------------------------------------------------------
 

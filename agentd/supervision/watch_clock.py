@@ -1,9 +1,10 @@
 """One timer for every supervised process's liveness checks, instead of a sleeping task per process.
 
 A `SupervisedProcess` (a subagent or a resource watcher) checks its liveness (pings, the
-detectors, its deadline) every tick. With a task of its own for that, a thousand children were a thousand timers waking every second and a
-thousand more tasks — coroutines, futures, cancel scopes — for the garbage collector to walk on
-every full collection, and a cancelled task's traceback to collect as each child ended.
+detectors, its deadline) every tick. With a task of its own for that, a thousand children were a
+thousand timers waking every second and a thousand more tasks — coroutines, futures, cancel
+scopes — for the garbage collector to walk on every full collection, and a cancelled task's
+traceback to collect as each child ended.
 The clock is one task that checks each child it was given when it is due. Invariant: a registered
 child is checked while the clock serves; once it stops (its task group is cancelled), every
 child still registered is told to check itself again (`SupervisedProcess.watch_alone`), so no

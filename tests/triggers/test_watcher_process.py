@@ -32,7 +32,7 @@ class Recorder:
     def __init__(self) -> None:
         self.armed = anyio.Event()
         self.stuck = anyio.Event()
-        self.verdicts: list[tuple[str, str]] = []
+        self.verdicts: list[tuple[str, str | None]] = []
 
     def on_state(self, watcher: WatcherProcess, frame: WatchState) -> None:
         if frame.params.state == "armed":
@@ -102,6 +102,6 @@ async def test_a_watcher_that_stops_answering_pings_is_found_by_the_shared_watch
         assert len(clock) == 0
         tg.cancel_scope.cancel()
     assert [verdict for verdict, _ in recorder.verdicts] == ["unresponsive"]
-    assert recorder.verdicts[0][1].endswith("WatchClock.serve")
+    assert (recorder.verdicts[0][1] or "").endswith("WatchClock.serve")
     assert ended[0].signal == signal.SIGKILL  # a stopped process leaves SIGTERM pending
     assert watcher.stuck_verdict == "unresponsive" and not watcher.stopped_by_us
