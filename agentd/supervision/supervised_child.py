@@ -146,7 +146,7 @@ class SupervisedChild(SupervisedProcess):
         task, agentd/supervision/parking.py), which is sent instead of `ctrl/spawn`: `payload`'s
         instruction if it differs (a newer delivery), and the time left of the deadline."""
         try:
-            exit_info = await self._supervise(self._first_frame(payload, held), reveal=held is None)
+            exit_info = await self._supervise(lambda: self._first_frame(payload, held), reveal=held is None)
         finally:
             self.listener = DETACHED  # supervision is over, on every path
         return classify_exit(

@@ -20,6 +20,7 @@ import os
 import random
 import select
 import signal
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import anyio
@@ -165,9 +166,9 @@ class SupervisedProcess:
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
-    async def _supervise(self, first: BaseModel, *, reveal: bool) -> ExitInfo:
-        """Send `first`, then supervise the process to its reaped exit; the child must not outlive
-        this call on any path."""
+    async def _supervise(self, first: Callable[[], BaseModel], *, reveal: bool) -> ExitInfo:
+        """Send the frame `first` makes (as it is written: it may carry the time left), then
+        supervise the process to its reaped exit; the process must not outlive this call on any path."""
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
@@ -184,7 +185,7 @@ class SupervisedProcess:
                         # cancel yet, so skip the cancel rung.
                         start, reason = self._pending_stop
                         self._start_ladder("sigkill" if start == "sigkill" else "sigterm", reason)
-                    elif not await self.send(first, reveal=reveal):
+                    elif not await self.send(first(), reveal=reveal):
                         self.faults = self.liveness.max_faults
                         self._stop_within("faulty", "sigterm", f"the {self.channel} channel is not writable")
                     await self._wait_exit()

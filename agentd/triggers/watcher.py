@@ -73,7 +73,7 @@ class WatcherProcess(SupervisedProcess):
 
     async def run(self, payload: WatchPayload) -> ExitInfo:
         """Supervise the watcher to its reaped exit; return how it ended."""
-        return await self._supervise(Watch(params=payload), reveal=True)
+        return await self._supervise(lambda: Watch(params=payload), reveal=True)
 
     def stop(self, reason: str, *, force: bool = False) -> None:
         """Stop it (the daemon drains, the trigger went away, an operator restarts it): the kill
