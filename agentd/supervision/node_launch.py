@@ -248,7 +248,9 @@ class NodeLaunch:
         try:
             if node.handle == "0":
                 self._keep(
-                    await journal.tasks.mark_starting(task_id, grant_steps=grant.steps, grant_tokens=grant.tokens)
+                    await journal.tasks.mark_starting(
+                        task_id, grant_steps=grant.steps, grant_tokens=grant.tokens
+                    )
                 )
             else:
                 await journal.tasks.upsert_node(
