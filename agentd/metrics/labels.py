@@ -25,6 +25,8 @@ RUNGS = frozenset({"cancel", "sigterm", "sigkill"})
 KILL_CAUSES = frozenset({"cancel", "deadline", "stuck", "faulty", "drain", "park", "teardown"})
 VERDICTS = frozenset({"deadline", "unresponsive", "wedged", "not_ready", "eof", "faulty"})
 MODEL_OUTCOMES = frozenset({"ok", "malformed", "retry", "failover", "fatal"})
+# `ok` and every `err` kind of a subagent's `tool.result` (`subagent/tools/router.py` ErrorKind;
+# tests/metrics/test_registry.py keeps the two equal).
 TOOL_OUTCOMES = frozenset(
     {
         "ok",
@@ -39,6 +41,7 @@ TOOL_OUTCOMES = frozenset(
         "server_withdrawn",
         "mcp_fatal",
         "cancelled",
+        "denied",
     }
 )
 FIRE_KINDS = frozenset({"schedule", "trigger"})

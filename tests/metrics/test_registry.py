@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import typing
 from pathlib import Path
 
 import pytest
@@ -9,10 +10,11 @@ from prometheus_client import generate_latest
 
 from agentd.config.load import ConfigError, load_config
 from agentd.metrics.address import TcpAddress, UnixAddress, parse_listen
-from agentd.metrics.labels import KnownNames, ModelCall, ServerRestart, ToolCall, observe
+from agentd.metrics.labels import TOOL_OUTCOMES, KnownNames, ModelCall, ServerRestart, ToolCall, observe
 from agentd.metrics.port import NULL_METRICS
 from agentd.metrics.registry import PrometheusMetrics
 from agentd.service.metrics import build_metrics
+from subagent.tools.router import ErrorKind
 from tests.metrics.scrape import series, value
 
 NAMES = KnownNames(endpoints=frozenset({"fast", "slow"}), servers=frozenset({"fs", "web"}))
@@ -79,6 +81,12 @@ def test_child_events_map_to_observations_with_bounded_labels() -> None:
     assert observe("tool.result", {"server": "fs", "err": None, "dur_ms": True}, NAMES) == ToolCall(
         "fs", "ok", None
     )
+
+
+@pytest.mark.parametrize("kind", typing.get_args(ErrorKind))
+def test_every_tool_error_kind_a_subagent_reports_is_its_own_outcome(kind: str) -> None:
+    assert TOOL_OUTCOMES == {"ok", *typing.get_args(ErrorKind)}
+    assert observe("tool.result", {"server": "fs", "err": kind}, NAMES) == ToolCall("fs", kind, None)
 
 
 def test_the_page_documents_every_metric(tmp_path: Path) -> None:
