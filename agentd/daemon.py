@@ -52,7 +52,7 @@ from agentd.options import (
     trigger_manager_options,
     warm_payload,
 )
-from agentd.root_payload import build_payload
+from agentd.root_payload import build_payload, granted_deadline_s
 from agentd.scheduling.driver import Scheduler
 from agentd.service.collector import Collector
 from agentd.service.metrics import Exporter, build_metrics, exporting
@@ -215,10 +215,7 @@ async def _executor(holder: ConfigHolder, journal: Journal) -> Executor | None:
     client = await connect(settings)
 
     def deadline_of(record: TaskRecord) -> float:
-        try:
-            return build_payload(holder.get(), record).limits.deadline_s
-        except PayloadError:  # a payload that cannot be built still gets the default deadline
-            return holder.get().defaults.deadline_s
+        return granted_deadline_s(holder.get(), record)
 
     return TemporalExecutor(client, settings, journal, deadline_of)
 

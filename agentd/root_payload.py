@@ -22,6 +22,12 @@ def new_traceparent() -> str:
     return f"00-{os.urandom(16).hex()}-{os.urandom(8).hex()}-01"
 
 
+def granted_deadline_s(config: Config, record: TaskRecord) -> float:
+    """The deadline `build_payload(config, record)` grants, without building the payload: no
+    secret is read and nothing is written (a remote executor sizes its workflow's timeouts by it)."""
+    return config.limits_for(record.spec).deadline_s
+
+
 def build_payload(config: Config, record: TaskRecord) -> SpawnPayload:
     """The root subagent's spawn payload for `record`."""
     spec = record.spec

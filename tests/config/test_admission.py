@@ -69,3 +69,25 @@ def test_a_client_pattern_that_would_gate_nothing_is_refused(load: Load, pattern
     with pytest.raises(SpecRejected, match="approve: ") as refused:
         check_spec(load(GATED), TaskSpec(instruction="x", mcp=["gh", "fs"], approve=[pattern]))
     assert why in str(refused.value)
+
+
+def test_a_tasks_granted_deadline_is_read_without_its_secrets_or_a_payload(
+    load: Load, tmp_path: Path
+) -> None:
+    from agentd.journal.records import TaskRecord
+    from agentd.root_payload import build_payload, granted_deadline_s
+    from agentd.supervision.supervisor import PayloadError
+
+    body = MINIMAL + 'api_key_env = "AGENTD_TEST_UNSET_KEY"\n[defaults]\ndeadline_ceiling = "1h"\n'
+    config = load(body + f'[daemon]\nstate_dir = "{tmp_path / "state"}"\n', check_environment=False)
+    asked = TaskRecord(
+        "t1", "r1", 0, None, TaskSpec(instruction="x", limits={"deadline_s": 30}), "queued", 0.0
+    )
+    too_long = TaskRecord(
+        "t2", "r2", 0, None, TaskSpec(instruction="x", limits={"deadline_s": 36000}), "queued", 0.0
+    )
+    assert granted_deadline_s(config, asked) == 30
+    assert granted_deadline_s(config, too_long) == 3600
+    assert not (tmp_path / "state" / "notes").exists()
+    with pytest.raises(PayloadError, match="AGENTD_TEST_UNSET_KEY"):
+        build_payload(config, asked)
