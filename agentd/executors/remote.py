@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import JsonValue
 
 from agentd.journal.records import TaskRecord
+from protocol.api import RetryPolicy, TaskSpec
 from protocol.result import RunError, RunResult, TerminalStatus
 from protocol.transcript import STEP_ITEMS_ADAPTER, StepItem, approx_bytes
 
@@ -56,6 +58,39 @@ def workflow_input(record: TaskRecord, deadline_s: float, heartbeat_timeout_s: f
         "max_attempts": record.spec.retry.max_attempts,
         "heartbeat_timeout_s": heartbeat_timeout_s,
     }
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """One attempt as a worker reads its activity's argument (the workflow input and `deadline_at`)."""
+
+    task_id: str
+    owner_uid: int
+    spec: TaskSpec
+    # The front door's grant: the task's deadline cut to the front door's ceilings.
+    deadline_s: float
+    # Wall-clock seconds at which the task's deadline passes: the workflow's start + `deadline_s`.
+    deadline_at: float
+
+    @classmethod
+    def of(cls, task: Mapping[str, Any]) -> Assignment:
+        return cls(
+            task_id=str(task["task_id"]),
+            owner_uid=int(task["owner_uid"]),
+            spec=TaskSpec.model_validate(task["spec"]),
+            deadline_s=float(task["deadline_s"]),
+            deadline_at=float(task["deadline_at"]),
+        )
+
+    def attempt_spec(self, now: float) -> TaskSpec | None:
+        """The spec this attempt runs at `now` (wall clock), or None when no time is left: its
+        deadline is what is left of the grant, never more than the grant however the clocks of
+        the workflow's host and this one differ; one attempt (Temporal owns the retries)."""
+        left_s = min(self.deadline_s, self.deadline_at - now)
+        if left_s <= 0:
+            return None
+        limits = self.spec.limits.model_copy(update={"deadline_s": left_s})
+        return self.spec.model_copy(update={"limits": limits, "retry": RetryPolicy(max_attempts=1)})
 
 
 def retryable(result: RunResult) -> bool:

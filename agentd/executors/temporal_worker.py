@@ -35,6 +35,7 @@ from agentd.executors.remote import (
     NODES_CAP,
     RETRYABLE_TYPE,
     STEPS_SIGNAL,
+    Assignment,
     EventTail,
     TemporalSettings,
     result_of,
@@ -49,7 +50,7 @@ from agentd.journal.records import TaskRecord
 from agentd.journal.store import Journal
 from agentd.journal.transcripts import StepRecord, Transcripts
 from agentd.supervision.supervisor import Supervisor
-from protocol.api import RetryPolicy, TaskSpec
+from protocol.api import TaskSpec
 from protocol.result import RunResult, RunUsage, TerminalStatus
 from protocol.transcript import StepItem
 
@@ -124,18 +125,13 @@ class TaskActivity:
     async def run_task(self, task: dict[str, Any]) -> dict[str, Any]:
         info = activity.info()
         attempt = info.attempt
-        remaining = float(task["deadline_at"]) - time.time()
-        if remaining <= 0:
+        assignment = Assignment.of(task)
+        spec = assignment.attempt_spec(time.time())
+        if spec is None:
             late = synthetic(TerminalStatus.DEADLINE, "deadline", "no time was left")
             return self._answer(late, attempt, [])
-        spec = TaskSpec.model_validate(task["spec"])
-        limits = spec.limits.model_copy(
-            update={"deadline_s": min(spec.limits.deadline_s or float(task["deadline_s"]), remaining)}
-        )
-        # Temporal owns the retries: this host never requeues the attempt itself.
-        spec = spec.model_copy(update={"limits": limits, "retry": RetryPolicy(max_attempts=1)})
-        workflow = info.workflow_id or workflow_id(str(task["task_id"]))
-        local = await self._submit(spec, int(task["owner_uid"]), workflow, attempt)
+        workflow = info.workflow_id or workflow_id(assignment.task_id)
+        local = await self._submit(spec, assignment.owner_uid, workflow, attempt)
         self.steps.workflows[local.task_id] = workflow
         try:
             return await self._supervise(local, attempt)

@@ -10,6 +10,7 @@ from agentd.executors.remote import (
     SIGNAL_BYTES,
     TAIL_BYTES,
     TAIL_EVENTS,
+    Assignment,
     EventTail,
     Mirror,
     decode_events,
@@ -52,6 +53,30 @@ def test_the_workflow_input_carries_the_spec_deadline_and_the_tasks_own_attempt_
     )
     assert TaskSpec.model_validate(task["spec"]).instruction == "x"
     json.dumps(task)  # plain JSON: Temporal's default converter carries it
+
+
+def _assignment(asked_s: float | None, granted_s: float, deadline_at: float) -> Assignment:
+    spec = TaskSpec(instruction="x", limits={"deadline_s": asked_s}, retry=RetryPolicy(max_attempts=3))
+    record = TaskRecord("t_1", "r_1", 7, "k", spec, "queued", 0)
+    task = workflow_input(record, deadline_s=granted_s, heartbeat_timeout_s=5.0)
+    return Assignment.of({**task, "deadline_at": deadline_at})
+
+
+def test_an_attempt_runs_for_what_is_left_of_the_granted_deadline_as_one_attempt() -> None:
+    spec = _assignment(asked_s=None, granted_s=60.0, deadline_at=1000.0).attempt_spec(now=990.0)
+    assert spec is not None
+    assert (spec.limits.deadline_s, spec.retry.max_attempts) == (10.0, 1)
+
+
+def test_an_attempt_never_runs_past_the_grant_even_when_the_asked_deadline_and_clocks_allow_more() -> None:
+    # The task asked 10 h, the front door granted 60 s, and this host's clock is 10 min behind.
+    spec = _assignment(asked_s=36000.0, granted_s=60.0, deadline_at=1600.0).attempt_spec(now=1000.0)
+    assert spec is not None
+    assert spec.limits.deadline_s == 60.0
+
+
+def test_an_attempt_that_starts_after_the_deadline_has_no_spec() -> None:
+    assert _assignment(asked_s=None, granted_s=60.0, deadline_at=1000.0).attempt_spec(now=1000.0) is None
 
 
 def test_only_a_crashed_child_without_an_rfc_abort_is_retried() -> None:
