@@ -7,6 +7,7 @@ as one line on stderr with exit 2 (usage) or 1. The commands themselves are in
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import stat
 import sys
@@ -17,7 +18,6 @@ from typing import TextIO
 from pydantic import ValidationError
 
 from agentd.api.client import ApiClient
-from agentd.cli import approval_commands, listing_commands, resume_commands, task_commands
 from agentd.cli.flag_errors import flag_problem, spec_problem
 from agentd.cli.flags import PREFLIGHT, UsageError
 from agentd.cli.task_ids import resolve
@@ -78,22 +78,33 @@ def _configured_socket(path: Path, *, required: bool) -> str | None:
     return str(path.absolute().parent / os.path.expanduser(socket))
 
 
-COMMANDS: dict[str, Callable[[ApiClient, argparse.Namespace, TextIO], int]] = {
-    "submit": task_commands.cmd_submit,
-    "status": task_commands.cmd_status,
-    "cancel": task_commands.cmd_cancel,
-    "list": listing_commands.cmd_list,
-    "logs": task_commands.cmd_logs,
-    "tree": task_commands.cmd_tree,
-    "transcript": resume_commands.cmd_transcript,
-    "fork": resume_commands.cmd_fork,
-    "extend": resume_commands.cmd_extend,
-    "schedules": listing_commands.cmd_schedules,
-    "approvals": approval_commands.cmd_approvals,
-    "approve": approval_commands.cmd_decide,
-    "deny": approval_commands.cmd_decide,
-    "triggers": listing_commands.cmd_triggers,
+# Each command as (module, function): a command imports its own module only, so `agentd status`
+# does not pay for building the models of schedules, approvals and transcripts it never reads.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "submit": ("task_commands", "cmd_submit"),
+    "status": ("task_commands", "cmd_status"),
+    "cancel": ("task_commands", "cmd_cancel"),
+    "list": ("listing_commands", "cmd_list"),
+    "logs": ("task_commands", "cmd_logs"),
+    "tree": ("task_commands", "cmd_tree"),
+    "transcript": ("resume_commands", "cmd_transcript"),
+    "fork": ("resume_commands", "cmd_fork"),
+    "extend": ("resume_commands", "cmd_extend"),
+    "schedules": ("listing_commands", "cmd_schedules"),
+    "approvals": ("approval_commands", "cmd_approvals"),
+    "approve": ("approval_commands", "cmd_decide"),
+    "deny": ("approval_commands", "cmd_decide"),
+    "triggers": ("listing_commands", "cmd_triggers"),
 }
+
+
+def command_function(command: str) -> Callable[[ApiClient, argparse.Namespace, TextIO], int]:
+    """The function that runs `command`, its module imported now."""
+    module_name, function = COMMANDS[command]
+    module = importlib.import_module(f"agentd.cli.{module_name}")
+    run: Callable[[ApiClient, argparse.Namespace, TextIO], int] = getattr(module, function)
+    return run
+
 
 # The arguments that name a task, as the person typed them: any unique start of an id will do.
 TASK_ARGUMENTS = {"task": "TASK", "before": "--before"}
@@ -115,7 +126,7 @@ def dispatch(command: str, args: argparse.Namespace) -> int:
         path = resolve_socket(args.socket)
         with ApiClient(path) as client:
             resolve_task_arguments(client, args)
-            return COMMANDS[command](client, args, sys.stdout)
+            return command_function(command)(client, args, sys.stdout)
     except UsageError as exc:
         sys.stderr.write(f"agentd {command}: {exc}\n")
         return ExitCode.USAGE

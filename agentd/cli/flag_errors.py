@@ -13,8 +13,6 @@ from collections.abc import Mapping
 
 from pydantic import ValidationError
 
-from agentd.config.problems import bound_message, pattern_words
-
 # A task spec's fields as the flags of `agentd submit` and `agentd run` that set them.
 TASK_FLAGS: Mapping[str, str] = {
     "instruction": "INSTRUCTION",
@@ -44,6 +42,9 @@ def _flag(loc: tuple[int | str, ...], flags: Mapping[str, str]) -> tuple[str, st
 
 def flag_problem(exc: ValidationError, flags: Mapping[str, str]) -> str:
     """The first error of `exc` as `FLAG: what is wrong`, durations with their unit, no regex."""
+    # Only a bad value pays for the configuration's wording (it loads the configuration models).
+    from agentd.config.problems import bound_message, pattern_words
+
     error = exc.errors(include_url=False, include_input=False)[0]
     flag, field = _flag(tuple(error["loc"]), flags)
     seconds = field.endswith("_s")
