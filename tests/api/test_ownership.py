@@ -9,7 +9,6 @@ because the test's temporary tree above it is closed to other users.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,22 +19,9 @@ import pytest
 from agentd.api.client import UNREACHABLE
 from protocol.api import (
     NOT_FOUND,
-    CancelParams,
-    CancelRequest,
-    EventsParams,
-    EventsRequest,
-    GetRequest,
-    ListRequest,
-    Request,
-    SubmitParams,
-    SubmitRequest,
-    TaskRef,
-    TaskSpec,
 )
 from tests.api.harness import RawConnection, serving
-from tests.support.as_user import NOBODY as NOBODY  # re-exported: other tests import the uids from here
-from tests.support.as_user import NOGROUP as NOGROUP
-from tests.support.as_user import forked_as, outcomes
+from tests.support.as_user import NOBODY, NOGROUP, fork_as_nobody
 from tests.support.privilege import AS_ANOTHER_USER
 
 pytestmark = [pytest.mark.anyio, pytest.mark.processes]
@@ -43,33 +29,9 @@ pytestmark = [pytest.mark.anyio, pytest.mark.processes]
 ADMINS = 4242  # a gid no account uses; membership is given to the child directly
 
 
-def _scenario(root_task: str, path: str) -> dict[str, Any]:
-    """What the other user tries, each outcome recorded (runs in the privilege-dropped child)."""
-    steps: list[tuple[str, Request[Any]]] = [
-        ("get", GetRequest(params=TaskRef(task_id=root_task))),
-        ("events", EventsRequest(params=EventsParams(task_id=root_task))),
-        ("missing", GetRequest(params=TaskRef(task_id="t999"))),
-        ("submit", SubmitRequest(params=SubmitParams(spec=TaskSpec(instruction="mine")))),
-        ("list", ListRequest()),
-        ("cancel", CancelRequest(params=CancelParams(task_id=root_task))),
-    ]
-    return outcomes(path, steps)
-
-
-def _fork_as_nobody(
-    cwd: Path,
-    root_task: str,
-    path: str,
-    extra_groups: list[int],
-    scenario: Callable[[str, str], dict[str, Any]] | None = None,
-) -> dict[str, Any]:
-    """Run `scenario` (default `_scenario`) as nobody in a forked child; return what it saw."""
-    return forked_as(lambda: (scenario or _scenario)(root_task, path), cwd=cwd, groups=extra_groups)
-
-
 async def _as_nobody(cwd: Path, root_task: str, path: str, *, extra_groups: list[int]) -> dict[str, Any]:
     # In a worker thread: the server answering the child runs on this event loop.
-    return await anyio.to_thread.run_sync(_fork_as_nobody, cwd, root_task, path, extra_groups)
+    return await anyio.to_thread.run_sync(fork_as_nobody, cwd, root_task, path, extra_groups)
 
 
 @AS_ANOTHER_USER

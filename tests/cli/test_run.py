@@ -12,30 +12,9 @@ from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-BASIC = REPO / "tests" / "fixtures" / "mcp_basic.py"
+from tests.support.run_cli import BASIC, REPO, log_events, run, script
 
 pytestmark = pytest.mark.processes
-
-
-def script(tmp_path: Path, turns: list[Any], name: str = "s.json") -> str:
-    path = tmp_path / name
-    path.write_text(json.dumps({"turns": turns}))
-    return f"scripted:{path}"
-
-
-def run(*args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "agentd", "run", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        cwd=REPO,
-    )
-
-
-def log_events(stderr: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
 
 
 def test_a_task_with_an_mcp_server_prints_its_result_and_exits_0(tmp_path: Path) -> None:

@@ -12,8 +12,8 @@ import pytest
 
 from agentd.cli.main import build_parser
 from agentd.cli.run import build_overrides, load_run_config
-from tests.cli.test_run import BASIC, log_events, run, script
 from tests.support.fake_llm import FakeLLM, chat, chat_chunks, sse
+from tests.support.run_cli import BASIC, log_events, run, script
 
 pytestmark = pytest.mark.processes
 

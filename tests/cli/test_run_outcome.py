@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.cli.test_run import run, script
+from tests.support.run_cli import run, script
 
 pytestmark = pytest.mark.processes
 

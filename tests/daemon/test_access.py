@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from protocol.api import NOT_FOUND
 from protocol.result import TerminalStatus as S
-from tests.api.test_ownership import NOGROUP, _fork_as_nobody
+from tests.support.as_user import NOGROUP, fork_as_nobody
 from tests.support.daemon import running_daemon, scripted, start_daemon, write_config
 from tests.support.privilege import AS_ANOTHER_USER
 
@@ -37,7 +37,7 @@ def test_another_uid_cannot_see_or_cancel_a_task_but_runs_its_own(tmp_path: Path
         assert mode == 0o660
         assert stat.S_IMODE(run.stat().st_mode) == 0o750
         root_task = daemon.submit("root's task")
-        seen = _fork_as_nobody(run, root_task, "agentd.sock", [])
+        seen = fork_as_nobody(run, root_task, "agentd.sock", [])
         assert seen["get"]["code"] == NOT_FOUND
         assert seen["cancel"]["code"] == NOT_FOUND
         assert seen["events"]["code"] == NOT_FOUND

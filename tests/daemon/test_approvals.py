@@ -18,7 +18,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import psutil
@@ -39,93 +38,16 @@ from protocol.api import (
 )
 from protocol.jsonrpc import INVALID_PARAMS
 from protocol.result import TerminalStatus as S
-from tests.api.test_ownership import NOBODY, NOGROUP, _fork_as_nobody
-from tests.support.daemon import FIXTURES, Daemon, start_daemon, write_config
+from tests.support.approvals import (
+    WAIT_S,
+    approvals_body,
+    pending_request,
+    recorded_calls,
+)
+from tests.support.as_user import NOBODY, NOGROUP, fork_as_nobody
+from tests.support.daemon import Daemon, start_daemon, write_config
 from tests.support.leaks import wait_no_descendants
 from tests.support.privilege import AS_ANOTHER_USER
-
-WAIT_S = 30.0
-
-
-def _record(server: str, text: str, *, delay_s: float = 0) -> list[dict[str, object]]:
-    call: dict[str, object] = {"tool_calls": [{"name": f"{server}__record", "arguments": {"text": text}}]}
-    if delay_s:
-        call["delay_s"] = delay_s
-    return [call, {"text": "{last_tool_result}"}]
-
-
-def _script(workdir: Path) -> str:
-    roles = [
-        {"match": f"^{name}", "turns": _record(server, name)}
-        for name, server in (
-            ("approve-once", "demo"),
-            ("deny-reason", "demo"),
-            ("timeout", "quick"),
-            ("cancel-wait", "demo"),
-            ("other-uid", "demo"),
-            ("pty", "demo"),
-            ("child: nested", "demo"),
-        )
-    ]
-    roles.append(
-        {
-            "match": "^client-gate",
-            "turns": [
-                {"tool_calls": [{"name": "demo__echo", "arguments": {"text": "client-gate"}}]},
-                {"text": "{last_tool_result}"},
-            ],
-        }
-    )
-    roles.append(
-        {
-            "match": "^nested",
-            "turns": [
-                {"tool_calls": [{"name": "subagent_spawn", "arguments": {"instruction": "child: nested"}}]},
-                {"text": "{last_tool_result}"},
-            ],
-        }
-    )
-    # The restart test (test_approvals_restart.py): its model "thinks" 4 s before the call.
-    roles.append({"match": "^restart", "turns": _record("demo", "restart", delay_s=4)})
-    path = workdir / "play.json"
-    path.write_text(json.dumps({"model": "scripted-play", "turns": [{"text": "no role"}], "roles": roles}))
-    return f'[intelligence.play]\nkind = "scripted"\nscript = "{path}"\n'
-
-
-def _body(workdir: Path) -> str:
-    calls = workdir / "calls"
-    calls.mkdir(mode=0o755, exist_ok=True)
-    server = f'command = ["{sys.executable}", "{FIXTURES / "mcp_basic.py"}"]\ntrust = []\n'
-    env = f'env = {{ AGENTD_TEST_SENTINEL_DIR = "{calls}" }}\n'
-    return (
-        _script(workdir)
-        + f'[mcp.demo]\n{server}{env}approval = ["record"]\napproval_timeout = "60s"\n'
-        + f'[mcp.quick]\n{server}{env}approval = ["rec*"]\napproval_timeout = "1s"\n'
-        + '[defaults]\nmodel = "play"\nmcp = ["demo"]\n'
-    )
-
-
-def _calls(daemon: Daemon, text: str) -> int:
-    log = daemon.workdir / "calls" / "calls.log"
-    lines = log.read_text().splitlines() if log.exists() else []
-    return lines.count(text)
-
-
-def _pending(daemon: Daemon, task_id: str, *, handle: str = "0") -> dict[str, Any]:
-    """The task's one pending request, waiting for it (bounded)."""
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        found = daemon.call("approval.list", {"task_id": task_id})
-        assert isinstance(found, list)
-        if found:
-            (request,) = found
-            assert isinstance(request, dict)
-            assert request["handle"] == handle
-            return request
-        view = daemon.call("task.get", {"task_id": task_id})
-        assert isinstance(view, dict) and view["state"] != "terminal", view
-        assert time.monotonic() < deadline, f"no approval request of {task_id} within {WAIT_S} s"
-        time.sleep(0.05)
 
 
 def _raw(daemon: Daemon, frame: dict[str, object]) -> dict[str, Any]:
@@ -178,7 +100,7 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
     socket_path = workdir / "run" / "agentd.sock"
     config = write_config(
         workdir,
-        _body(workdir),
+        approvals_body(workdir),
         daemon=f'socket_group = "{NOGROUP}"\n',
         socket=socket_path,
     )
@@ -194,7 +116,7 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
 
 def test_an_approved_call_runs_exactly_once_and_the_task_shows_awaiting_approval(daemon: Daemon) -> None:
     task_id = daemon.submit("approve-once")
-    request = _pending(daemon, task_id)
+    request = pending_request(daemon, task_id)
     assert (request["server"], request["tool"], request["arguments"]) == (
         "demo",
         "record",
@@ -202,7 +124,7 @@ def test_an_approved_call_runs_exactly_once_and_the_task_shows_awaiting_approval
     )
     assert request["state"] == "pending" and request["instruction"] == "approve-once"
     # Held before the server: nothing ran yet, and the task says why it waits.
-    assert _calls(daemon, "approve-once") == 0
+    assert recorded_calls(daemon, "approve-once") == 0
     view = daemon.call("task.get", {"task_id": task_id})
     assert isinstance(view, dict) and view["state"] == "awaiting_approval"
     listed = daemon.call("task.list", {})
@@ -218,7 +140,7 @@ def test_an_approved_call_runs_exactly_once_and_the_task_shows_awaiting_approval
     final = daemon.wait(task_id)
     assert final.status is S.COMPLETED, final
     assert final.result == "recorded approve-once"
-    assert _calls(daemon, "approve-once") == 1
+    assert recorded_calls(daemon, "approve-once") == 1
     (decided,) = _events(daemon, task_id, "approval.decided")
     assert decided["outcome"] == "approved" and decided["decider_uid"] == os.geteuid()
     assert isinstance(decided["wait_ms"], int) and decided["wait_ms"] >= 0
@@ -230,7 +152,7 @@ def test_an_approved_call_runs_exactly_once_and_the_task_shows_awaiting_approval
 
 def test_a_denial_with_a_reason_reaches_the_model_and_the_call_never_runs(daemon: Daemon) -> None:
     task_id = daemon.submit("deny-reason")
-    request = _pending(daemon, task_id)
+    request = pending_request(daemon, task_id)
     denied = daemon.cli("deny", task_id, request["call"], "--reason", "not on Fridays")
     assert denied.returncode == 0, denied.stderr
     final = daemon.wait(task_id)
@@ -238,7 +160,7 @@ def test_a_denial_with_a_reason_reaches_the_model_and_the_call_never_runs(daemon
     assert final.status is S.COMPLETED
     assert isinstance(final.result, str)
     assert "a person denied it: not on Fridays" in final.result
-    assert _calls(daemon, "deny-reason") == 0
+    assert recorded_calls(daemon, "deny-reason") == 0
     (decided,) = _events(daemon, task_id, "approval.decided")
     assert (decided["outcome"], decided["reason"]) == ("denied", "not on Fridays")
     _no_children(daemon, task_id)
@@ -249,7 +171,7 @@ def test_a_request_nobody_decides_is_denied_at_its_timeout(daemon: Daemon) -> No
     final = daemon.wait(task_id)
     assert final.status is S.COMPLETED
     assert isinstance(final.result, str) and "nobody approved it within" in final.result
-    assert _calls(daemon, "timeout") == 0
+    assert recorded_calls(daemon, "timeout") == 0
     (decided,) = _events(daemon, task_id, "approval.decided")
     assert decided["outcome"] == "timeout" and decided["decider_uid"] is None
     _no_children(daemon, task_id)
@@ -260,7 +182,7 @@ def test_a_client_adds_a_gate_and_a_spec_cannot_remove_the_operators(daemon: Dae
     task_id = json.loads(daemon.cli("submit", "client-gate", "--approve", "demo/echo", "--json").stdout)[
         "task_id"
     ]
-    request = _pending(daemon, task_id)
+    request = pending_request(daemon, task_id)
     assert request["tool"] == "echo"
     assert daemon.cli("approve", task_id, request["call"]).returncode == 0
     assert daemon.wait(task_id).result == "client-gate"
@@ -278,7 +200,7 @@ def test_a_client_adds_a_gate_and_a_spec_cannot_remove_the_operators(daemon: Dae
 
 def test_a_cancel_ends_the_wait_within_the_ladder_bound_and_withdraws_the_request(daemon: Daemon) -> None:
     task_id = daemon.submit("cancel-wait")
-    _pending(daemon, task_id)
+    pending_request(daemon, task_id)
     started = time.monotonic()
     daemon.call("task.cancel", {"task_id": task_id})
     final = daemon.wait(task_id)
@@ -286,7 +208,7 @@ def test_a_cancel_ends_the_wait_within_the_ladder_bound_and_withdraws_the_reques
     assert final.status is S.CANCELLED
     # The fast ladder (cancel 0.5 s, term 0.5 s, kill-reap 2 s) bounds it; most of it is slack.
     assert took_s < 5.0, took_s
-    assert _calls(daemon, "cancel-wait") == 0
+    assert recorded_calls(daemon, "cancel-wait") == 0
     assert daemon.call("approval.list", {"task_id": task_id}) == []
     (decided,) = _events(daemon, task_id, "approval.decided")
     assert decided["state"] == "withdrawn"
@@ -295,16 +217,16 @@ def test_a_cancel_ends_the_wait_within_the_ladder_bound_and_withdraws_the_reques
 
 def test_a_nested_child_calling_a_gated_tool_waits_too(daemon: Daemon) -> None:
     task_id = daemon.submit("nested")
-    request = _pending(daemon, task_id, handle="0.1")
+    request = pending_request(daemon, task_id, handle="0.1")
     tree = daemon.call("task.tree", {"task_id": task_id})
     assert isinstance(tree, list)
     assert {n["handle"]: n["state"] for n in tree} == {"0": "running", "0.1": "awaiting_approval"}
-    assert _calls(daemon, "child: nested") == 0
+    assert recorded_calls(daemon, "child: nested") == 0
     assert daemon.cli("approve", task_id, request["call"]).returncode == 0
     final = daemon.wait(task_id)
     assert final.status is S.COMPLETED
     assert isinstance(final.result, str) and "recorded child: nested" in final.result
-    assert _calls(daemon, "child: nested") == 1
+    assert recorded_calls(daemon, "child: nested") == 1
     _no_children(daemon, task_id)
 
 
@@ -329,14 +251,14 @@ def _other_uid(task_id: str, path: str) -> dict[str, Any]:
 @AS_ANOTHER_USER
 def test_another_uid_neither_sees_nor_decides_a_request(daemon: Daemon) -> None:
     task_id = daemon.submit("other-uid")
-    request = _pending(daemon, task_id)
-    seen = _fork_as_nobody(daemon.socket.parent, task_id, "agentd.sock", [], scenario=_other_uid)
+    request = pending_request(daemon, task_id)
+    seen = fork_as_nobody(daemon.socket.parent, task_id, "agentd.sock", [], scenario=_other_uid)
     assert seen["list"] == []
     assert seen["list_task"] == {"code": NOT_FOUND, "message": f"no task {task_id!r}"}
     assert seen["approve"] == {"code": NOT_FOUND, "message": f"no task {task_id!r}"}
     # Still pending; its owner (root) decides it.
-    assert _pending(daemon, task_id)["call"] == request["call"]
-    assert _calls(daemon, "other-uid") == 0
+    assert pending_request(daemon, task_id)["call"] == request["call"]
+    assert recorded_calls(daemon, "other-uid") == 0
     assert daemon.cli("deny", task_id, "--reason", "cleanup").returncode == 0
     assert daemon.wait(task_id).status is S.COMPLETED
     assert os.geteuid() != NOBODY
@@ -374,7 +296,7 @@ def test_submit_follow_on_a_terminal_shows_the_request_and_approves_on_y(daemon:
         _read_until(master, b"approve? [y/N]", seen, WAIT_S)
         text = seen.decode()
         assert '⏸ awaiting approval: demo__record {"text":"pty"}' in text
-        assert _calls(daemon, "pty") == 0
+        assert recorded_calls(daemon, "pty") == 0
         os.write(master, b"y\n")
         _read_until(master, b"recorded pty", seen, WAIT_S)
         assert proc.wait(timeout=WAIT_S) == 0
@@ -384,7 +306,7 @@ def test_submit_follow_on_a_terminal_shows_the_request_and_approves_on_y(daemon:
             proc.wait()
         os.close(master)
     assert "✓ approved by uid" in seen.decode()
-    assert _calls(daemon, "pty") == 1
+    assert recorded_calls(daemon, "pty") == 1
     listed = daemon.call("task.list", {})
     assert isinstance(listed, list)
     (task_id,) = [t["task_id"] for t in listed if t["instruction"] == "pty"]

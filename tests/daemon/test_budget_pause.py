@@ -12,8 +12,16 @@ from pathlib import Path
 import pytest
 
 from protocol.result import TerminalStatus
-from tests.daemon.test_resume import WAIT_S, _calls, _config, _events, _restart, _stop, _wait_for
 from tests.support.daemon import Daemon, start_daemon
+from tests.support.resume import (
+    WAIT_S,
+    calls_of,
+    restart_daemon,
+    resume_config,
+    stop_daemon,
+    task_events,
+    wait_for,
+)
 
 pytestmark = pytest.mark.processes
 
@@ -25,18 +33,18 @@ def _state(daemon: Daemon, task_id: str) -> object:
 
 
 def test_a_paused_task_survives_a_restart_and_goes_on_from_its_step_after_extend(tmp_path: Path) -> None:
-    config = _config(tmp_path)
+    config = resume_config(tmp_path)
     daemon = start_daemon(tmp_path, config)
     try:
         task_id = daemon.submit("paused", limits={"max_steps": 2}, on_budget="pause")
-        _wait_for("awaiting_budget", lambda: _state(daemon, task_id) == "awaiting_budget", daemon)
+        wait_for("awaiting_budget", lambda: _state(daemon, task_id) == "awaiting_budget", daemon)
         shown = daemon.cli("status", task_id)
         assert "awaiting_budget" in shown.stdout
         assert "its step budget ran out: it waits for `agentd extend`" in shown.stdout
         # Two steps ran, each with its call; no wrap-up was asked (the task goes on later).
-        assert _calls(tmp_path, "paused") == Counter({"R1": 1, "R2": 1})
+        assert calls_of(tmp_path, "paused") == Counter({"R1": 1, "R2": 1})
 
-        daemon = _restart(daemon, tmp_path, config, signal.SIGTERM)
+        daemon = restart_daemon(daemon, tmp_path, config, signal.SIGTERM)
         assert _state(daemon, task_id) == "awaiting_budget"
         not_waiting = daemon.cli("extend", daemon.submit("other"), "--steps", "5")
         assert not_waiting.returncode == 2 and "is not waiting for budget" in not_waiting.stderr
@@ -46,15 +54,15 @@ def test_a_paused_task_survives_a_restart_and_goes_on_from_its_step_after_extend
         view = daemon.wait(task_id, timeout_s=WAIT_S)
         assert view.status is TerminalStatus.COMPLETED, view
         # It went on from step 2: nothing ran twice, the rest ran once.
-        assert _calls(tmp_path, "paused") == Counter({"R1": 1, "R2": 1, "R3": 1, "C1": 1, "R4": 1})
-        events = [e["event"] for e in _events(daemon, task_id)]
+        assert calls_of(tmp_path, "paused") == Counter({"R1": 1, "R2": 1, "R3": 1, "C1": 1, "R4": 1})
+        events = [e["event"] for e in task_events(daemon, task_id)]
         assert events.index("task.paused") < events.index("task.extended") < events.index("task.resumed")
     finally:
-        _stop(daemon)
+        stop_daemon(daemon)
 
 
 def test_a_pause_nobody_extends_ends_exhausted_at_the_wait_timeout(tmp_path: Path) -> None:
-    config = _config(tmp_path)
+    config = resume_config(tmp_path)
     text = config.read_text().replace(
         "[defaults]\n", '[defaults]\non_budget = "pause"\nbudget_wait_timeout = "1s"\n'
     )
@@ -65,6 +73,6 @@ def test_a_pause_nobody_extends_ends_exhausted_at_the_wait_timeout(tmp_path: Pat
         view = daemon.wait(task_id, timeout_s=WAIT_S)
         assert view.status is TerminalStatus.EXHAUSTED_STEPS, view
         assert view.error is not None and view.error.message == "no budget was added within 1 s"
-        assert _calls(tmp_path, "abandoned") == Counter({"R1": 1})
+        assert calls_of(tmp_path, "abandoned") == Counter({"R1": 1})
     finally:
-        _stop(daemon)
+        stop_daemon(daemon)

@@ -18,8 +18,8 @@ import pytest
 
 from protocol.environment import TEST_FAULT_ENV
 from protocol.result import TerminalStatus as S
-from tests.daemon.test_chaos import signals_used
 from tests.support.daemon import FAST_SUPERVISION, Daemon, demo_mcp, running_daemon, scripted
+from tests.support.rogue_daemon import signals_used
 
 pytestmark = pytest.mark.processes
 

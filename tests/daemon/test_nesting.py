@@ -16,8 +16,8 @@ import psutil
 import pytest
 
 from protocol.result import TerminalStatus as S
-from tests.daemon.test_chaos import rogue_daemon
 from tests.support.daemon import Daemon, running_daemon, scripted
+from tests.support.rogue_daemon import rogue_daemon
 
 pytestmark = pytest.mark.processes
 

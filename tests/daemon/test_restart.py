@@ -13,8 +13,8 @@ import psutil
 import pytest
 
 from protocol.result import TerminalStatus as S
-from tests.daemon.test_chaos import rogue_daemon
 from tests.support.daemon import running_daemon, start_daemon, write_config
+from tests.support.rogue_daemon import rogue_daemon
 
 pytestmark = pytest.mark.processes
 

@@ -27,10 +27,9 @@ from protocol.api import (
     SchedulePauseRequest,
     ScheduleRef,
 )
-from tests.api.test_ownership import NOBODY, NOGROUP, _fork_as_nobody
-from tests.daemon.test_chaos import rogue_daemon
-from tests.support.as_user import outcomes
+from tests.support.as_user import NOBODY, NOGROUP, fork_as_nobody, outcomes
 from tests.support.daemon import Daemon, running_daemon, scripted, start_daemon, write_config
+from tests.support.rogue_daemon import rogue_daemon
 
 pytestmark = pytest.mark.processes
 
@@ -276,7 +275,7 @@ def test_another_uid_cannot_see_or_delete_a_schedule(tmp_path: Path) -> None:
     with running_daemon(tmp_path, body, daemon_lines=f'socket_group = "{NOGROUP}"\n') as daemon:
         schedule_id = _create(daemon, "--every", "1s")
         daemon.wait_log("schedule.fired", schedule_id=schedule_id)
-        seen = _fork_as_nobody(tmp_path, schedule_id, "agentd.sock", [], _other_uid_scenario)
+        seen = fork_as_nobody(tmp_path, schedule_id, "agentd.sock", [], _other_uid_scenario)
         for name in ("get", "pause", "delete"):
             assert seen[name] == {"code": NOT_FOUND, "message": f"no schedule {schedule_id!r}"}, name
         assert seen["list"] == {"result": []}

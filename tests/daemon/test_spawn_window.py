@@ -12,8 +12,8 @@ import psutil
 import pytest
 
 from protocol.result import TerminalStatus as S
-from tests.daemon.test_zygote import PATIENT_PINGS, wait_zygote_state, zygote_pid
 from tests.support.daemon import FAST_SUPERVISION, Daemon, rogue_command, running_daemon, scripted
+from tests.support.zygote import PATIENT_PINGS, wait_zygote_state, zygote_pid
 
 pytestmark = pytest.mark.processes
 

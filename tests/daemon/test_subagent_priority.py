@@ -13,8 +13,8 @@ import psutil
 import pytest
 
 from protocol.result import TerminalStatus as S
-from tests.daemon.test_zygote import SLOW, forked_from_zygote, wait_zygote_state
 from tests.support.daemon import Daemon, running_daemon, scripted
+from tests.support.zygote import SLOW, forked_from_zygote, wait_zygote_state
 
 pytestmark = pytest.mark.processes
 

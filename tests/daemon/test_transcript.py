@@ -23,10 +23,9 @@ from protocol.api import (
     TranscriptStep,
 )
 from protocol.result import TerminalStatus
-from tests.api.test_ownership import NOGROUP, _fork_as_nobody
-from tests.daemon.test_resume import ROLES, ROOT_TURNS, WAIT_S, _calls
-from tests.support.as_user import outcomes
+from tests.support.as_user import NOGROUP, fork_as_nobody, outcomes
 from tests.support.daemon import FIXTURES, Daemon, running_daemon, scripted
+from tests.support.resume import ROLES, ROOT_TURNS, WAIT_S, calls_of
 
 pytestmark = pytest.mark.processes
 
@@ -88,7 +87,7 @@ def test_fork_from_step_2_replays_them_and_runs_the_rest(tmp_path: Path) -> None
         first = daemon.wait(original, timeout_s=WAIT_S)
         assert view.status is TerminalStatus.COMPLETED, view
         # Steps 1-2 (R1, R2) were replayed, not run again; the rest ran a second time.
-        assert _calls(tmp_path, "forked") == Counter({"R1": 1, "R2": 1, "R3": 2, "C1": 2, "R4": 2})
+        assert calls_of(tmp_path, "forked") == Counter({"R1": 1, "R2": 1, "R3": 2, "C1": 2, "R4": 2})
         assert view.usage.steps == first.usage.steps
         assert view.forked_from is not None
         assert (view.forked_from.task_id, view.forked_from.step) == (original, 2)
@@ -114,6 +113,6 @@ def test_another_uid_gets_not_found_for_transcript_and_fork(tmp_path: Path) -> N
     tmp_path.chmod(0o755)
     with running_daemon(tmp_path, _body(tmp_path), daemon_lines=f'socket_group = "{NOGROUP}"\n') as daemon:
         task_id = _completed(daemon, "private")
-        seen = _fork_as_nobody(tmp_path, task_id, "agentd.sock", [], _other_uid)
+        seen = fork_as_nobody(tmp_path, task_id, "agentd.sock", [], _other_uid)
         missing = {"code": NOT_FOUND, "message": f"no task {task_id!r}"}
         assert seen == {"transcript": missing, "fork": missing}

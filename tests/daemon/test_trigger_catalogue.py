@@ -29,10 +29,10 @@ from typing import Any
 
 import pytest
 
-from tests.daemon.test_triggers import _tasks, _triggers, _until
 from tests.fixtures.mcp_watch_driver import NOTES_LOG, SERVED_LOG
 from tests.support.daemon import FAST_SUPERVISION, FIXTURES, Daemon, running_daemon
 from tests.support.fake_llm import Behaviour, FakeLLM, Recorded, Respond, chat, tool_call
+from tests.support.triggers import trigger_tasks, trigger_views, wait_until
 
 pytestmark = pytest.mark.processes
 WAIT_S = 120.0  # four watchers import `mcp` before they arm, on a loaded 2-core machine
@@ -94,7 +94,7 @@ def _body(model: FakeLLM, states: dict[str, Path]) -> str:
 
 
 def _task(daemon: Daemon, name: str) -> dict[str, Any]:
-    tasks = _until(lambda: _tasks(daemon, name), f"the {name} task", daemon, timeout_s=WAIT_S)
+    tasks = wait_until(lambda: trigger_tasks(daemon, name), f"the {name} task", daemon, timeout_s=WAIT_S)
     done = daemon.wait(tasks[0]["task_id"], timeout_s=WAIT_S)
     return done.model_dump(mode="json")
 
@@ -110,8 +110,8 @@ def test_a_trigger_task_asks_the_model_before_its_server_is_connected(tmp_path: 
     for state in states.values():
         state.mkdir()
     with FakeLLM(Respond(_choose)) as model, running_daemon(tmp_path, _body(model, states)) as daemon:
-        _until(
-            lambda: all(v["state"] == "armed" for v in _triggers(daemon).values()),
+        wait_until(
+            lambda: all(v["state"] == "armed" for v in trigger_views(daemon).values()),
             "every trigger armed",
             daemon,
             timeout_s=WAIT_S,

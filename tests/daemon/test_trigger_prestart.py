@@ -24,7 +24,6 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.daemon.test_triggers import _tasks, _triggers, _until
 from tests.fixtures import watch_changes
 from tests.fixtures.mcp_watch_driver import SERVED_LOG
 from tests.support.daemon import (
@@ -36,6 +35,7 @@ from tests.support.daemon import (
     write_config,
 )
 from tests.support.fake_llm import Behaviour, FakeLLM, Recorded, Respond, chat
+from tests.support.triggers import trigger_tasks, trigger_views, wait_until
 
 pytestmark = pytest.mark.processes
 WAIT_S = 120.0  # the watcher imports `mcp` before it arms, on a loaded 2-core machine
@@ -91,7 +91,7 @@ def _settled(daemon: Daemon) -> list[str]:
     """Every trigger task so far, each waited for to its end; their ids."""
     ids = []
     for name in ("inbox", "paused", "busy", "plain"):
-        for view in _tasks(daemon, name):
+        for view in trigger_tasks(daemon, name):
             daemon.wait(view["task_id"], timeout_s=WAIT_S)
             ids.append(view["task_id"])
     return ids
@@ -115,30 +115,35 @@ def test_a_prestarted_child_does_nothing_until_its_task_is_journaled(tmp_path: P
 
     offset = time.time() - time.monotonic()
     with FakeLLM(Respond(choose)) as model, running_daemon(tmp_path, _body(model, state)) as daemon:
-        _until(lambda: _triggers(daemon)["inbox"]["state"] == "armed", "armed", daemon, WAIT_S)
+        wait_until(lambda: trigger_views(daemon)["inbox"]["state"] == "armed", "armed", daemon, WAIT_S)
         # The synthetic deliveries after arming: one task per trigger, run to their end.
-        _until(lambda: sum(len(_tasks(daemon, n)) for n in _triggers(daemon)) == 4, "4 tasks", daemon, WAIT_S)
+        wait_until(
+            lambda: sum(len(trigger_tasks(daemon, n)) for n in trigger_views(daemon)) == 4,
+            "4 tasks",
+            daemon,
+            WAIT_S,
+        )
         known = set(_settled(daemon))
-        plain_ids = {t["task_id"] for t in _tasks(daemon, "plain")}
+        plain_ids = {t["task_id"] for t in trigger_tasks(daemon, "plain")}
 
         # -- a change to inbox's URI: its child is parked while the window is open ------------
         requests, connections, served = len(model.requests), model.connections, len(_served(state))
         watch_changes.bump(state, "watch://item/0")
-        park = _until(lambda: _parked(daemon, known), "inbox's prestarted child", daemon)[0]
+        park = wait_until(lambda: _parked(daemon, known), "inbox's prestarted child", daemon)[0]
         task_id, pid = str(park["task_id"]), int(park["pid"])
         child = psutil.Process(pid)
         assert child.ppid() == daemon.proc.pid  # the daemon's own child, like any subagent
         # It has read its payload and started its control thread, and waits for `ctrl/go`.
-        _until(lambda: child.num_threads() >= 2, "the parked child prepared", daemon)
+        wait_until(lambda: child.num_threads() >= 2, "the parked child prepared", daemon)
         time.sleep(0.3)  # given time to misbehave, within the window
-        if task_id not in {t["task_id"] for t in _tasks(daemon, "inbox")}:  # the window is still open
+        if task_id not in {t["task_id"] for t in trigger_tasks(daemon, "inbox")}:  # the window is still open
             assert len(model.requests) == requests and model.connections == connections
             assert len(_served(state)) == served  # no MCP server started for the task
             assert child.is_running() and child.status() != psutil.STATUS_ZOMBIE
 
         # -- the window closes: the task is journaled with the parked ids and runs in that child
-        task = _until(
-            lambda: next((t for t in _tasks(daemon, "inbox") if t["task_id"] == task_id), None),
+        task = wait_until(
+            lambda: next((t for t in trigger_tasks(daemon, "inbox") if t["task_id"] == task_id), None),
             "the task journaled with the parked ids",
             daemon,
         )
@@ -154,23 +159,25 @@ def test_a_prestarted_child_does_nothing_until_its_task_is_journaled(tmp_path: P
 
         # -- a window that ends without a task (its trigger paused): the child is killed and reaped
         watch_changes.bump(state, "watch://item/1")
-        park = _until(lambda: _parked(daemon, known), "paused's prestarted child", daemon)[0]
+        park = wait_until(lambda: _parked(daemon, known), "paused's prestarted child", daemon)[0]
         paused_id, paused_pid = str(park["task_id"]), int(park["pid"])
         daemon.call("trigger.pause", {"name": "paused"})
-        _until(lambda: _gone(paused_pid), "the discarded child reaped", daemon, 15.0)
+        wait_until(lambda: _gone(paused_pid), "the discarded child reaped", daemon, 15.0)
         daemon.wait_log("subagent.exit", prestart=True, task_id=paused_id)
         known.add(paused_id)
 
         # -- max_inflight full when the window opens: nothing is parked, the delivery waits ------
         slow.set()
         watch_changes.bump(state, "watch://item/2")
-        first_busy = _until(
-            lambda: [t for t in _tasks(daemon, "busy") if t["task_id"] not in known], "busy's task", daemon
+        first_busy = wait_until(
+            lambda: [t for t in trigger_tasks(daemon, "busy") if t["task_id"] not in known],
+            "busy's task",
+            daemon,
         )[0]
         known.add(first_busy["task_id"])
         watch_changes.bump(state, "watch://item/2")  # while the first holds the one slot
-        second = _until(
-            lambda: [t for t in _tasks(daemon, "busy") if t["task_id"] not in known],
+        second = wait_until(
+            lambda: [t for t in trigger_tasks(daemon, "busy") if t["task_id"] not in known],
             "busy's second task, once the first ended",
             daemon,
         )[0]
@@ -179,8 +186,10 @@ def test_a_prestarted_child_does_nothing_until_its_task_is_journaled(tmp_path: P
 
         # -- prestart = false parks nothing -------------------------------------------------------
         watch_changes.bump(state, "watch://item/3")
-        plain = _until(
-            lambda: [t for t in _tasks(daemon, "plain") if t["task_id"] not in known], "plain's task", daemon
+        plain = wait_until(
+            lambda: [t for t in trigger_tasks(daemon, "plain") if t["task_id"] not in known],
+            "plain's task",
+            daemon,
         )[0]
         daemon.wait(plain["task_id"], timeout_s=WAIT_S)
         plain_ids.add(plain["task_id"])
@@ -194,13 +203,17 @@ def test_a_daemon_killed_while_a_child_is_parked_leaves_no_process_and_no_task(t
         config = write_config(tmp_path, _body(model, state))
         daemon = start_daemon(tmp_path, config)
         try:
-            _until(lambda: _triggers(daemon)["inbox"]["state"] == "armed", "armed", daemon, WAIT_S)
-            _until(lambda: sum(len(_tasks(daemon, n)) for n in _triggers(daemon)) == 4, "4 tasks", daemon)
+            wait_until(lambda: trigger_views(daemon)["inbox"]["state"] == "armed", "armed", daemon, WAIT_S)
+            wait_until(
+                lambda: sum(len(trigger_tasks(daemon, n)) for n in trigger_views(daemon)) == 4,
+                "4 tasks",
+                daemon,
+            )
             known = set(_settled(daemon))
             watch_changes.bump(state, "watch://item/0")
-            park = _until(lambda: _parked(daemon, known), "a prestarted child", daemon)[0]
+            park = wait_until(lambda: _parked(daemon, known), "a prestarted child", daemon)[0]
             child = psutil.Process(int(park["pid"]))
-            _until(lambda: child.num_threads() >= 2, "the parked child prepared", daemon)
+            wait_until(lambda: child.num_threads() >= 2, "the parked child prepared", daemon)
             daemon.proc.kill()
             daemon.proc.wait(timeout=10)
         finally:
@@ -213,10 +226,10 @@ def test_a_daemon_killed_while_a_child_is_parked_leaves_no_process_and_no_task(t
             assert time.monotonic() < deadline, "the parked child outlived its daemon"
             time.sleep(0.05)
         with running_daemon(tmp_path, _body(model, state)) as second:
-            _until(lambda: _triggers(second)["inbox"]["state"] == "armed", "re-armed", second, WAIT_S)
+            wait_until(lambda: trigger_views(second)["inbox"]["state"] == "armed", "re-armed", second, WAIT_S)
             # The parked ids were never journaled: the re-arming's synthetic delivery covers the URI.
-            inbox = _until(
-                lambda: len(t := _tasks(second, "inbox")) == 2 and t, "the synthetic delivery", second
+            inbox = wait_until(
+                lambda: len(t := trigger_tasks(second, "inbox")) == 2 and t, "the synthetic delivery", second
             )
             assert park["task_id"] not in {t["task_id"] for t in inbox}
             for view in inbox:

@@ -13,7 +13,6 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,21 +26,19 @@ from protocol.api import (
     TriggerPauseRequest,
     TriggerRef,
 )
-from tests.api.test_ownership import NOGROUP, _fork_as_nobody
-from tests.support.as_user import outcomes
+from tests.support.as_user import NOGROUP, fork_as_nobody, outcomes
 from tests.support.daemon import (
     FAST_SUPERVISION,
     FIXTURES,
-    Daemon,
     demo_mcp,
     running_daemon,
     scripted,
     start_daemon,
     write_config,
 )
+from tests.support.triggers import trigger_tasks, trigger_views, wait_until
 
 pytestmark = pytest.mark.processes
-WAIT_S = 30.0
 # Short ladders and a frequent orphan sweep (it must spare the watchers), but a patient ping: six
 # subagents and their MCP servers starting at once on a loaded 2-core machine answer late.
 SUPERVISION = FAST_SUPERVISION.replace("missed_pongs = 3", "missed_pongs = 25")
@@ -105,29 +102,6 @@ def _emit(control: Path, uris: list[str], n: int) -> None:
     tmp.rename(control / f"emit-{n:06d}.json")
 
 
-def _until(check: Callable[[], Any], what: str, daemon: Daemon, timeout_s: float = WAIT_S) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while not (value := check()):
-        assert daemon.proc.poll() is None, f"the daemon exited:\n{daemon.log_path.read_text()[-3000:]}"
-        assert time.monotonic() < deadline, (
-            f"timed out waiting for {what}:\n{daemon.log_path.read_text()[-3000:]}"
-        )
-        time.sleep(0.05)
-    return value
-
-
-def _triggers(daemon: Daemon) -> dict[str, dict[str, Any]]:
-    views = daemon.call("trigger.list")
-    assert isinstance(views, list)
-    return {v["name"]: v for v in views}
-
-
-def _tasks(daemon: Daemon, trigger: str) -> list[dict[str, Any]]:
-    views = daemon.call("task.list", {"limit": 1000})
-    assert isinstance(views, list)
-    return sorted((v for v in views if v.get("trigger") == trigger), key=lambda v: v["created_at"])
-
-
 def _watcher_pids(tmp_path: Path, server: str) -> list[int]:
     return [int(p.stem.split("-")[1]) for p in (tmp_path / "control" / server).glob("started-*.json")]
 
@@ -150,9 +124,11 @@ def test_triggers_through_the_daemon_and_the_cli(tmp_path: Path) -> None:
     with running_daemon(tmp_path, body, daemon_lines=f'socket_group = "{NOGROUP}"\n') as daemon:
         daemon.wait_log("trigger.armed", server="files")
         # The synthetic delivery after arming, then a change: two tasks that run to completion.
-        _until(lambda: len(_tasks(daemon, "inbox")) == 1, "the synthetic delivery's task", daemon)
+        wait_until(lambda: len(trigger_tasks(daemon, "inbox")) == 1, "the synthetic delivery's task", daemon)
         _emit(files, ["file:///srv/a"], 1)
-        tasks = _until(lambda: len(t := _tasks(daemon, "inbox")) == 2 and t, "the change's task", daemon)
+        tasks = wait_until(
+            lambda: len(t := trigger_tasks(daemon, "inbox")) == 2 and t, "the change's task", daemon
+        )
         assert [(t["trigger"], t["uri"]) for t in tasks] == [("inbox", "file:///srv/a")] * 2
         done = daemon.wait(tasks[1]["task_id"])
         assert done.status is not None and done.status.value == "completed", done
@@ -161,7 +137,7 @@ def test_triggers_through_the_daemon_and_the_cli(tmp_path: Path) -> None:
         assert "trigger inbox file:///srv/a" in shown.stdout
 
         # A watcher that keeps dying: failed after restart_max restarts, and says so everywhere.
-        _until(lambda: _triggers(daemon)["flaky"]["state"] == "failed", "flaky failed", daemon)
+        wait_until(lambda: trigger_views(daemon)["flaky"]["state"] == "failed", "flaky failed", daemon)
         assert len(_watcher_pids(tmp_path, "flaky")) == 3
         failed = daemon.wait_log("trigger.failed", server="flaky")
         assert failed["restarts"] == 2
@@ -177,30 +153,30 @@ def test_triggers_through_the_daemon_and_the_cli(tmp_path: Path) -> None:
         # Pause and resume from the CLI; resuming redelivers once per subscribed URI.
         assert daemon.cli("triggers", "pause", "inbox").stdout.strip() == "inbox: paused"
         _emit(files, ["file:///srv/a"], 2)
-        _until(lambda: not list(files.glob("emit-*.json")), "the change sent", daemon)
+        wait_until(lambda: not list(files.glob("emit-*.json")), "the change sent", daemon)
         time.sleep(0.3)
-        assert len(_tasks(daemon, "inbox")) == 2
+        assert len(trigger_tasks(daemon, "inbox")) == 2
         assert daemon.cli("triggers", "resume", "inbox", "--json").returncode == 0
-        _until(lambda: len(_tasks(daemon, "inbox")) == 3, "the resume's delivery", daemon)
+        wait_until(lambda: len(trigger_tasks(daemon, "inbox")) == 3, "the resume's delivery", daemon)
         missing = daemon.cli("triggers", "restart", "nope")
         assert missing.returncode == 1 and "no trigger 'nope'" in missing.stderr
 
         # Another uid sees nothing and changes nothing.
-        seen = _fork_as_nobody(tmp_path, "inbox", "agentd.sock", [], _nobody_scenario)
+        seen = fork_as_nobody(tmp_path, "inbox", "agentd.sock", [], _nobody_scenario)
         assert seen["list"]["code"] == FORBIDDEN and seen["pause"]["code"] == FORBIDDEN
         # Its status says nothing of the operator's triggers, not even that one failed.
         assert (seen["status"]["result"]["triggers"], seen["status"]["result"]["failed_triggers"]) == ({}, [])
-        assert _triggers(daemon)["inbox"]["state"] == "armed"
+        assert trigger_views(daemon)["inbox"]["state"] == "armed"
 
         # A reload removes flaky and adds other; the files watcher keeps running.
         (files_pid,) = _watcher_pids(tmp_path, "files")
         write_config(tmp_path, body.replace(FLAKY, OTHER), daemon=f'socket_group = "{NOGROUP}"\n')
         daemon.proc.send_signal(signal.SIGHUP)
-        _until(lambda: set(_triggers(daemon)) == {"inbox", "other"}, "the reload", daemon)
-        _until(lambda: _triggers(daemon)["other"]["state"] == "armed", "other armed", daemon)
+        wait_until(lambda: set(trigger_views(daemon)) == {"inbox", "other"}, "the reload", daemon)
+        wait_until(lambda: trigger_views(daemon)["other"]["state"] == "armed", "other armed", daemon)
         assert _watcher_pids(tmp_path, "files") == [files_pid]
         os.kill(files_pid, 0)  # still alive
-        _until(lambda: len(_tasks(daemon, "other")) == 1, "other's synthetic delivery", daemon)
+        wait_until(lambda: len(trigger_tasks(daemon, "other")) == 1, "other's synthetic delivery", daemon)
     # running_daemon checked a clean drain (exit 0); the processes marker checks no watcher is left.
 
 
@@ -217,7 +193,9 @@ def test_a_daemon_kill_9_loses_and_doubles_no_journaled_delivery(tmp_path: Path)
     try:
         daemon.wait_log("trigger.armed", server="files")
         _emit(files, uris, 1)
-        before = _until(lambda: len(t := _tasks(daemon, "inbox")) == 3 and t, "three deliveries", daemon)
+        before = wait_until(
+            lambda: len(t := trigger_tasks(daemon, "inbox")) == 3 and t, "three deliveries", daemon
+        )
         daemon.proc.kill()
         daemon.proc.wait(timeout=10)
     finally:
@@ -227,8 +205,8 @@ def test_a_daemon_kill_9_loses_and_doubles_no_journaled_delivery(tmp_path: Path)
     (files / "uris").write_text("".join(u + "\n" for u in uris))
     with running_daemon(tmp_path, body) as second:
         # Re-armed: one synthetic delivery per URI, after the journaled ones, which each run once.
-        after = _until(
-            lambda: len(t := _tasks(second, "inbox")) == 6 and t, "the re-arming's deliveries", second
+        after = wait_until(
+            lambda: len(t := trigger_tasks(second, "inbox")) == 6 and t, "the re-arming's deliveries", second
         )
         for view in after:
             finished = second.wait(view["task_id"], timeout_s=120)
@@ -237,7 +215,7 @@ def test_a_daemon_kill_9_loses_and_doubles_no_journaled_delivery(tmp_path: Path)
         assert len(set(ids)) == 6 and {t["task_id"] for t in before} <= set(ids)
         assert sorted(t["uri"] for t in after) == sorted(uris * 2)
         time.sleep(0.5)
-        assert len(_tasks(second, "inbox")) == 6
-        views = _triggers(second)
+        assert len(trigger_tasks(second, "inbox")) == 6
+        views = trigger_views(second)
         assert views["inbox"]["state"] == "armed" and views["inbox"]["tasks_started"] == 6
         assert views["other"]["state"] == "unsupported"

@@ -26,9 +26,9 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.daemon.test_triggers import _tasks, _triggers, _until
 from tests.fixtures import watch_changes
 from tests.support.daemon import FAST_SUPERVISION, FIXTURES, Daemon, running_daemon
+from tests.support.triggers import trigger_tasks, trigger_views, wait_until
 
 pytestmark = pytest.mark.processes
 WAIT_S = 90.0  # a watcher imports `mcp` before it arms: ~10 s on a loaded 2-core machine
@@ -104,7 +104,7 @@ instruction = "never"
 
 
 def _wait(check: Callable[[], Any], what: str, daemon: Daemon) -> Any:
-    return _until(check, what, daemon, timeout_s=WAIT_S)
+    return wait_until(check, what, daemon, timeout_s=WAIT_S)
 
 
 def _turns(daemon: Daemon) -> list[dict[str, Any]]:
@@ -140,7 +140,7 @@ def test_real_watchers_turn_resource_changes_into_tasks_that_read_them(tmp_path:
     with running_daemon(tmp_path, _body(tmp_path, files_state, feed_state)) as daemon:
         views = _wait(
             lambda: (
-                (t := _triggers(daemon))["inbox"]["state"] == "armed"
+                (t := trigger_views(daemon))["inbox"]["state"] == "armed"
                 and t["feed"]["state"] == "armed"
                 and t["deaf"]["state"] == "unsupported"
                 and t
@@ -153,21 +153,23 @@ def test_real_watchers_turn_resource_changes_into_tasks_that_read_them(tmp_path:
 
         # Arming: one synthetic "possibly changed" per URI, each a task that reads the resource.
         inbox = _wait(
-            lambda: len(t := _tasks(daemon, "inbox")) == 3 and t, "the synthetic deliveries", daemon
+            lambda: len(t := trigger_tasks(daemon, "inbox")) == 3 and t, "the synthetic deliveries", daemon
         )
         assert sorted(t["uri"] for t in inbox) == INBOX_URIS
         assert sorted(_answers(daemon, inbox)) == [f"{u} v1" for u in INBOX_URIS]
-        feed = _wait(lambda: _tasks(daemon, "feed"), "the 2026 server's synthetic delivery", daemon)
+        feed = _wait(lambda: trigger_tasks(daemon, "feed"), "the 2026 server's synthetic delivery", daemon)
         assert _answers(daemon, feed) == ["watch://item/0 v1"]
 
         # A burst of 200 changes to one URI: one delivery, whose task reads the newest state.
         watch_changes.bump(files_state, "watch://item/1", times=200)
-        burst = _wait(lambda: len(t := _tasks(daemon, "inbox")) == 4 and t[3:], "the burst's task", daemon)
+        burst = _wait(
+            lambda: len(t := trigger_tasks(daemon, "inbox")) == 4 and t[3:], "the burst's task", daemon
+        )
         assert burst[0]["uri"] == "watch://item/1"
         assert _answers(daemon, burst) == ["watch://item/1 v201"]
         watch_changes.bump(feed_state, "watch://item/0")
         feed = _wait(
-            lambda: len(t := _tasks(daemon, "feed")) == 2 and t[1:], "the 2026 change's task", daemon
+            lambda: len(t := trigger_tasks(daemon, "feed")) == 2 and t[1:], "the 2026 change's task", daemon
         )
         assert _answers(daemon, feed) == ["watch://item/0 v2"]
 
@@ -178,7 +180,7 @@ def test_real_watchers_turn_resource_changes_into_tasks_that_read_them(tmp_path:
             watch_changes.bump(feed_state, "watch://item/1")
             _wait(lambda n=n: len(_turns(daemon)) == n, f"the warm session's turn {n}", daemon)  # type: ignore[misc]
         turns = _turns(daemon)
-        (session,) = _tasks(daemon, "ops")
+        (session,) = trigger_tasks(daemon, "ops")
         assert {t["task_id"] for t in turns} == {session["task_id"]} and session["state"] == "running"
         assert [(t["uri"], t["status"], t["injections"]) for t in turns] == [
             ("watch://item/1", "completed", 1)
@@ -187,16 +189,18 @@ def test_real_watchers_turn_resource_changes_into_tasks_that_read_them(tmp_path:
         # A resource created after arming is picked up by the glob.
         watch_changes.create(files_state, "watch://item/9")
         new = _wait(
-            lambda: len(t := _tasks(daemon, "inbox")) == 5 and t[4:], "the new resource's task", daemon
+            lambda: len(t := trigger_tasks(daemon, "inbox")) == 5 and t[4:], "the new resource's task", daemon
         )
         assert new[0]["uri"] == "watch://item/9" and _answers(daemon, new) == ["watch://item/9 v1"]
-        _wait(lambda: _triggers(daemon)["inbox"]["subscribed"] == 4, "four URIs subscribed", daemon)
+        _wait(lambda: trigger_views(daemon)["inbox"]["subscribed"] == 4, "four URIs subscribed", daemon)
 
         # kill -9 of the watcher: the governor re-arms it, and every URI gets one synthetic delivery.
         watcher = _watcher_of(daemon, files_state)
         os.kill(watcher.pid, signal.SIGKILL)
         again = _wait(
-            lambda: len(t := _tasks(daemon, "inbox")) == 9 and t[5:], "the re-arming's deliveries", daemon
+            lambda: len(t := trigger_tasks(daemon, "inbox")) == 9 and t[5:],
+            "the re-arming's deliveries",
+            daemon,
         )
         assert sorted(t["uri"] for t in again) == [*INBOX_URIS, "watch://item/9"]
         assert _watcher_of(daemon, files_state).pid != watcher.pid
@@ -207,13 +211,13 @@ def test_real_watchers_turn_resource_changes_into_tasks_that_read_them(tmp_path:
             "watch://item/9 v1",
         ]
         time.sleep(0.5)  # nothing more arrives: no doubled delivery
-        views = _triggers(daemon)
-        assert len(_tasks(daemon, "inbox")) == 9 and views["inbox"]["state"] == "armed"
+        views = trigger_views(daemon)
+        assert len(trigger_tasks(daemon, "inbox")) == 9 and views["inbox"]["state"] == "armed"
         assert views["deaf"]["state"] == "unsupported" and views["deaf"]["tasks_started"] == 0
         # The server that exits at once: the watcher loses its session, the governor restarts it
         # twice (restart_max), then gives up until a reload or `agentd triggers restart`.
         flaky = _wait(
-            lambda: (t := _triggers(daemon)["flaky"])["state"] == "failed" and t, "flaky failed", daemon
+            lambda: (t := trigger_views(daemon)["flaky"])["state"] == "failed" and t, "flaky failed", daemon
         )
         assert "exited with code 6" in flaky["last_error"]
         assert daemon.call("daemon.status")["failed_triggers"] == ["flaky"]  # type: ignore[index]

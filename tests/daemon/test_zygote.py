@@ -14,27 +14,21 @@ from agentd.supervision.supervisor import is_run_of
 from protocol.environment import RUN_MARKER_ENV, ZYGOTE_RUN_ID
 from protocol.result import TerminalStatus as S
 from tests.support.daemon import (
-    FAST_SUPERVISION,
-    Daemon,
     running_daemon,
     scripted,
     start_daemon,
     write_config,
 )
+from tests.support.zygote import (
+    PATIENT_PINGS,
+    SLOW,
+    forked_from_zygote,
+    wait_zygote_state,
+    zygote_pid,
+    zygote_state,
+)
 
 pytestmark = pytest.mark.processes
-
-SLOW = [{"text": "zzz", "delay_s": 60}]
-
-
-def zygote_pid(daemon: Daemon, timeout_s: float = 30.0) -> int:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        for line in daemon.log():
-            if line.get("event") == "proc.ready" and line.get("process") == "zygote":
-                return int(str(line["pid"]))
-        assert time.monotonic() < deadline, "the zygote never became ready"
-        time.sleep(0.05)
 
 
 def body(tmp_path: Path) -> str:
@@ -94,24 +88,6 @@ def test_kill_9_of_the_daemon_takes_the_zygote_and_its_subagents_along(tmp_path:
             time.sleep(0.02)
 
 
-def forked_from_zygote(pid: int) -> bool:
-    """A forked child keeps the zygote's argv (`-m subagent.zygote`); an exec'd one has `-m subagent`."""
-    return bool(psutil.Process(pid).cmdline()[-2:] == ["-m", "subagent.zygote"])
-
-
-def zygote_state(daemon: Daemon) -> str:
-    status = daemon.call("daemon.status")
-    assert isinstance(status, dict)
-    return str(status["zygote"])
-
-
-def wait_zygote_state(daemon: Daemon, want: str, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while (state := zygote_state(daemon)) != want:
-        assert time.monotonic() < deadline, f"the zygote stayed {state}, never {want}"
-        time.sleep(0.05)
-
-
 BURST = 10
 
 
@@ -135,12 +111,6 @@ def test_a_burst_the_moment_the_socket_answers_waits_for_the_zygote_instead_of_e
         assert {daemon.wait(task_id).status for task_id in task_ids} == {S.CANCELLED}
         for pid in pids.values():
             assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-
-
-# The fork requests in flight when the zygote dies fall back to exec, together with the ones that
-# follow: a dozen interpreters importing at once on two cores keep their loops busy for seconds
-# after `ev/ready`, which the tests' usual 0.6 s liveness budget would take for a wedge.
-PATIENT_PINGS = FAST_SUPERVISION.replace("missed_pongs = 3", "missed_pongs = 100")
 
 
 def test_a_zygote_that_dies_during_a_burst_loses_no_acknowledged_task(tmp_path: Path) -> None:

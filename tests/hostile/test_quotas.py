@@ -15,7 +15,7 @@ from agentd.journal.quota import Quota, quota_problem
 from agentd.journal.records import TaskRecord
 from agentd.supervision.fairness import at_owner_cap, fair_order
 from protocol.api import QUOTA_EXCEEDED, ListParams, ListRequest, SubmitParams, SubmitRequest, TaskSpec
-from tests.api.test_ownership import NOGROUP, _fork_as_nobody
+from tests.support.as_user import NOGROUP, fork_as_nobody
 from tests.support.daemon import running_daemon, scripted, start_daemon, write_config
 from tests.support.privilege import AS_ANOTHER_USER
 
@@ -129,7 +129,7 @@ def test_another_users_task_does_not_wait_behind_one_users_queue(tmp_path: Path)
     daemon = start_daemon(tmp_path, config, socket=socket_path)
     try:
         mine = [daemon.submit(f"root {i}") for i in range(6)]
-        seen = _fork_as_nobody(run, mine[0], "agentd.sock", [])
+        seen = fork_as_nobody(run, mine[0], "agentd.sock", [])
         theirs = seen["submit"]["result"]["task_id"]
         for task_id in [*mine, theirs]:
             daemon.wait(task_id, timeout_s=60)
@@ -202,7 +202,7 @@ def test_one_users_waiting_tasks_do_not_hold_every_slot(tmp_path: Path) -> None:
     try:
         first, second = daemon.submit("root 1"), daemon.submit("root 2")
         daemon.wait_log("task.started", task_id=first)
-        seen = _fork_as_nobody(run, first, "agentd.sock", [])
+        seen = fork_as_nobody(run, first, "agentd.sock", [])
         theirs = seen["submit"]["result"]["task_id"]
         daemon.wait_log("task.started", task_id=theirs)
         # Two of three slots run; root's second task still waits for root's first.

@@ -21,7 +21,7 @@ from protocol.api import (
     SubmitRequest,
     TaskSpec,
 )
-from tests.daemon.test_approvals import _pending, _record
+from tests.support.approvals import pending_request, record_turn
 from tests.support.as_user import NOGROUP, forked_as, outcomes
 from tests.support.daemon import FIXTURES, running_daemon
 from tests.support.privilege import AS_ANOTHER_USER
@@ -29,9 +29,9 @@ from tests.support.privilege import AS_ANOTHER_USER
 pytestmark = [pytest.mark.processes, AS_ANOTHER_USER]
 
 
-def _body(workdir: Path) -> str:
+def _approvals_body(workdir: Path) -> str:
     script = workdir / "play.json"
-    roles = [{"match": "^gated", "turns": _record("demo", "gated")}]
+    roles = [{"match": "^gated", "turns": record_turn("demo", "gated")}]
     script.write_text(json.dumps({"model": "scripted-play", "turns": [{"text": "done"}], "roles": roles}))
     server = f'command = ["{sys.executable}", "{FIXTURES / "mcp_basic.py"}"]\ntrust = []\n'
     return (
@@ -50,7 +50,9 @@ def _submit(spec: dict[str, object]) -> SubmitRequest:
 def test_allow_lists_and_approval_by_decide_what_another_user_may_do(tmp_path: Path) -> None:
     run = tmp_path / "run"
     lines = f'socket_group = "{NOGROUP}"\n'
-    with running_daemon(tmp_path, _body(tmp_path), daemon_lines=lines, socket=run / "agentd.sock") as daemon:
+    with running_daemon(
+        tmp_path, _approvals_body(tmp_path), daemon_lines=lines, socket=run / "agentd.sock"
+    ) as daemon:
 
         def submits() -> dict[str, Any]:
             return outcomes(
@@ -75,7 +77,7 @@ def test_allow_lists_and_approval_by_decide_what_another_user_may_do(tmp_path: P
 
         # nobody may grant `demo` (its group is listed), but not approve its gated call.
         task_id = seen["gated"]["result"]["task_id"]
-        call = _pending(daemon, task_id)["call"]
+        call = pending_request(daemon, task_id)["call"]
 
         def decide() -> dict[str, Any]:
             request = ApprovalDecideRequest(

@@ -85,7 +85,7 @@ def test_child_events_map_to_observations_with_bounded_labels() -> None:
 
 @pytest.mark.parametrize("kind", typing.get_args(ErrorKind))
 def test_every_tool_error_kind_a_subagent_reports_is_its_own_outcome(kind: str) -> None:
-    assert TOOL_OUTCOMES == {"ok", *typing.get_args(ErrorKind)}
+    assert {"ok", *typing.get_args(ErrorKind)} == TOOL_OUTCOMES
     assert observe("tool.result", {"server": "fs", "err": kind}, NAMES) == ToolCall("fs", kind, None)
 
 

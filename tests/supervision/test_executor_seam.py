@@ -8,100 +8,26 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from agentd.journal.records import NodeEnd, TaskRecord, new_task_id
+from agentd.journal.records import new_task_id
 from agentd.journal.store import Journal
 from agentd.spawning.spawner import ExecSpawner
-from agentd.supervision.executor import LocalExecutor, Run
-from agentd.supervision.liveness import KillCause
-from agentd.supervision.ports import RunPorts
-from agentd.supervision.supervised_child import SupervisedChild
+from agentd.supervision.executor import LocalExecutor
 from agentd.supervision.supervisor import Supervisor, SupervisorOptions
-from protocol.api import NodeView, TaskSpec
-from protocol.result import RunResult, TerminalStatus
-from protocol.spawn import EndpointSpec, Limits, SpawnPayload
+from protocol.api import TaskSpec
+from protocol.result import TerminalStatus
+from tests.support.fake_executor import BOUND_S, FakeExecutor, placeholder_payload, wait_run_started
 
 pytestmark = pytest.mark.anyio
-BOUND_S = 10.0
-
-
-def _payload(record: TaskRecord) -> SpawnPayload:
-    return SpawnPayload(
-        task_id=record.task_id,
-        run_id=record.run_id,
-        instruction=record.spec.instruction,
-        intelligence=[EndpointSpec(kind="openai", base_url="http://127.0.0.1:9/v1", model="m")],
-        limits=Limits(max_steps=4, max_tokens=1000, deadline_s=60.0, remaining_depth=1),
-        notes_path="/nonexistent/notes.md",
-    )
-
-
-class FakeRun:
-    root_child: SupervisedChild | None = None
-    root_end: NodeEnd | None = None
-
-    def __init__(self, record: TaskRecord) -> None:
-        self.record = record
-        self.finish = anyio.Event()
-        self.detached = False
-        self.cancels: list[tuple[str, KillCause]] = []
-
-    async def run(self) -> RunResult | None:
-        await self.finish.wait()
-        return None if self.detached else RunResult(status=TerminalStatus.COMPLETED, result="remote")
-
-    def cancel(self, reason: str, *, cause: KillCause = "cancel", force: bool = False) -> None:
-        self.cancels.append((reason, cause))
-        self.detached = cause == "drain"
-        self.finish.set()
-
-    def pids(self) -> set[int]:
-        return set()
-
-    def node_views(self) -> list[NodeView]:
-        return []
-
-    def awaiting_approval(self) -> set[str]:
-        return set()
-
-
-class FakeExecutor:
-    name = "fake"
-
-    def __init__(self) -> None:
-        self.runs: dict[str, FakeRun] = {}
-        self.changed = anyio.Event()
-
-    async def accept(self, record: TaskRecord) -> None:
-        return None
-
-    def start(self, ports: RunPorts, record: TaskRecord, payload: SpawnPayload) -> Run:
-        run = self.runs[record.task_id] = FakeRun(record)
-        self.changed.set()
-        self.changed = anyio.Event()
-        return run
-
-    resumes_here = False
-    replays = False
-
-    def requeue_on_recovery(self, record: TaskRecord) -> bool:
-        return True
-
-
-async def _started(executor: FakeExecutor, task_id: str) -> FakeRun:
-    with anyio.fail_after(BOUND_S):
-        while task_id not in executor.runs:
-            await executor.changed.wait()
-    return executor.runs[task_id]
 
 
 async def test_the_supervisor_records_the_result_of_the_run_its_executor_started(journal: Journal) -> None:
     executor = FakeExecutor()
-    supervisor = Supervisor(journal, _payload, ExecSpawner(), executor=executor)
+    supervisor = Supervisor(journal, placeholder_payload, ExecSpawner(), executor=executor)
     async with anyio.create_task_group() as tg:
         tg.start_soon(supervisor.serve)
         record, _ = await journal.tasks.submit(TaskSpec(instruction="x"), owner_uid=1)
         supervisor.notify_submitted()
-        (await _started(executor, record.task_id)).finish.set()
+        (await wait_run_started(executor, record.task_id)).finish.set()
         with anyio.fail_after(BOUND_S):
             await supervisor.terminal_event(record.task_id).wait()
         supervisor.drain()
@@ -115,12 +41,12 @@ async def test_a_run_that_detaches_at_the_drain_is_left_for_recovery_which_asks_
     journal: Journal,
 ) -> None:
     executor = FakeExecutor()
-    supervisor = Supervisor(journal, _payload, ExecSpawner(), executor=executor)
+    supervisor = Supervisor(journal, placeholder_payload, ExecSpawner(), executor=executor)
     async with anyio.create_task_group() as tg:
         tg.start_soon(supervisor.serve)
         record, _ = await journal.tasks.submit(TaskSpec(instruction="x"), owner_uid=1)
         supervisor.notify_submitted()
-        await _started(executor, record.task_id)
+        await wait_run_started(executor, record.task_id)
         await journal.tasks.mark_starting(record.task_id)  # what a real remote run does first
         supervisor.drain()
         with anyio.fail_after(BOUND_S):
@@ -130,7 +56,7 @@ async def test_a_run_that_detaches_at_the_drain_is_left_for_recovery_which_asks_
     left = await journal.tasks.get(record.task_id)
     assert left is not None and left.state == "starting"  # not recorded: it goes on elsewhere
     # The next front door requeues it (a retry policy of 1 would have ended a local task crashed).
-    again = Supervisor(journal, _payload, ExecSpawner(), executor=FakeExecutor())
+    again = Supervisor(journal, placeholder_payload, ExecSpawner(), executor=FakeExecutor())
     assert await again.recover() == [record.task_id]
     requeued = await journal.tasks.get(record.task_id)
     assert requeued is not None and requeued.state == "queued"
@@ -140,18 +66,22 @@ async def test_a_worker_never_requeues_what_its_previous_process_left(journal: J
     spec = TaskSpec.model_validate({"instruction": "x", "retry": {"max_attempts": 3}})
     record, _ = await journal.tasks.submit(spec, owner_uid=1)
     await journal.tasks.mark_starting(record.task_id)
-    worker = Supervisor(journal, _payload, ExecSpawner(), executor=LocalExecutor(requeue=False))
+    worker = Supervisor(journal, placeholder_payload, ExecSpawner(), executor=LocalExecutor(requeue=False))
     await worker.recover()
     ended = await journal.tasks.get(record.task_id)
     assert ended is not None and ended.status is TerminalStatus.CRASHED
-    local = Supervisor(journal, _payload, ExecSpawner())
+    local = Supervisor(journal, placeholder_payload, ExecSpawner())
     assert local.executor.requeue_on_recovery(record)  # the default: today's behaviour
 
 
 async def test_a_task_not_yet_accepted_by_its_executor_is_not_taken_from_the_queue(journal: Journal) -> None:
     executor = FakeExecutor()
     supervisor = Supervisor(
-        journal, _payload, ExecSpawner(), SupervisorOptions(max_concurrent_tasks=2), executor=executor
+        journal,
+        placeholder_payload,
+        ExecSpawner(),
+        SupervisorOptions(max_concurrent_tasks=2),
+        executor=executor,
     )
     async with anyio.create_task_group() as tg:
         tg.start_soon(supervisor.serve)
@@ -161,12 +91,12 @@ async def test_a_task_not_yet_accepted_by_its_executor_is_not_taken_from_the_que
         assert held.task_id == held_id
         other, _ = await journal.tasks.submit(TaskSpec(instruction="other"), owner_uid=1)
         supervisor.notify_submitted()
-        await _started(executor, other.task_id)
+        await wait_run_started(executor, other.task_id)
         # The same pass of the scheduler that took `other` saw `held` first and left it.
         assert held.task_id not in executor.runs
         supervisor.accepting.discard(held.task_id)
         supervisor.notify_submitted()
-        await _started(executor, held.task_id)
+        await wait_run_started(executor, held.task_id)
         for run in executor.runs.values():
             run.finish.set()
         supervisor.drain()

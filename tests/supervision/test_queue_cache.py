@@ -17,7 +17,7 @@ from agentd.spawning.spawner import ExecSpawner
 from agentd.supervision.queue_cache import QueueCache
 from agentd.supervision.supervisor import Supervisor, SupervisorOptions
 from protocol.api import TaskSpec
-from tests.supervision.test_executor_seam import FakeExecutor, _payload, _started
+from tests.support.fake_executor import FakeExecutor, placeholder_payload, wait_run_started
 
 BOUND_S = 10.0
 
@@ -138,7 +138,11 @@ async def test_acknowledged_tasks_start_in_order_without_a_read_each(
     reads = count_reads(journal, monkeypatch)
     executor = FakeExecutor()
     supervisor = Supervisor(
-        journal, _payload, ExecSpawner(), SupervisorOptions(max_concurrent_tasks=1), executor=executor
+        journal,
+        placeholder_payload,
+        ExecSpawner(),
+        SupervisorOptions(max_concurrent_tasks=1),
+        executor=executor,
     )
     async with anyio.create_task_group() as tg:
         tg.start_soon(supervisor.serve)
@@ -146,7 +150,7 @@ async def test_acknowledged_tasks_start_in_order_without_a_read_each(
         for _ in range(6):
             ids.append((await submit(journal, supervisor, owner_uid=1)).task_id)
         for task_id in ids:  # one at a time, in submission order
-            run = await _started(executor, task_id)
+            run = await wait_run_started(executor, task_id)
             assert set(executor.runs) == set(ids[: ids.index(task_id) + 1])
             run.finish.set()
             with anyio.fail_after(BOUND_S):
@@ -164,17 +168,21 @@ async def test_a_task_queued_unannounced_or_cancelled_while_cached_is_handled(
 ) -> None:
     executor = FakeExecutor()
     supervisor = Supervisor(
-        journal, _payload, ExecSpawner(), SupervisorOptions(max_concurrent_tasks=1), executor=executor
+        journal,
+        placeholder_payload,
+        ExecSpawner(),
+        SupervisorOptions(max_concurrent_tasks=1),
+        executor=executor,
     )
     async with anyio.create_task_group() as tg:
         tg.start_soon(supervisor.serve)
         first = await submit(journal, supervisor, owner_uid=1)
-        first_run = await _started(executor, first.task_id)
+        first_run = await wait_run_started(executor, first.task_id)
         cancelled = await submit(journal, supervisor, owner_uid=1)
         await supervisor.cancel(cancelled.task_id, "changed my mind")
         second = await submit(journal, supervisor, owner_uid=1)
         first_run.finish.set()
-        second_run = await _started(executor, second.task_id)
+        second_run = await wait_run_started(executor, second.task_id)
         with anyio.fail_after(BOUND_S):
             await supervisor.terminal_event(first.task_id).wait()
         supervisor.notify_submitted(first)  # announced late (not held back): never listed again
@@ -182,7 +190,7 @@ async def test_a_task_queued_unannounced_or_cancelled_while_cached_is_handled(
         # by the read after a wake nothing caused, within about a second, as before the copy.
         unannounced, _ = await journal.tasks.submit(TaskSpec(instruction="x"), owner_uid=2)
         second_run.finish.set()
-        (await _started(executor, unannounced.task_id)).finish.set()
+        (await wait_run_started(executor, unannounced.task_id)).finish.set()
         with anyio.fail_after(BOUND_S):
             await supervisor.terminal_event(unannounced.task_id).wait()
         assert cancelled.task_id not in executor.runs
@@ -199,12 +207,16 @@ async def test_a_task_queued_unannounced_or_cancelled_while_cached_is_handled(
 async def test_a_task_forgotten_while_held_back_is_not_started_from_the_copy(journal: Journal) -> None:
     executor = FakeExecutor()
     supervisor = Supervisor(
-        journal, _payload, ExecSpawner(), SupervisorOptions(max_concurrent_tasks=1), executor=executor
+        journal,
+        placeholder_payload,
+        ExecSpawner(),
+        SupervisorOptions(max_concurrent_tasks=1),
+        executor=executor,
     )
     async with anyio.create_task_group() as tg:
         tg.start_soon(supervisor.serve)
         blocker = await submit(journal, supervisor, owner_uid=1)
-        blocker_run = await _started(executor, blocker.task_id)
+        blocker_run = await wait_run_started(executor, blocker.task_id)
         # As the API's submit whose executor refused the task: committed, held back, forgotten.
         supervisor.accepting.add(held_id := new_task_id())
         await journal.tasks.submit(TaskSpec(instruction="held"), owner_uid=1, task_id=held_id)
@@ -216,7 +228,7 @@ async def test_a_task_forgotten_while_held_back_is_not_started_from_the_copy(jou
         supervisor.queue_changed()
         supervisor.accepting.discard(held_id)
         after = await submit(journal, supervisor, owner_uid=1)
-        (await _started(executor, after.task_id)).finish.set()
+        (await wait_run_started(executor, after.task_id)).finish.set()
         with anyio.fail_after(BOUND_S):
             await supervisor.terminal_event(after.task_id).wait()
         assert held_id not in executor.runs

@@ -1,5 +1,6 @@
 """`forked_as`: run a function in a forked child that has become another user; return its JSON.
-`outcomes`: what such a user gets for each of a list of API requests (run in that child).
+`outcomes`: what such a user gets for each of a list of API requests (run in that child);
+`fork_as_nobody`: `ownership_scenario` (or another) as `nobody`: what it saw of a root task.
 
 A fork, not an exec: the interpreter lives under /root, which `nobody` cannot enter. The child
 changes into `cwd` while still root (the test's temporary tree above it is closed to other users),
@@ -22,7 +23,19 @@ from typing import Any
 
 from agentd.api.client import ApiClient
 from agentd.errors import ApiClientError
-from protocol.api import Request
+from protocol.api import (
+    CancelParams,
+    CancelRequest,
+    EventsParams,
+    EventsRequest,
+    GetRequest,
+    ListRequest,
+    Request,
+    SubmitParams,
+    SubmitRequest,
+    TaskRef,
+    TaskSpec,
+)
 
 NOBODY = 65534
 NOGROUP = 65534
@@ -82,3 +95,27 @@ def outcomes(path: str, steps: list[tuple[str, Request[Any]]]) -> dict[str, Any]
             except ApiClientError as exc:
                 out[name] = {"code": exc.code, "message": exc.message}
     return out
+
+
+def ownership_scenario(root_task: str, path: str) -> dict[str, Any]:
+    """What the other user tries, each outcome recorded (runs in the privilege-dropped child)."""
+    steps: list[tuple[str, Request[Any]]] = [
+        ("get", GetRequest(params=TaskRef(task_id=root_task))),
+        ("events", EventsRequest(params=EventsParams(task_id=root_task))),
+        ("missing", GetRequest(params=TaskRef(task_id="t999"))),
+        ("submit", SubmitRequest(params=SubmitParams(spec=TaskSpec(instruction="mine")))),
+        ("list", ListRequest()),
+        ("cancel", CancelRequest(params=CancelParams(task_id=root_task))),
+    ]
+    return outcomes(path, steps)
+
+
+def fork_as_nobody(
+    cwd: Path,
+    root_task: str,
+    path: str,
+    extra_groups: list[int],
+    scenario: Callable[[str, str], dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Run `scenario` (default `ownership_scenario`) as nobody in a forked child; return what it saw."""
+    return forked_as(lambda: (scenario or ownership_scenario)(root_task, path), cwd=cwd, groups=extra_groups)

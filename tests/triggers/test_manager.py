@@ -27,25 +27,11 @@ from processes.ladder import LadderPolicy
 from protocol.result import TerminalStatus
 from protocol.spawn import McpServerSpec
 from protocol.watch import QUOTED_NOTE
+from tests.support.trigger_config import trigger
 
 pytestmark = [pytest.mark.anyio, pytest.mark.processes]
 FAKE_WATCHER = Path(__file__).resolve().parents[1] / "fixtures" / "fake_watcher.py"
 WAIT_S = 10.0
-
-
-def trigger(name: str = "inbox", *, index: int = 0, server: str = "files", **kw: object) -> TriggerConfig:
-    fields: dict[str, object] = {"uri": None, "glob": None, "debounce_s": 0.1, "max_wait_s": 1.0}
-    fields.update(kw)
-    if fields["uri"] is None and fields["glob"] is None:
-        fields["glob"] = "file:///srv/*"
-    return TriggerConfig(
-        name=name,
-        index=index,
-        server=server,
-        instruction="changed: {uri} on {server}",
-        mcp=(server,),
-        **fields,  # type: ignore[arg-type]
-    )
 
 
 def options(control: Path, **governor: float) -> ManagerOptions:

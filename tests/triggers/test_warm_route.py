@@ -20,7 +20,7 @@ from agentd.triggers.manager import TriggerConfig
 from agentd.triggers.plan import Delivery, GovernorPolicy
 from agentd.triggers.warm import WarmRoute
 from protocol.spawn import SpawnPayload
-from tests.triggers.test_manager import trigger
+from tests.support.trigger_config import trigger
 
 pytestmark = [pytest.mark.anyio]
 
