@@ -1,8 +1,13 @@
-"""Test-session setup: subreaper for leak detection, and the `no_leaks` fixture.
+"""Test-session setup: subreaper for leak detection, the `no_leaks` fixture, the `fake_llm`
+fixture, and hypothesis's profiles.
 
 Tests that spawn processes take the `no_leaks` fixture (or the `processes` marker): after the
 test, every descendant must be gone within a bounded wait, else the test fails (and the
 strays are killed so one leak does not cascade).
+
+Hypothesis runs under the `ci` profile when `AGENTD_HYPOTHESIS_PROFILE=ci` (scripts/check sets it)
+or `CI` is set: no per-example deadline (a loaded shared machine is not a slow test) and
+derandomized, so a run fails or passes the same way twice; elsewhere its default profile explores.
 """
 
 from __future__ import annotations
@@ -13,11 +18,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from processes.linux import set_child_subreaper
+from tests.support.fake_llm import FakeLLM
 from tests.support.leaks import kill_all, open_fd_count, wait_no_descendants
 
 REPO = Path(__file__).resolve().parent.parent
+
+HYPOTHESIS_PROFILE_ENV = "AGENTD_HYPOTHESIS_PROFILE"
+settings.register_profile("ci", deadline=None, derandomize=True, database=None, print_blob=True)
+settings.load_profile(os.environ.get(HYPOTHESIS_PROFILE_ENV) or ("ci" if os.environ.get("CI") else "default"))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -49,6 +60,13 @@ def no_leaks() -> Iterator[None]:
     # Allow a little slack for lazily created loop/selector fds that persist across tests.
     fds_after = open_fd_count()
     assert fds_after <= fds_before + 4, f"fd growth: {fds_before} -> {fds_after}"
+
+
+@pytest.fixture
+def fake_llm() -> Iterator[FakeLLM]:
+    """A fake OpenAI-compatible model server on loopback (`tests/support/fake_llm.py`)."""
+    with FakeLLM() as fake:
+        yield fake
 
 
 @pytest.fixture(autouse=True)

@@ -1,9 +1,9 @@
-"""Fixtures for the intel tests: the anyio backend, a running fake model server, fast knobs,
-and a sink that records events so tests can assert on `intel.call` / `intel.result`."""
+"""Fixtures for the intel tests: the anyio backend, fast knobs, endpoint specs for the
+session-wide `fake_llm` (tests/conftest.py), and a sink that records events so tests can assert
+on `intel.call` / `intel.result`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -21,12 +21,6 @@ FAST_KNOBS = LoopKnobs(transport_retries=2, backoff_initial_s=0.001, backoff_max
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@pytest.fixture
-def fake_llm() -> Iterator[FakeLLM]:
-    with FakeLLM() as fake:
-        yield fake
 
 
 class RecordingSink:

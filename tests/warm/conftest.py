@@ -1,20 +1,11 @@
-"""Fixtures of the warm-session tests: the asyncio backend and a fake model server."""
+"""Fixtures of the warm-session tests: the asyncio backend (the fake model server is the
+session-wide `fake_llm`, tests/conftest.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-
-from tests.support.fake_llm import FakeLLM
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@pytest.fixture
-def fake_llm() -> Iterator[FakeLLM]:
-    with FakeLLM() as fake:
-        yield fake
