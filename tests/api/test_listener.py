@@ -12,6 +12,7 @@ import pytest
 
 from agentd.api.listener import listener_from_fd, membership_problem, open_listener
 from agentd.errors import DaemonRunning, ListenerError
+from tests.support.privilege import needs_root
 
 NOGROUP = 65534
 
@@ -32,6 +33,7 @@ def test_the_socket_is_0660_in_a_0750_directory_created_for_it(socket_path: Path
         os.umask(previous)
 
 
+@needs_root("chgrps the socket and its directory to `nogroup`")
 def test_the_group_option_sets_the_group_of_socket_and_new_directory(socket_path: Path) -> None:
     with open_listener(socket_path, group=NOGROUP):
         assert os.lstat(socket_path).st_gid == NOGROUP

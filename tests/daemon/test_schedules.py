@@ -29,6 +29,7 @@ from protocol.api import (
 )
 from tests.support.as_user import NOBODY, NOGROUP, fork_as_nobody, outcomes
 from tests.support.daemon import Daemon, running_daemon, scripted, start_daemon, write_config
+from tests.support.privilege import AS_ANOTHER_USER
 from tests.support.rogue_daemon import rogue_daemon
 
 pytestmark = pytest.mark.processes
@@ -269,6 +270,7 @@ def _other_uid_scenario(schedule_id: str, path: str) -> dict[str, Any]:
     return outcomes(path, steps)
 
 
+@AS_ANOTHER_USER
 def test_another_uid_cannot_see_or_delete_a_schedule(tmp_path: Path) -> None:
     tmp_path.chmod(0o755)
     body = _model(tmp_path)

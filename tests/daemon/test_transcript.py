@@ -25,6 +25,7 @@ from protocol.api import (
 from protocol.result import TerminalStatus
 from tests.support.as_user import NOGROUP, fork_as_nobody, outcomes
 from tests.support.daemon import FIXTURES, Daemon, running_daemon, scripted
+from tests.support.privilege import AS_ANOTHER_USER
 from tests.support.resume import ROLES, ROOT_TURNS, WAIT_S, calls_of
 
 pytestmark = pytest.mark.processes
@@ -109,6 +110,7 @@ def _other_uid(task_id: str, path: str) -> dict[str, Any]:
     return outcomes(path, steps)
 
 
+@AS_ANOTHER_USER
 def test_another_uid_gets_not_found_for_transcript_and_fork(tmp_path: Path) -> None:
     tmp_path.chmod(0o755)
     with running_daemon(tmp_path, _body(tmp_path), daemon_lines=f'socket_group = "{NOGROUP}"\n') as daemon:

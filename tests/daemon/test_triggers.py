@@ -36,6 +36,7 @@ from tests.support.daemon import (
     start_daemon,
     write_config,
 )
+from tests.support.privilege import AS_ANOTHER_USER
 from tests.support.triggers import trigger_tasks, trigger_views, wait_until
 
 pytestmark = pytest.mark.processes
@@ -115,6 +116,7 @@ def _nobody_scenario(name: str, path: str) -> dict[str, Any]:
     return outcomes(path, steps)
 
 
+@AS_ANOTHER_USER
 def test_triggers_through_the_daemon_and_the_cli(tmp_path: Path) -> None:
     tmp_path.chmod(0o755)
     files = _control(tmp_path, "files", uris=["file:///srv/a"])
