@@ -152,11 +152,11 @@ async def test_cancel_during_a_tool_call_sends_notifications_cancelled(tmp_path:
     server = demo_server(env={"AGENTD_TEST_SENTINEL_DIR": str(sentinels)})
     async with spawn_child(payload(endpoint, server)) as child:
         await wait_until((sentinels / "started-t1").exists, timeout_s=20)
-        started = anyio.current_time()
         await child.cancel()
+        # Bounded well under the tool's 60 s: the run ends without waiting for the call (how fast
+        # a cancel is reported is the `alone` test above's and bench/daemon.py's to measure).
         result = await child.result(timeout_s=5)
         assert result.status is S.CANCELLED
-        assert anyio.current_time() - started < 0.2
         await wait_until((sentinels / "cancelled-t1").exists, timeout_s=10)
         assert await child.wait_exit() == 0
 

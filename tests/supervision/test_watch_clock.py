@@ -77,9 +77,12 @@ async def test_each_child_is_checked_once_per_tick_and_left_children_watch_thems
     assert not clock.serving and len(clock) == 0
 
 
+@pytest.mark.alone
 async def test_children_are_checked_at_their_own_time_not_in_batches() -> None:
     # Ten children 15 ms apart in phase, with a 1 s tick: a clock that woke in tenths of the tick
     # checked (and so pinged) up to seven of them together; each must be checked on its own.
+    # On the real clock: a loop another test delays by 15 ms wakes late and rightly checks the
+    # overdue children together, so this test runs alone.
     clock = WatchClock()
     children = [FakeChild(1.0) for _ in range(10)]
     async with serving(clock) as tg:

@@ -117,9 +117,11 @@ async def test_a_required_hinted_server_that_cannot_connect_ends_the_run() -> No
     )
 
 
+@pytest.mark.alone
 async def test_a_hinted_server_still_starting_when_the_run_ends_is_stopped_at_once(tmp_path: Path) -> None:
     # It never answers, and never reads stdin's EOF: only a signal ends it. A run that needed no
-    # tool must not wait out the polite rung for a server it never talked to.
+    # tool must not wait out the polite rung for a server it never talked to. The bound is wall
+    # time (half the polite rung): run alone, where no other test's processes delay the reap.
     server = stdio_server("mute", "mcp_silent.py", "--ignore-eof", env={SENTINEL_ENV: str(tmp_path)})
     payload = make_payload(server, mcp_catalogues={"mute": HINT.model_dump()})
     with anyio.fail_after(30):
