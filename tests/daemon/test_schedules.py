@@ -1,9 +1,11 @@
 """Schedules end to end (docs/design.md §11): a real daemon, the CLI, the scripted model or the rogue
 stand-in child. Interval and loop schedules fire and end, pause/resume/delete, a kill -9 between
-fires, overlapping fires skipped and recorded, another uid kept out, bad input refused (exit 2)."""
+fires, a cron schedule kept across a kill -9 (its zone and next occurrence), overlapping fires
+skipped and recorded, another uid kept out, bad input refused (exit 2)."""
 
 from __future__ import annotations
 
+import datetime
 import itertools
 import json
 import os
@@ -11,6 +13,7 @@ import signal
 import time
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -187,6 +190,30 @@ def test_kill_9_between_fires_then_the_missed_fire_follows_its_policy(tmp_path: 
         assert len(due) == len(set(due)) == len(fires)
         for earlier, later in itertools.pairwise(after):
             assert float(later["due_at"]) - float(earlier["due_at"]) >= 2.0  # type: ignore[arg-type]
+    finally:
+        assert daemon.stop(timeout_s=40) == 0
+
+
+def test_a_cron_schedule_survives_a_kill_9_with_its_zone_and_next_occurrence(tmp_path: Path) -> None:
+    config = write_config(tmp_path, _model(tmp_path))
+    daemon = start_daemon(tmp_path, config)
+    try:
+        schedule_id = _create(daemon, "--cron", "0 7 * * 1-5", "--tz", "Europe/Berlin")
+        before = _schedule(daemon, schedule_id)
+    finally:
+        daemon.proc.send_signal(signal.SIGKILL)
+        daemon.proc.wait(timeout=10)
+    daemon = start_daemon(tmp_path, config)
+    try:
+        after = _schedule(daemon, schedule_id)
+        assert after["trigger"] == before["trigger"]
+        assert (after["trigger"]["cron"], after["trigger"]["tz"]) == ("0 7 * * 1-5", "Europe/Berlin")
+        assert after["state"] == "active"
+        # Re-armed from the journal: the same next occurrence, 07:00 on a weekday in Berlin.
+        assert after["next_fire_at"] == before["next_fire_at"]
+        due = datetime.datetime.fromtimestamp(float(after["next_fire_at"]), ZoneInfo("Europe/Berlin"))
+        assert (due.hour, due.minute, due.second) == (7, 0, 0) and due.weekday() < 5, due
+        assert due.timestamp() > time.time()
     finally:
         assert daemon.stop(timeout_s=40) == 0
 

@@ -98,6 +98,7 @@ def test_validation_never_fetches_a_url_or_reads_a_file(listener: Listener, root
     assert listener.connections == 0
 
 
+@pytest.mark.processes
 def test_a_submitted_schema_with_a_remote_ref_is_refused_naming_the_field(
     tmp_path: Path, listener: Listener, root_only_file: Path
 ) -> None:
