@@ -102,7 +102,8 @@ def main() -> int:
     load_end = tuple(round(x, 2) for x in os.getloadavg())
     left = strays([])
     print(
-        f"client command latency, {runs} runs each, a daemon on the embedded defaults; load {load} -> {load_end}"
+        f"client command latency, {runs} runs each, a daemon on the embedded defaults;"
+        f" load {load} -> {load_end}"
     )
     print(f"{'command':<24} {'wall p50 s':>10} {'min':>6} {'max':>6} {'CPU p50 s':>10} {'target':>7}")
     for row in rows:
@@ -116,6 +117,7 @@ def main() -> int:
         Path(args.out),
         {
             "bench": "cli_latency",
+            "mode": "smoke" if args.smoke else "default",
             "date": time.strftime("%Y-%m-%d"),
             "load": [load, load_end],
             "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},

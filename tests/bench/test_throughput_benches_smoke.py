@@ -94,6 +94,14 @@ def test_child_memory_bench_reads_every_live_subagent(tmp_path: Path) -> None:
     assert results["left"] == 0
 
 
+def test_cli_latency_bench_times_status_list_and_submit(tmp_path: Path) -> None:
+    results = run_bench("cli_latency.py", tmp_path / "cli_latency.json")
+    rows = results["rows"]
+    assert isinstance(rows, list)
+    assert [row["command"] for row in rows] == ["agentd status TASK", "agentd list", "agentd submit … --json"]
+    assert all(row["runs"] == 3 and row["wall_median_s"] > 0 for row in rows)
+
+
 def test_first_request_hops_bench_times_every_hop_of_every_task(tmp_path: Path) -> None:
     results = run_bench("first_request_hops.py", tmp_path / "first_request_hops.json")
     hops = results["hops_ms"]
