@@ -1,4 +1,5 @@
-"""A daemon whose tasks call gated tools of `tests/fixtures/mcp_basic.py`: its configuration, the scripted turns, the calls the servers recorded and the pending approval requests."""
+"""A daemon whose tasks call gated tools of `tests/fixtures/mcp_basic.py`: its configuration, the
+scripted turns, the calls the servers recorded, and the pending approval requests."""
 
 from __future__ import annotations
 

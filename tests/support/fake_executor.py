@@ -1,4 +1,5 @@
-"""An executor whose runs end when a test says so (`FakeExecutor`), and a spawn payload no child ever reads."""
+"""An executor whose runs end when a test says so (`FakeExecutor`), and a spawn payload no child
+ever reads."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""A daemon whose tasks record tool calls and spawn children, restarted mid-run: its configuration, the calls each instruction made, its events, and bounded waits."""
+"""A daemon whose tasks record tool calls and spawn children, restarted mid-run: its
+configuration, the calls each instruction made, its events, and bounded waits."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""A daemon whose tasks run the rogue child (`tests/fixtures/rogue_child.py`), and the kill-ladder rungs its log shows."""
+"""A daemon whose tasks run the rogue child (`tests/fixtures/rogue_child.py`), and the kill-ladder
+rungs its log shows."""
 
 from __future__ import annotations
 

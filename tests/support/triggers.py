@@ -1,4 +1,5 @@
-"""A daemon's triggers and the tasks they started, read over its socket, and a bounded wait on them."""
+"""A daemon's triggers and the tasks they started, read over its socket, and a bounded wait on
+them."""
 
 from __future__ import annotations
 
@@ -6,9 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tests.support.daemon import (
-    Daemon,
-)
+from tests.support.daemon import Daemon
 
 WAIT_S = 30.0
 
