@@ -64,7 +64,7 @@ from agentd.spawning.zygote_spawner import ZygoteSpawner
 from agentd.supervision.executor import Executor, LocalExecutor
 from agentd.supervision.payloads import with_catalogues
 from agentd.supervision.supervisor import Supervisor, SupervisorOptions
-from agentd.supervision.task_payloads import CatalogueBoard, PayloadError, TaskPayloads
+from agentd.supervision.task_payloads import CatalogueBoard, TaskPayloads
 from agentd.tracing import NULL_TRACING, Tracing, from_environment
 from agentd.triggers.manager import TriggerConfig, TriggerManager
 from agentd.triggers.warm import WarmRoute

@@ -76,7 +76,7 @@ def test_a_tasks_granted_deadline_is_read_without_its_secrets_or_a_payload(
 ) -> None:
     from agentd.journal.records import TaskRecord
     from agentd.root_payload import build_payload, granted_deadline_s
-    from agentd.supervision.supervisor import PayloadError
+    from agentd.supervision.task_payloads import PayloadError
 
     body = MINIMAL + 'api_key_env = "AGENTD_TEST_UNSET_KEY"\n[defaults]\ndeadline_ceiling = "1h"\n'
     config = load(body + f'[daemon]\nstate_dir = "{tmp_path / "state"}"\n', check_environment=False)
