@@ -70,6 +70,17 @@ def fake_llm() -> Iterator[FakeLLM]:
 
 
 @pytest.fixture(autouse=True)
+def _logs_to_the_real_stderr() -> Iterator[None]:
+    """A test that runs a command in process configures its logs onto `sys.stderr` as pytest
+    captures it, a stream closed after that test: the next test on this worker that logs would
+    write to a closed file. Each test ends with the logs pointed back at the process's stderr."""
+    yield
+    from agentd import logs
+
+    logs.configure(stream=sys.__stderr__)
+
+
+@pytest.fixture(autouse=True)
 def _leak_check_marked(request: pytest.FixtureRequest) -> None:
     if request.node.get_closest_marker("processes") is not None:
         request.getfixturevalue("no_leaks")
