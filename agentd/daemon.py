@@ -406,6 +406,7 @@ class _Running:
         holder.reload()
         # Tasks started from now on get the new limits, supervision and concurrency.
         rooms.supervisor.options = _supervisor_options(holder.get())
+        rooms.supervisor.providers.configure(rooms.supervisor.options.provider_limits)
         if holder.reload_error is None:
             options = dataclasses.replace(trigger_manager_options(holder.get()), argv=self.watch_argv)
             rooms.triggers.configure(trigger_configs(holder.get()), options)

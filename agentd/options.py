@@ -18,6 +18,7 @@ from agentd.spawning.spawner import ExecSpawner, RLimits
 from agentd.spawning.zygote_spawner import ZygoteSpawner
 from agentd.supervision.liveness import LivenessPolicy
 from agentd.supervision.ports import RunOptions
+from agentd.supervision.provider_limits import EndpointLimits
 from agentd.supervision.supervisor import SupervisorOptions
 from processes.ladder import LadderPolicy
 from protocol.api import ScheduleSpec, SpecLimits, TaskSpec
@@ -105,7 +106,21 @@ def supervisor_options(config: Config) -> SupervisorOptions:
         orphan_sweep_interval_s=sup.orphan_sweep_interval_s,
         spawn_window=sup.spawn_window,
         run=run,
+        provider_limits=provider_limits(config),
     )
+
+
+def provider_limits(config: Config) -> dict[str, EndpointLimits]:
+    """The endpoints with a provider limit (`[intelligence.NAME]`), each with its limits."""
+    return {
+        name: EndpointLimits(
+            max_concurrent=section.max_concurrent_requests,
+            requests_per_minute=section.requests_per_minute,
+            tokens_per_minute=section.tokens_per_minute,
+        )
+        for name, section in config.file.intelligence.items()
+        if section.limited
+    }
 
 
 # A warm session's steps over its life are bounded by its tokens; steps get the wire's ceiling.

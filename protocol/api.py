@@ -122,6 +122,15 @@ class TaskSpec(_Model):
     on_budget: Literal["end", "pause"] | None = None
 
 
+class ThrottleView(_Model):
+    """A running task's model request waiting for a slot of an endpoint's provider limits
+    (docs/budgets.md): the endpoint, the limit that holds it, and for how long so far."""
+
+    endpoint: str
+    blocked_by: str
+    waiting_s: float = Field(ge=0)
+
+
 class TaskView(_Model):
     """A task as the API reports it."""
 
@@ -156,6 +165,8 @@ class TaskView(_Model):
     resumes: int = 0
     # The task and step this one was forked from (`agentd fork`).
     forked_from: ForkOrigin | None = None
+    # Set while a model request of the running task waits for a provider-limit slot.
+    throttled: ThrottleView | None = None
 
 
 class NodeView(_Model):

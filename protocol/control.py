@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, JsonValue, Tag
 
 from protocol.events import EventName
 from protocol.jsonrpc import ErrorResponse, Message, RequestId, Response, message_kind
+from protocol.names import Name
 from protocol.result import RunResult, RunUsage, TerminalStatus
 from protocol.spawn import Handle, OutputContract, SeedMessage, SpawnPayload
 from protocol.transcript import MAX_ITEMS_PER_RECORD, StepItem
@@ -241,6 +242,49 @@ class SupRecord(Message):
     params: RecordParams
 
 
+class SlotParams(_Params):
+    """A model request asks for a slot of a limited endpoint (docs/budgets.md) before it is sent;
+    `tokens` is its estimate (input and most output), which the reply's usage corrects."""
+
+    endpoint: Name
+    tokens: int = Field(default=0, ge=0)
+
+
+class SlotResult(_Params):
+    """The slot: its `ticket` (named again when the request ends), how long it waited and, if it
+    waited, the limit that held it."""
+
+    ticket: int = Field(ge=0)
+    waited_ms: int = Field(default=0, ge=0)
+    blocked_by: str | None = Field(default=None, max_length=64)
+
+
+class SupSlot(Message):
+    id: RequestId
+    method: Literal["sup/slot"] = "sup/slot"
+    params: SlotParams
+
+
+class SlotDoneParams(_Params):
+    """A slot's request ended: its usage (None when the reply reported none), its HTTP status,
+    and the wait the provider asked for (`Retry-After` of a 429 or 503), which holds every task's
+    requests to that endpoint back; `rate_headers` are its rate-limit headers, as sent."""
+
+    endpoint: Name
+    ticket: int = Field(ge=0)
+    tokens_used: int | None = Field(default=None, ge=0)
+    status: int | None = None
+    retry_after_s: float | None = Field(default=None, ge=0)
+    rate_headers: dict[Annotated[str, Field(max_length=64)], Annotated[str, Field(max_length=128)]] = Field(
+        default_factory=dict, max_length=32
+    )
+
+
+class SlotDone(Message):
+    method: Literal["ev/slot"] = "ev/slot"
+    params: SlotDoneParams
+
+
 class SupCancel(Message):
     id: RequestId
     method: Literal["sup/cancel"] = "sup/cancel"
@@ -270,6 +314,8 @@ UpMessage = Annotated[
     | Annotated[SupCancel, Tag("sup/cancel")]
     | Annotated[SupApprove, Tag("sup/approve")]
     | Annotated[SupRecord, Tag("sup/record")]
+    | Annotated[SupSlot, Tag("sup/slot")]
+    | Annotated[SlotDone, Tag("ev/slot")]
     | Annotated[Response, Tag("result")]
     | Annotated[ErrorResponse, Tag("error")],
     Discriminator(message_kind),

@@ -96,6 +96,10 @@ EventName = Literal[
     "loop.resumed",
     # Retention (docs/durability.md): ended tasks and transcripts past their retention deleted.
     "journal.pruned",
+    # Provider limits (docs/budgets.md): a model request waited for a slot of a limited endpoint;
+    # a provider's 429 (or 503 with Retry-After) holds every task's requests to it back.
+    "intel.throttled",
+    "intel.backoff",
 ]
 
 EVENT_NAMES: frozenset[str] = frozenset(get_args(EventName))

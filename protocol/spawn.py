@@ -73,6 +73,8 @@ class EndpointSpec(_Wire):
     stream_idle_timeout_s: float = Field(default=30.0, gt=0)
     # The endpoint accepts images (OpenAI `image_url` parts, Anthropic `image` blocks).
     images: bool = False
+    # The daemon holds provider limits for it: each request asks for a slot first (`sup/slot`).
+    limited: bool = False
 
     @field_serializer("api_key")
     def _ser_api_key(self, value: SecretStr | None, info: SerializationInfo) -> str | None:

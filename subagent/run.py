@@ -39,6 +39,7 @@ from subagent.channel import ControlChannel
 from subagent.errors import ContextOverflow, ContextTooSmall, IntelError, McpFatal, StepNotRecorded
 from subagent.intel import Intelligence, open_intelligence
 from subagent.intel.classify import ToolsRejected
+from subagent.intel.slots import Slots
 from subagent.intel.tool_memory import needs_json_actions, remember_json_actions
 from subagent.loop import window
 from subagent.loop.machine import (
@@ -341,14 +342,18 @@ def tool_chars(spec: ToolSpec) -> int:
 
 
 class ChannelLink:
-    """The `SupervisorLink` of the `subagent_*` tools: `sup/*` requests over the control channel."""
+    """The `SupervisorLink` of the `subagent_*` tools and the `SlotLink` of model requests: `sup/*`
+    requests over the control channel."""
 
     def __init__(self, channel: ControlChannel) -> None:
         self._channel = channel
 
     async def request(self, method: str, params: dict[str, JsonValue]) -> JsonValue:
-        # The tool call that makes the request bounds it by the run's deadline.
+        # The tool call (or model request) that makes the request bounds it by the run's deadline.
         return await self._channel.request(method, params, timeout_s=math.inf)
+
+    def notify(self, message: control.SlotDone) -> None:
+        self._channel.send(message)
 
 
 def _start_state(payload: SpawnPayload) -> LoopState:
@@ -454,6 +459,7 @@ class _Run:
                     capture_content=payload.telemetry.capture_content,
                     on_sent=self.first_request.on_sent,
                     turns_played=driver.replay.turns,
+                    slots=Slots(ChannelLink(self.channel)),
                 )
             )
             if hold_s is not None and not all_hinted and not await self.released(hold_s):

@@ -69,6 +69,7 @@ from protocol.api import (
     TaskRef,
     TaskSpec,
     TaskView,
+    ThrottleView,
     TranscriptParams,
     TranscriptStep,
     TranscriptView,
@@ -591,4 +592,12 @@ class DaemonBackend:
             view = view.model_copy(update={"pid": child.pid})
         if run is not None and view.state == "running" and run.awaiting_approval():
             view = view.model_copy(update={"state": "awaiting_approval"})
+        waiting = self.supervisor.providers.throttled(record.task_id) if run is not None else None
+        if waiting is not None:
+            throttled = ThrottleView(
+                endpoint=waiting.endpoint,
+                blocked_by=waiting.blocked_by,
+                waiting_s=max(anyio.current_time() - waiting.since, 0.0),
+            )
+            view = view.model_copy(update={"throttled": throttled})
         return view

@@ -46,6 +46,12 @@ def _why(view: TaskView) -> str | None:
         return ending_reason(view, result_where="below")
     if view.state == "awaiting_approval":
         return f"a tool call waits for a person: `agentd approvals {view.task_id}` shows it"
+    if view.throttled is not None:
+        wait = view.throttled
+        return (
+            f"throttled: a model request has waited {wait.waiting_s:.1f} s for a slot of endpoint "
+            f"{wait.endpoint!r} ({wait.blocked_by})"
+        )
     if view.error is not None:  # awaiting_budget: what ran out, and what to do
         return one_line(view.error.message)
     return None

@@ -58,6 +58,8 @@ class TopTask(_Model):
     model: str | None
     age_s: float | None
     nodes: list[TopNode]
+    # A model request of the task waits for a provider-limit slot (docs/budgets.md).
+    throttled: bool = False
 
     @property
     def cpu_percent(self) -> float:
@@ -118,6 +120,7 @@ def top_task(
         instruction=view.instruction,
         model=view.model,
         age_s=max(0.0, now - view.started_at) if view.started_at is not None else None,
+        throttled=view.throttled is not None,
         nodes=[
             top_node(n, stats.get(n.pid) if n.pid is not None else None, last_events.get(n.handle))
             for n in ordered
@@ -197,7 +200,7 @@ def table_rows(snapshot: Snapshot) -> list[Row]:
             last = node.last_event
             cells = (
                 short[task.task_id] if root else f"{prefixes[node.handle]}{node.handle}",
-                node.status or node.state,
+                node.status or ("throttled" if root and task.throttled else node.state),
                 f"{node.steps}/{node.grant_steps or '-'}",
                 f"{human_count(node.tokens)}/{human_count(node.grant_tokens)}",
                 human_age(task.age_s) if root else "",

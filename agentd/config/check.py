@@ -22,7 +22,14 @@ from agentd.config.file import AgentdFile
 from agentd.config.redact import argv_credentials, url_credentials
 from agentd.config.secrets import SecretSource, SecretUnavailable
 from agentd.config.sections import TriggerSection
-from agentd.config.servers import CREDENTIAL_HEADERS, MAX_CHAIN, IntelligenceSection, McpSection, McpServer
+from agentd.config.servers import (
+    CREDENTIAL_HEADERS,
+    LIMIT_KEYS,
+    MAX_CHAIN,
+    IntelligenceSection,
+    McpSection,
+    McpServer,
+)
 from agentd.errors import ConfigProblem
 from protocol.approval import gated
 from protocol.spawn import Name
@@ -180,7 +187,8 @@ def _check_endpoint(
     key = f"intelligence.{name}"
     fields = section.model_fields_set
     if section.kind == "scripted":
-        for unused in ("base_url", "api_key_env", "api_key_file", "headers", "stream"):
+        unused_keys = ("base_url", "api_key_env", "api_key_file", "headers", "stream", *LIMIT_KEYS)
+        for unused in unused_keys:
             if unused in fields:
                 out.append(ConfigProblem(f"{key}.{unused}", "not used by kind scripted; remove it"))
     else:

@@ -139,6 +139,7 @@ class Config:
             first_token_timeout_s=section.first_token_timeout_s,
             stream_idle_timeout_s=section.stream_idle_timeout_s,
             images=section.images,
+            limited=section.limited,
         )
 
     def endpoint_chain(self, name: str | None) -> list[EndpointSpec]:

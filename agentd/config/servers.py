@@ -39,6 +39,8 @@ def token_file(token_dir: Path, server: str) -> Path:
     return token_dir / f"{server}.json"
 
 
+# The provider limits an endpoint may carry (the daemon enforces them across every task).
+LIMIT_KEYS = ("max_concurrent_requests", "requests_per_minute", "tokens_per_minute")
 # A chain is sent to the child whole; the spawn payload accepts at most 16 endpoints.
 MAX_CHAIN = 16
 
@@ -119,6 +121,25 @@ class IntelligenceSection(Section):
         description="The model accepts images: images from tool results and resources are sent (data "
         "URLs / image blocks, capped per result and per request) instead of only described.",
     )
+    max_concurrent_requests: int | None = Field(
+        default=None,
+        ge=1,
+        le=100_000,
+        description="Provider limit for the whole daemon: model requests to this endpoint in flight at "
+        "once, across every task (docs/budgets.md). Unset: no bound.",
+    )
+    requests_per_minute: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000,
+        description="Provider limit for the whole daemon: requests started in any 60 s window.",
+    )
+    tokens_per_minute: int | None = Field(
+        default=None,
+        ge=1,
+        description="Provider limit for the whole daemon: tokens (input estimate plus max output, "
+        "corrected by the reply's usage) in any 60 s window.",
+    )
     script: ConfigPath | None = Field(
         default=None,
         description="kind scripted: the JSON script to play (docs/scripted-model.md). Default: the "
@@ -151,6 +172,14 @@ class IntelligenceSection(Section):
                 "file only the daemon can read and set api_key_file"
             )
         return value
+
+    @property
+    def limited(self) -> bool:
+        """A provider limit is set: each request asks the daemon for a slot first."""
+        return any(
+            value is not None
+            for value in (self.max_concurrent_requests, self.requests_per_minute, self.tokens_per_minute)
+        )
 
     @property
     def effective_base_url(self) -> str | None:

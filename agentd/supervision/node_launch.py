@@ -20,6 +20,7 @@ from agentd.errors import AgentdError, InvalidTransition, JournalError
 from agentd.journal.records import TaskRecord
 from agentd.spawning.cgroup import CgroupLeaf
 from agentd.spawning.spawner import SpawnedProcess, SpawnRequest
+from agentd.supervision.node_slots import NodeSlots
 from agentd.supervision.parking import same_task
 from agentd.supervision.ports import ParkedChild, RunPorts
 from agentd.supervision.spawn_window import Place
@@ -72,6 +73,8 @@ class NodeRun:
     # the scope of its wait for one (a cancel while it waits ends the wait: it never spawns).
     place: Place = field(default_factory=lambda: Place(None))
     waiting: anyio.CancelScope | None = None
+    # Its model requests' slots of limited endpoints (agentd/supervision/node_slots.py).
+    slots: NodeSlots = field(default_factory=NodeSlots.none)
 
 
 class LaunchingRun(Protocol):

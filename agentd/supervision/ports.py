@@ -19,6 +19,7 @@ from agentd.spawning.cgroup import CgroupLeaf, CgroupRoot
 from agentd.spawning.spawner import RLimits, SpawnedProcess, SpawnRequest
 from agentd.supervision.approvals import ApprovalDesk
 from agentd.supervision.liveness import LivenessPolicy
+from agentd.supervision.provider_desk import ProviderDesk
 from agentd.supervision.spawn_window import SpawnWindow
 from agentd.supervision.watch_clock import WatchClock
 from processes.ladder import LadderPolicy
@@ -187,3 +188,5 @@ class RunPorts:
     # Where subagents' steps are journaled (`sup/record`); None: they are acknowledged and
     # dropped (a run nothing will resume).
     steps: StepJournal | None = None
+    # Provider limits shared by every task of the daemon (`sup/slot`); None: no endpoint is limited.
+    providers: ProviderDesk | None = None

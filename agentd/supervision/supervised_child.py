@@ -36,6 +36,7 @@ SupRequest = (
     | control.SupCancel
     | control.SupApprove
     | control.SupRecord
+    | control.SupSlot
 )
 
 
@@ -52,6 +53,7 @@ class ChildListener(Protocol):
     def on_ready(self, child: SupervisedChild) -> None: ...
     def on_event(self, child: SupervisedChild, params: control.EventParams) -> None: ...
     def on_usage(self, child: SupervisedChild, params: control.UsageParams) -> None: ...
+    def on_slot_done(self, child: SupervisedChild, params: control.SlotDoneParams) -> None: ...
     def on_result(self, child: SupervisedChild, result: RunResult) -> None: ...
     def on_turn(self, child: SupervisedChild, params: control.TurnParams) -> None: ...
     def on_stderr(self, child: SupervisedChild, line: str) -> None: ...
@@ -72,6 +74,9 @@ class _Detached:
         pass
 
     def on_usage(self, child: SupervisedChild, params: control.UsageParams) -> None:
+        pass
+
+    def on_slot_done(self, child: SupervisedChild, params: control.SlotDoneParams) -> None:
         pass
 
     def on_result(self, child: SupervisedChild, result: RunResult) -> None:
@@ -196,6 +201,8 @@ class SupervisedChild(SupervisedProcess):
             self.listener.on_event(self, message.params)
         elif isinstance(message, control.Usage):
             self.listener.on_usage(self, message.params)
+        elif isinstance(message, control.SlotDone):
+            self.listener.on_slot_done(self, message.params)
         elif isinstance(message, control.Result):
             if self.result is not None:
                 self.faults += 1

@@ -14,7 +14,7 @@ import os
 import signal
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -36,6 +36,8 @@ from agentd.supervision.executor import Executor, LocalExecutor, Run
 from agentd.supervision.fairness import at_owner_cap, fair_order
 from agentd.supervision.parking import Parking
 from agentd.supervision.ports import DrainState, RunOptions, RunPorts, StepJournal
+from agentd.supervision.provider_desk import ProviderDesk
+from agentd.supervision.provider_limits import EndpointLimits
 from agentd.supervision.queue_cache import QueueCache, first_per_owner
 from agentd.supervision.resumption import resumes_after
 from agentd.supervision.spawn_window import SpawnWindow
@@ -80,6 +82,8 @@ class SupervisorOptions:
     # "pause" it until `agentd extend`, at most `budget_wait_timeout_s` (docs/durability.md).
     on_budget: Literal["end", "pause"] = "end"
     budget_wait_timeout_s: float = 86400.0
+    # `[intelligence.NAME]` provider limits, enforced across every task (docs/budgets.md).
+    provider_limits: Mapping[str, EndpointLimits] = field(default_factory=dict)
 
 
 @dataclass
@@ -136,6 +140,7 @@ class Supervisor:
         self.running: dict[str, _Slot] = {}
         self._running_by_owner: Counter[int] = Counter()  # kept with `running`: fairness reads it per pick
         self.window = SpawnWindow(self.options.spawn_window)
+        self.providers = ProviderDesk(self.options.provider_limits)
         self.clock = WatchClock()
         # Trigger tasks' children prestarted while their debounce window is open (parking.py).
         self.parking = Parking(
@@ -191,6 +196,7 @@ class Supervisor:
             clock=self.clock,
             parking=self.parking,
             steps=self.steps,
+            providers=self.providers,
         )
 
     def adopt(self, task_id: str, cancel: Callable[[str], None], pids: Callable[[], set[int]]) -> None:

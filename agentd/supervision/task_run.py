@@ -25,6 +25,7 @@ from agentd.journal.records import NodeEnd, TaskRecord
 from agentd.supervision.approvals import Asker, result_json
 from agentd.supervision.liveness import KillCause, Verdict
 from agentd.supervision.node_launch import NodeLaunch, NodeRun, TaskGone
+from agentd.supervision.node_slots import NodeSlots
 from agentd.supervision.payloads import child_payload, scope_of
 from agentd.supervision.ports import RunPorts
 from agentd.supervision.resumption import Resumption
@@ -75,6 +76,13 @@ class NodeListener:
         self.run = run
         self.node = node
         self.log = logs.get(task_id=run.record.task_id, run_id=run.record.run_id, handle=node.handle)
+        node.slots = NodeSlots(
+            run.ports.providers,
+            owner=run.record.owner_uid,
+            task_id=run.record.task_id,
+            deadline=run.tree.nodes[node.handle].deadline,
+            journal=self._journal,
+        )
 
     def _journal(self, event: EventName, fields: dict[str, JsonValue]) -> None:
         self.run.ports.journal.append_event(
@@ -113,6 +121,9 @@ class NodeListener:
         if over is not None:
             self.run.over_grant(over)
 
+    def on_slot_done(self, child: SupervisedChild, params: control.SlotDoneParams) -> None:
+        self.node.slots.done(params)
+
     def on_result(self, child: SupervisedChild, result: RunResult) -> None:
         self.node.place.release()
         self.log.info("subagent.exit", pid=child.pid, status=result.status.value, phase="result")
@@ -146,6 +157,8 @@ class NodeListener:
             return await self.run.approve(self.node, request.params)
         if isinstance(request, control.SupRecord):
             return await self.run.resumption.record_steps(self.node.handle, request.params)
+        if isinstance(request, control.SupSlot):
+            return await self.node.slots.take(request.params)
         target = request.params.handle
         if not self.run.is_descendant(target, of=self.node.handle):
             return {"refused": f"no subagent {target} under node {self.node.handle}"}
@@ -293,6 +306,7 @@ class TaskRun:
             result = RunResult(status=TerminalStatus.CRASHED, error=RunError(kind="spawn", message=str(exc)))
         finally:
             node.place.release()
+            node.slots.close()
         if node.limit_status is not None and result.status is TerminalStatus.CANCELLED:
             result = result.model_copy(update={"status": node.limit_status})
         node.result = result

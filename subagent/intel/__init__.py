@@ -20,6 +20,7 @@ from subagent.intel.endpoint import Endpoint
 from subagent.intel.failover import FailoverIntelligence
 from subagent.intel.retry import RetryPolicy
 from subagent.intel.scripted import ScriptedModel
+from subagent.intel.slots import Slots
 from subagent.messages import ModelReply, ModelRequest
 from subagent.telemetry import EventSink
 
@@ -39,11 +40,13 @@ async def open_intelligence(
     capture_content: bool = False,
     on_sent: Callable[[], None] | None = None,
     turns_played: int = 0,
+    slots: Slots | None = None,
 ) -> AsyncIterator[Intelligence]:
     """Open the endpoints (one pooled HTTP client shared by the HTTP ones) for the block's lifetime.
     `on_sent` is called whenever an HTTP request's body is on the wire (not for a scripted model).
     `turns_played`: a resumed run's turns replayed from its journal, which a scripted model counts
-    as played (it goes on with the next turn of its script).
+    as played (it goes on with the next turn of its script). `slots`: where a request to an
+    endpoint with provider limits asks for a slot (the supervisor, over the control channel).
 
     Raises:
         IntelFatal: the list is empty, or a scripted endpoint's script is missing or invalid.
@@ -57,7 +60,7 @@ async def open_intelligence(
     }
     if len(scripted) == len(endpoints):
         # No HTTP endpoint: do not import or start the HTTP stack at all.
-        yield _build(list(scripted.values()), knobs, sink, capture_content)
+        yield _build(list(scripted.values()), knobs, sink, capture_content, slots)
         return
     from subagent.intel.anthropic import AnthropicMessages
     from subagent.intel.openai import OpenAIChat
@@ -72,12 +75,17 @@ async def open_intelligence(
                 adapters.append(AnthropicMessages(spec, client))
             else:
                 adapters.append(scripted[i])
-        yield _build(adapters, knobs, sink, capture_content)
+        yield _build(adapters, knobs, sink, capture_content, slots)
 
 
 def _build(
-    adapters: list[Endpoint], knobs: LoopKnobs, sink: EventSink, capture: bool
+    adapters: list[Endpoint], knobs: LoopKnobs, sink: EventSink, capture: bool, slots: Slots | None
 ) -> FailoverIntelligence:
     return FailoverIntelligence(
-        adapters, RetryPolicy.from_knobs(knobs), sink=sink, capture_content=capture, rng=random.Random()
+        adapters,
+        RetryPolicy.from_knobs(knobs),
+        sink=sink,
+        capture_content=capture,
+        rng=random.Random(),
+        slots=slots,
     )

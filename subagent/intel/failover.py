@@ -42,8 +42,9 @@ from subagent.intel.breaker import (
     reopens_in_s,
 )
 from subagent.intel.classify import ConstraintRejected, EndpointFatal, ToolCallUnparsed, ToolsRejected
-from subagent.intel.endpoint import Endpoint, Prepared
+from subagent.intel.endpoint import Endpoint, Prepared, Sent
 from subagent.intel.retry import RetryPolicy, retry_delay_s
+from subagent.intel.slots import Slots
 from subagent.intel.tool_memory import rejects_constraints, remember_unconstrained
 from subagent.messages import ModelReply, ModelRequest, ToolCall
 from subagent.telemetry import EventSink, describe
@@ -79,6 +80,7 @@ class FailoverIntelligence:
         capture_content: bool = False,
         rng: random.Random | None = None,
         clock: Callable[[], float] = time.monotonic,
+        slots: Slots | None = None,
     ) -> None:
         if not endpoints:
             raise IntelFatal("no intelligence endpoint is configured")
@@ -88,6 +90,8 @@ class FailoverIntelligence:
         self._capture = capture_content
         self._rng = rng or random.Random()
         self._clock = clock
+        # The daemon's provider limits: a limited endpoint's request waits for a slot first.
+        self._slots = slots
         self._breakers = [Breaker() for _ in self._endpoints]
         self._last_failure: list[_EndpointFailure | None] = [None for _ in self._endpoints]
 
@@ -144,7 +148,7 @@ class FailoverIntelligence:
             self._emit_call(endpoint, prepared, attempt)
             started = anyio.current_time()
             try:
-                sent = await endpoint.send(prepared)
+                sent = await self._send(endpoint, prepared)
             except IntelTransient as exc:
                 stalls += isinstance(exc, IntelStalled)
                 # The caller's cancel scope carries the run's deadline: a retry must end before it.
@@ -214,6 +218,22 @@ class FailoverIntelligence:
                     fields["reply_tool_calls"] = [_captured_call(call) for call in reply.tool_calls]
             self._sink("intel.result", fields)
             return reply
+
+    async def _send(self, endpoint: Endpoint, prepared: Prepared) -> Sent:
+        """One attempt, holding a slot of the endpoint's provider limits when it has any."""
+        if self._slots is None:
+            return await endpoint.send(prepared)
+        async with self._slots.held(endpoint.spec, prepared.size_bytes) as outcome:
+            try:
+                sent = await endpoint.send(prepared)
+            except IntelError as exc:
+                outcome.status = _status_of(exc)
+                outcome.retry_after_s = exc.retry_after_s if isinstance(exc, IntelTransient) else None
+                raise
+            usage = sent.reply.usage
+            outcome.status = sent.status
+            outcome.tokens_used = usage.tokens_in + usage.tokens_out if usage is not None else None
+            return sent
 
     def _emit_call(self, endpoint: Endpoint, prepared: Prepared, attempt: int) -> None:
         request = prepared.request

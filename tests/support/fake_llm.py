@@ -195,11 +195,28 @@ def chat_chunks(
     return chunks
 
 
+@dataclass(frozen=True)
+class ProviderLimits:
+    """Limits the server enforces as a provider would: a request over `max_in_flight` requests
+    being answered, or over `per_minute` admitted in the last 60 s, is answered 429 with
+    `Retry-After: retry_after` (and counted in `FakeLLM.rejected`)."""
+
+    max_in_flight: int | None = None
+    per_minute: int | None = None
+    retry_after: str = "1"
+
+
 class FakeLLM:
     """The server. Use as a context manager; `base_url` is `http://127.0.0.1:<port>/v1`."""
 
-    def __init__(self, default: Behaviour | Respond | None = None) -> None:
+    def __init__(
+        self, default: Behaviour | Respond | None = None, *, limits: ProviderLimits | None = None
+    ) -> None:
         self.default: Behaviour | Respond = default or chat("done")
+        self.limits = limits
+        self._in_flight = 0
+        self._admitted: deque[float] = deque()
+        self._rejected = 0
         self._queue: deque[Behaviour] = deque()
         self._requests: list[Recorded] = []
         self._aborted = 0
@@ -229,6 +246,12 @@ class FakeLLM:
         """Responses the client abandoned before they were complete (disconnected mid-way)."""
         with self._changed:
             return self._aborted
+
+    @property
+    def rejected(self) -> int:
+        """Requests answered 429 for going over `limits`."""
+        with self._changed:
+            return self._rejected
 
     @property
     def connections(self) -> int:
@@ -285,8 +308,16 @@ class FakeLLM:
         try:
             while True:
                 request = await self._read_request(reader)
-                if request is None or not await self._respond(stream, reader, self._record(request)):
+                if request is None:
                     return
+                behaviour, admitted = self._record(request)
+                try:
+                    if not await self._respond(stream, reader, behaviour):
+                        return
+                finally:
+                    if admitted:
+                        with self._changed:
+                            self._in_flight -= 1
         except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, OSError):
             return
         finally:
@@ -308,12 +339,29 @@ class FakeLLM:
             parsed = None
         return Recorded(method, path, headers, body, parsed, time.monotonic())
 
-    def _record(self, request: Recorded) -> Behaviour:
+    def _record(self, request: Recorded) -> tuple[Behaviour, bool]:
+        """The behaviour for `request`, and whether it was admitted under `limits`."""
         with self._changed:
             self._requests.append(request)
-            behaviour = self._queue.popleft() if self._queue else self.default
             self._changed.notify_all()
-        return behaviour.choose(request) if isinstance(behaviour, Respond) else behaviour
+            if self._over_limits(request.at):
+                self._rejected += 1
+                assert self.limits is not None
+                return error(429, headers={"retry-after": self.limits.retry_after}), False
+            self._in_flight += 1
+            self._admitted.append(request.at)
+            behaviour = self._queue.popleft() if self._queue else self.default
+        return (behaviour.choose(request) if isinstance(behaviour, Respond) else behaviour), True
+
+    def _over_limits(self, now: float) -> bool:
+        limits = self.limits
+        if limits is None:
+            return False
+        while self._admitted and self._admitted[0] <= now - 60.0:
+            self._admitted.popleft()
+        if limits.max_in_flight is not None and self._in_flight >= limits.max_in_flight:
+            return True
+        return limits.per_minute is not None and len(self._admitted) >= limits.per_minute
 
     async def _respond(
         self, stream: SocketStream, reader: BufferedByteReceiveStream, behaviour: Behaviour

@@ -1,0 +1,82 @@
+"""One subagent's model-request slots: its `sup/slot` requests and `ev/slot` reports, in front of
+the daemon's provider desk (docs/budgets.md).
+
+A request that waited for a limit is journaled as `intel.throttled` with the wait. The slots a node
+still holds when it ends (it was killed mid-request) are given back then, so a dead child never
+keeps a slot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import anyio
+from pydantic import JsonValue
+
+from agentd.supervision.provider_desk import ProviderDesk
+from protocol import control
+from protocol.events import EventName
+
+Journal = Callable[[EventName, dict[str, JsonValue]], None]
+
+
+def _no_journal(event: EventName, fields: dict[str, JsonValue]) -> None:
+    pass
+
+
+class NodeSlots:
+    """The slots of one node of one task."""
+
+    def __init__(
+        self, desk: ProviderDesk | None, *, owner: int, task_id: str, deadline: float, journal: Journal
+    ) -> None:
+        self._desk = desk
+        self._owner = owner
+        self._task_id = task_id
+        self._deadline = deadline
+        self._journal = journal
+        # ticket -> endpoint of each slot the node holds.
+        self._held: dict[int, str] = {}
+
+    @classmethod
+    def none(cls) -> NodeSlots:
+        """The slots of a node that has no child yet: it holds none."""
+        return cls(None, owner=0, task_id="", deadline=0.0, journal=_no_journal)
+
+    async def take(self, params: control.SlotParams) -> JsonValue:
+        """A slot of `params.endpoint`, waiting for its limits; bounded by the node's deadline.
+
+        Raises:
+            LookupError: no slot came before the node's deadline (the child is past it anyway).
+        """
+        desk = self._desk
+        if desk is None or not desk.limited(params.endpoint):
+            return control.SlotResult(ticket=0).model_dump(mode="json")
+        with anyio.move_on_at(self._deadline):
+            grant = await desk.acquire(
+                params.endpoint, owner=self._owner, task_id=self._task_id, tokens=params.tokens
+            )
+            self._held[grant.ticket] = params.endpoint
+            waited_ms = round(grant.waited_s * 1000)
+            if grant.blocked_by is not None:
+                self._journal(
+                    "intel.throttled",
+                    {"endpoint": params.endpoint, "wait_ms": waited_ms, "blocked_by": grant.blocked_by},
+                )
+            result = control.SlotResult(ticket=grant.ticket, waited_ms=waited_ms, blocked_by=grant.blocked_by)
+            return result.model_dump(mode="json")
+        raise LookupError(f"no slot of endpoint {params.endpoint!r} before the deadline")
+
+    def done(self, params: control.SlotDoneParams) -> None:
+        """The request of a slot ended: release it."""
+        endpoint = self._held.pop(params.ticket, None)
+        if endpoint is None or self._desk is None:
+            return
+        self._desk.release(endpoint, params.ticket, tokens_used=params.tokens_used)
+
+    def close(self) -> None:
+        """The node ended: every slot it still holds goes back."""
+        held, self._held = self._held, {}
+        if self._desk is not None:
+            for ticket, endpoint in held.items():
+                self._desk.release(endpoint, ticket, tokens_used=None)

@@ -1,0 +1,168 @@
+"""Provider limits as decisions (pure): which waiting model requests to one endpoint may start now.
+
+One `Gate` per configured endpoint holds what the daemon knows of it — requests in flight, the
+starts and tokens of the last 60 s, a shared backoff — and the requests waiting for a slot, taken
+round-robin across owners and, within an owner, across tasks (as the task queue is), so one busy
+task cannot starve another. No I/O and no clock reads: `now` is an argument; the desk
+(`agentd.supervision.provider_desk`) drives it.
+"""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass
+from typing import Literal
+
+WINDOW_S = 60.0
+
+Blocker = Literal["max_concurrent_requests", "requests_per_minute", "tokens_per_minute", "backoff"]
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointLimits:
+    """`[intelligence.NAME]`'s provider limits; None bounds nothing."""
+
+    max_concurrent: int | None = None
+    requests_per_minute: int | None = None
+    tokens_per_minute: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """One request waiting for a slot: whose it is and the tokens it may use (its estimate)."""
+
+    ticket: int
+    owner: int
+    task_id: str
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """What `Gate.admit` decided: the asks that start now, and — when some still wait — what holds
+    them and when a window frees room (`wake_at`; None: only a release frees it)."""
+
+    granted: tuple[Ask, ...]
+    blocked_by: Blocker | None = None
+    wake_at: float | None = None
+
+
+class _RoundRobin:
+    """Waiting asks by owner, then by task; `pop` takes from the next owner's next task."""
+
+    def __init__(self) -> None:
+        # Invariant: no owner maps to an empty dict, no task to an empty deque.
+        self._owners: dict[int, dict[str, collections.deque[Ask]]] = {}
+
+    def __len__(self) -> int:
+        return sum(len(asks) for tasks in self._owners.values() for asks in tasks.values())
+
+    def push(self, ask: Ask) -> None:
+        tasks = self._owners.setdefault(ask.owner, {})
+        tasks.setdefault(ask.task_id, collections.deque()).append(ask)
+
+    def peek(self) -> Ask | None:
+        for tasks in self._owners.values():
+            for asks in tasks.values():
+                return asks[0]
+        return None
+
+    def pop(self) -> Ask:
+        """The head ask; its task then goes to the back of its owner's tasks, its owner to the back."""
+        owner, tasks = next(iter(self._owners.items()))
+        task_id, asks = next(iter(tasks.items()))
+        ask = asks.popleft()
+        del tasks[task_id]
+        if asks:
+            tasks[task_id] = asks
+        del self._owners[owner]
+        if tasks:
+            self._owners[owner] = tasks
+        return ask
+
+    def remove(self, ticket: int) -> bool:
+        for owner, tasks in self._owners.items():
+            for task_id, asks in tasks.items():
+                for ask in asks:
+                    if ask.ticket == ticket:
+                        asks.remove(ask)
+                        if not asks:
+                            del tasks[task_id]
+                        if not tasks:
+                            del self._owners[owner]
+                        return True
+        return False
+
+
+class Gate:
+    """One endpoint's limits, state and queue."""
+
+    def __init__(self, limits: EndpointLimits) -> None:
+        self.limits = limits
+        # ticket -> its token entry in `_tokens` (updated with the reply's usage on `done`).
+        self.in_flight: dict[int, list[float]] = {}
+        self._starts: collections.deque[float] = collections.deque()
+        # [start time, tokens] of each request started in the window, oldest first.
+        self._tokens: collections.deque[list[float]] = collections.deque()
+        self._queue = _RoundRobin()
+        # No request starts before this instant (a 429's Retry-After, or a drained header budget).
+        self.hold_until = 0.0
+
+    @property
+    def waiting(self) -> int:
+        return len(self._queue)
+
+    def ask(self, ask: Ask) -> None:
+        self._queue.push(ask)
+
+    def withdraw(self, ticket: int) -> bool:
+        """Remove a waiting ask (its caller gave up); False when it is not waiting."""
+        return self._queue.remove(ticket)
+
+    def admit(self, now: float) -> Admission:
+        """Start as many waiting asks as the limits allow, in round-robin order."""
+        self._prune(now)
+        granted: list[Ask] = []
+        while (head := self._queue.peek()) is not None:
+            blocked_by, wake_at = self._blocked(head, now)
+            if blocked_by is not None:
+                return Admission(tuple(granted), blocked_by, wake_at)
+            ask = self._queue.pop()
+            entry = [now, float(ask.tokens)]
+            self.in_flight[ask.ticket] = entry
+            self._starts.append(now)
+            self._tokens.append(entry)
+            granted.append(ask)
+        return Admission(tuple(granted))
+
+    def done(self, ticket: int, tokens_used: int | None) -> None:
+        """A started request ended; `tokens_used` (from its usage) replaces its estimate."""
+        entry = self.in_flight.pop(ticket, None)
+        if entry is not None and tokens_used is not None:
+            entry[1] = float(tokens_used)
+
+    def hold(self, until: float) -> None:
+        """Start nothing before `until` (never shortens a hold already set)."""
+        self.hold_until = max(self.hold_until, until)
+
+    def _blocked(self, ask: Ask, now: float) -> tuple[Blocker | None, float | None]:
+        limits = self.limits
+        if now < self.hold_until:
+            return "backoff", self.hold_until
+        if limits.max_concurrent is not None and len(self.in_flight) >= limits.max_concurrent:
+            return "max_concurrent_requests", None
+        if limits.requests_per_minute is not None and len(self._starts) >= limits.requests_per_minute:
+            return "requests_per_minute", self._starts[0] + WINDOW_S
+        if limits.tokens_per_minute is not None and self._tokens:
+            used = sum(entry[1] for entry in self._tokens)
+            # An ask larger than the whole budget still starts once the window is empty.
+            if used + ask.tokens > limits.tokens_per_minute:
+                return "tokens_per_minute", self._tokens[0][0] + WINDOW_S
+        return None, None
+
+    def _prune(self, now: float) -> None:
+        horizon = now - WINDOW_S
+        while self._starts and self._starts[0] <= horizon:
+            self._starts.popleft()
+        while self._tokens and self._tokens[0][0] <= horizon:
+            self._tokens.popleft()
