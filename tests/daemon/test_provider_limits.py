@@ -1,0 +1,98 @@
+"""Provider limits against a provider that enforces its own: a real daemon, real subagents, and a
+fake OpenAI-compatible server that answers 429 with Retry-After over N in flight or M a minute."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.daemon import FAST_SUPERVISION, Daemon, running_daemon
+from tests.support.fake_llm import FakeLLM, ProviderLimits, chat
+
+pytestmark = pytest.mark.processes
+
+TASKS = 50
+IN_FLIGHT = 2
+
+
+def config(fake: FakeLLM, limits: str) -> str:
+    return (
+        f'[intelligence.p]\nkind = "openai"\nbase_url = "{fake.base_url}"\nmodel = "m"\n{limits}'
+        '[defaults]\nmodel = "p"\n[loop]\ntransport_retries = 10\nbackoff_initial_s = 0.05\n'
+    )
+
+
+def run_all(daemon: Daemon, count: int) -> list[str]:
+    """Submit `count` one-turn tasks at once and wait for each; their statuses."""
+    ids = [daemon.submit(f"task {i}") for i in range(count)]
+    views = [daemon.wait(task_id, timeout_s=120) for task_id in ids]
+    return [view.status.value if view.status else view.state for view in views]
+
+
+def test_fifty_concurrent_tasks_with_limits_see_at_most_one_429_and_many_without(tmp_path: Path) -> None:
+    slow = dataclasses.replace(chat("done"), delay_s=0.05)
+    provider = ProviderLimits(max_in_flight=IN_FLIGHT, retry_after="0.2")
+    counts = {}
+    for name, limits in [("with", f"max_concurrent_requests = {IN_FLIGHT}\n"), ("without", "")]:
+        workdir = tmp_path / name
+        workdir.mkdir()
+        with FakeLLM(slow, limits=provider) as fake:
+            lines = f"max_concurrent_tasks = {TASKS}\n"
+            with running_daemon(workdir, config(fake, limits), daemon_lines=lines) as daemon:
+                started = time.monotonic()
+                statuses = run_all(daemon, TASKS)
+                elapsed = time.monotonic() - started
+            counts[name] = fake.rejected
+        print(f"{name} limits: {fake.rejected} x 429 for {TASKS} tasks in {elapsed:.1f} s")
+        if name == "with":
+            assert statuses == ["completed"] * TASKS
+    assert counts["with"] <= 1
+    assert counts["without"] > 10 * max(counts["with"], 1)
+
+
+def events_of(daemon: Daemon, task_id: str) -> list[dict[str, Any]]:
+    logs = daemon.cli("logs", task_id, "--json")
+    assert logs.returncode == 0, logs.stderr
+    return [json.loads(line) for line in logs.stdout.splitlines()]
+
+
+def wait_throttled(daemon: Daemon, task_id: str, timeout_s: float = 20.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        view = daemon.call("task.get", {"task_id": task_id})
+        assert isinstance(view, dict)
+        if view.get("throttled"):
+            return view
+        assert time.monotonic() < deadline, f"task {task_id} never showed throttled: {view}"
+        time.sleep(0.05)
+
+
+def test_a_throttled_task_shows_its_wait_and_is_not_stalled(tmp_path: Path) -> None:
+    # The wait is longer than the wedged-loop bound: it must not count as the loop being stuck.
+    supervision = FAST_SUPERVISION + "loop_stall_s = 0.5\n"
+    slow = dataclasses.replace(chat("done"), delay_s=2.0)
+    with FakeLLM(slow, limits=ProviderLimits(max_in_flight=1)) as fake:
+        body = config(fake, "max_concurrent_requests = 1\n") + supervision
+        with running_daemon(tmp_path, body) as daemon:
+            first = daemon.submit("first")
+            fake.wait_requests_blocking(1, timeout_s=20)
+            second = daemon.submit("second")
+            view = wait_throttled(daemon, second)
+            shown = daemon.cli("status", second)
+            views = [daemon.wait(task_id) for task_id in (first, second)]
+            events = events_of(daemon, second)
+            stuck = [line for line in daemon.log() if line.get("event") == "subagent.stuck"]
+        assert fake.rejected == 0
+    assert view["throttled"]["endpoint"] == "p"
+    assert view["throttled"]["blocked_by"] == "max_concurrent_requests"
+    assert "throttled: a model request has waited" in shown.stdout, shown.stdout
+    assert [v.status.value if v.status else None for v in views] == ["completed", "completed"]
+    (throttled,) = [e["fields"] for e in events if e["event"] == "intel.throttled"]
+    assert throttled["blocked_by"] == "max_concurrent_requests"
+    assert throttled["wait_ms"] >= 1000
+    assert stuck == []
