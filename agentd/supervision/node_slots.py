@@ -8,16 +8,21 @@ keeps a slot.
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Callable
 
 import anyio
 from pydantic import JsonValue
 
+from agentd.supervision.provider_backoff import backoff_hold
 from agentd.supervision.provider_desk import ProviderDesk
 from protocol import control
 from protocol.events import EventName
 
 Journal = Callable[[EventName, dict[str, JsonValue]], None]
+# Spreads the end of each shared hold, so the held requests do not all start in one instant.
+_JITTER = random.Random()
 
 
 def _no_journal(event: EventName, fields: dict[str, JsonValue]) -> None:
@@ -68,11 +73,29 @@ class NodeSlots:
         raise LookupError(f"no slot of endpoint {params.endpoint!r} before the deadline")
 
     def done(self, params: control.SlotDoneParams) -> None:
-        """The request of a slot ended: release it."""
+        """The request of a slot ended: release it; a provider's 429 (or 503 with Retry-After), or
+        rate-limit headers saying a budget is spent, hold every task's requests to it back."""
         endpoint = self._held.pop(params.ticket, None)
-        if endpoint is None or self._desk is None:
+        desk = self._desk
+        if endpoint is None or desk is None:
             return
-        self._desk.release(endpoint, params.ticket, tokens_used=params.tokens_used)
+        hold = backoff_hold(
+            params.status,
+            params.retry_after_s,
+            params.rate_headers,
+            now_epoch_s=time.time(),
+            jitter=_JITTER.random(),
+        )
+        if hold is not None:
+            desk.hold(endpoint, anyio.current_time() + hold.hold_s)
+            fields: dict[str, JsonValue] = {
+                "endpoint": endpoint,
+                "status": params.status,
+                "hold_ms": round(hold.hold_s * 1000),
+                "source": hold.source,
+            }
+            self._journal("intel.backoff", fields)
+        desk.release(endpoint, params.ticket, tokens_used=params.tokens_used)
 
     def close(self) -> None:
         """The node ended: every slot it still holds goes back."""

@@ -81,13 +81,21 @@ class NodeListener:
             owner=run.record.owner_uid,
             task_id=run.record.task_id,
             deadline=run.tree.nodes[node.handle].deadline,
-            journal=self._journal,
+            journal=self._slot_event,
         )
 
     def _journal(self, event: EventName, fields: dict[str, JsonValue]) -> None:
         self.run.ports.journal.append_event(
             self.run.record.task_id, event, {"handle": self.node.handle, **fields}
         )
+
+    def _slot_event(self, event: EventName, fields: dict[str, JsonValue]) -> None:
+        """A provider-limit event: a shared backoff is logged at info, a throttled wait at debug."""
+        if event == "intel.backoff":
+            self.log.info(event, comp="intel", **fields)
+        elif logs.enabled("debug"):
+            self.log.debug(event, comp="intel", **fields)
+        self._journal(event, fields)
 
     def on_ready(self, child: SupervisedChild) -> None:
         if self.node.handle == "0":

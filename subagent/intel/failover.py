@@ -43,6 +43,7 @@ from subagent.intel.breaker import (
 )
 from subagent.intel.classify import ConstraintRejected, EndpointFatal, ToolCallUnparsed, ToolsRejected
 from subagent.intel.endpoint import Endpoint, Prepared, Sent
+from subagent.intel.rate_headers import capturing
 from subagent.intel.retry import RetryPolicy, retry_delay_s
 from subagent.intel.slots import Slots
 from subagent.intel.tool_memory import rejects_constraints, remember_unconstrained
@@ -224,12 +225,15 @@ class FailoverIntelligence:
         if self._slots is None:
             return await endpoint.send(prepared)
         async with self._slots.held(endpoint.spec, prepared.size_bytes) as outcome:
-            try:
-                sent = await endpoint.send(prepared)
-            except IntelError as exc:
-                outcome.status = _status_of(exc)
-                outcome.retry_after_s = exc.retry_after_s if isinstance(exc, IntelTransient) else None
-                raise
+            with capturing() as rate_headers:
+                try:
+                    sent = await endpoint.send(prepared)
+                except IntelError as exc:
+                    outcome.status = _status_of(exc)
+                    outcome.retry_after_s = exc.retry_after_s if isinstance(exc, IntelTransient) else None
+                    raise
+                finally:
+                    outcome.rate_headers = dict(rate_headers)
             usage = sent.reply.usage
             outcome.status = sent.status
             outcome.tokens_used = usage.tokens_in + usage.tokens_out if usage is not None else None

@@ -21,6 +21,7 @@ import httpx2
 
 from subagent.errors import IntelError, IntelStalled, IntelTransient
 from subagent.intel.classify import EndpointFatal, classify_status
+from subagent.intel.rate_headers import catch
 from subagent.intel.reply_body import (
     MAX_BODY_BYTES,
     MAX_ERROR_BODY_BYTES,
@@ -75,7 +76,11 @@ def open_client(on_sent: Callable[[], None] | None = None) -> httpx2.AsyncClient
     `on_sent` is called each time a request's body is on the wire (before its reply): the run
     starts work that would compete with sending the first request only after it (docs/triggers.md).
     """
-    hooks: dict[str, list[Callable[..., Any]]] = {}
+
+    async def rate_limits(response: httpx2.Response) -> None:
+        catch(response.headers.items())
+
+    hooks: dict[str, list[Callable[..., Any]]] = {"response": [rate_limits]}
     if on_sent is not None:
 
         async def trace(event: str, _info: dict[str, Any]) -> None:

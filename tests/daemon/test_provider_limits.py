@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.support.daemon import FAST_SUPERVISION, Daemon, running_daemon
-from tests.support.fake_llm import FakeLLM, ProviderLimits, chat
+from tests.support.fake_llm import FakeLLM, ProviderLimits, Reply, chat, error
 
 pytestmark = pytest.mark.processes
 
@@ -96,3 +96,37 @@ def test_a_throttled_task_shows_its_wait_and_is_not_stalled(tmp_path: Path) -> N
     assert throttled["blocked_by"] == "max_concurrent_requests"
     assert throttled["wait_ms"] >= 1000
     assert stuck == []
+
+
+SPENT_HEADERS = {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1s"}
+
+
+@pytest.mark.parametrize(
+    ("first", "source"),
+    [
+        pytest.param(error(429, headers={"retry-after": "1"}), "retry_after", id="429-retry-after"),
+        pytest.param(
+            dataclasses.replace(chat("done"), headers={**chat("done").headers, **SPENT_HEADERS}),
+            "headers",
+            id="spent-rate-limit-headers",
+        ),
+    ],
+)
+def test_a_providers_wait_on_one_task_holds_back_every_tasks_requests(
+    tmp_path: Path, first: Reply, source: str
+) -> None:
+    with FakeLLM() as fake:
+        fake.enqueue(first)
+        with running_daemon(tmp_path, config(fake, "max_concurrent_requests = 8\n")) as daemon:
+            held = daemon.submit("first")
+            fake.wait_requests_blocking(1, timeout_s=20)
+            daemon.wait_log("intel.backoff", task_id=held)
+            others = [daemon.submit(f"other {i}") for i in range(3)]
+            views = [daemon.wait(task_id) for task_id in (held, *others)]
+            events = events_of(daemon, held)
+        requests = fake.requests
+    assert [v.status.value if v.status else None for v in views] == ["completed"] * 4
+    (backoff,) = [e["fields"] for e in events if e["event"] == "intel.backoff"]
+    assert backoff["source"] == source and backoff["hold_ms"] >= 1000
+    # Every request after the provider's answer waited out its wait (the others' included).
+    assert all(r.at >= requests[0].at + 1.0 for r in requests[1:]), [r.at - requests[0].at for r in requests]
