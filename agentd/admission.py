@@ -47,6 +47,9 @@ def check_spec(config: Config, spec: TaskSpec, requester: Requester | None = Non
         problem = allow_problem(config, spec.model or config.default_model, names, requester)
         if problem is not None:
             raise SpecRejected(problem)
+    problem = config.unpriced_problem(spec)
+    if problem is not None:
+        raise SpecRejected(problem)
     violation = config.rule_of_two_violation(names)
     if violation is not None:
         raise SpecRejected(violation)

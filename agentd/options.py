@@ -18,6 +18,7 @@ from agentd.spawning.spawner import ExecSpawner, RLimits
 from agentd.spawning.zygote_spawner import ZygoteSpawner
 from agentd.supervision.liveness import LivenessPolicy
 from agentd.supervision.ports import RunOptions
+from agentd.supervision.pricing import Price
 from agentd.supervision.provider_limits import EndpointLimits
 from agentd.supervision.supervisor import SupervisorOptions
 from processes.ladder import LadderPolicy
@@ -94,6 +95,7 @@ def supervisor_options(config: Config) -> SupervisorOptions:
         child_steps=config.defaults.child_max_steps,
         child_tokens=config.defaults.child_max_tokens,
         stderr_line_cap=sup.stderr_line_cap,
+        prices=prices(config),
     )
     return SupervisorOptions(
         max_concurrent_tasks=config.daemon.max_concurrent_tasks,
@@ -108,6 +110,22 @@ def supervisor_options(config: Config) -> SupervisorOptions:
         run=run,
         provider_limits=provider_limits(config),
     )
+
+
+def prices(config: Config) -> dict[str, Price]:
+    """The priced endpoints (`[intelligence.NAME] price`), each with its price."""
+    return {
+        name: Price(
+            input=section.price.input,
+            output=section.price.output,
+            cached_input=section.price.cached_input
+            if section.price.cached_input is not None
+            else section.price.input,
+            max_reply_tokens=section.max_output_tokens or section.context_window,
+        )
+        for name, section in config.file.intelligence.items()
+        if section.price is not None
+    }
 
 
 def provider_limits(config: Config) -> dict[str, EndpointLimits]:

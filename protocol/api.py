@@ -72,6 +72,8 @@ class SpecLimits(_Model):
     max_steps: int | None = Field(default=None, ge=1, le=100_000)
     max_tokens: int | None = Field(default=None, ge=1)
     deadline_s: float | None = Field(default=None, gt=0, le=7 * 24 * 3600)
+    # USD for the whole task tree; every endpoint of the task's chain must have a price.
+    max_cost: float | None = Field(default=None, gt=0, le=1_000_000)
 
 
 class LoopOverrides(_Model):

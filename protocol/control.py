@@ -113,6 +113,11 @@ class UsageParams(_Params):
     tokens_out: int = Field(ge=0)
     steps: int = Field(ge=0)
     model: str = Field(max_length=256)
+    # The endpoint that answered (its price applies), the input tokens its prompt cache served,
+    # and whether the reply reported usage at all (else the counts are the child's estimates).
+    endpoint: Name | None = None
+    cached_in: int = Field(default=0, ge=0)
+    reported: bool = True
 
 
 class Usage(Message):

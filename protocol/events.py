@@ -100,6 +100,8 @@ EventName = Literal[
     # a provider's 429 (or 503 with Retry-After) holds every task's requests to it back.
     "intel.throttled",
     "intel.backoff",
+    # Money (docs/budgets.md): a reply reported no usage, so its cost was counted at its maximum.
+    "intel.unmetered",
 ]
 
 EVENT_NAMES: frozenset[str] = frozenset(get_args(EventName))

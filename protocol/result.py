@@ -47,6 +47,8 @@ class RunUsage(_Wire):
     steps: int = Field(default=0, ge=0)
     model_calls: int = Field(default=0, ge=0)
     tool_calls: int = Field(default=0, ge=0)
+    # USD, as the supervisor priced each model call (`[intelligence.NAME] price`); 0 when unpriced.
+    cost_usd: float = Field(default=0.0, ge=0)
 
     @property
     def tokens(self) -> int:

@@ -186,6 +186,8 @@ class Limits(_Wire):
     max_tokens: int = Field(default=200_000, ge=1)
     deadline_s: float = Field(default=600.0, gt=0)
     remaining_depth: int = Field(default=4, ge=0, le=16)
+    # The task tree's cost budget in USD (the supervisor counts it; docs/budgets.md); None: none.
+    max_cost_usd: float | None = Field(default=None, gt=0)
 
 
 class LoopKnobs(_Wire):

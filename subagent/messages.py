@@ -109,6 +109,11 @@ class ModelRequest:
 class TokenUsage:
     tokens_in: int
     tokens_out: int
+    # Of `tokens_in`, those the provider's prompt cache served (billed at its cached price).
+    cached_in: int = 0
+    # The provider reported none: these are agentd's estimates from sizes (a cost counts at its
+    # maximum then).
+    estimated: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +135,8 @@ class ModelReply:
     model: str = ""
     malformed: str | None = None
     unparsed_tool_call: bool = False
+    # The configured endpoint that answered (its price applies); None for a replayed reply.
+    endpoint: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -210,6 +210,9 @@ class Driver:
             tokens_out=call.tokens_out,
             steps=call.steps,
             model=reply.model or self.payload.intelligence[0].model,
+            endpoint=reply.endpoint,
+            cached_in=reply.usage.cached_in if reply.usage is not None else 0,
+            reported=reply.usage is not None and not reply.usage.estimated,
         )
         # A replayed reply's usage is sent too: the supervisor's tree counts the run from its start.
         self.channel.send(control.Usage(params=usage))

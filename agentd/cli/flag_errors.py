@@ -20,6 +20,7 @@ TASK_FLAGS: Mapping[str, str] = {
     "mcp": "--mcp",
     "max_steps": "--max-steps",
     "max_tokens": "--max-tokens",
+    "max_cost": "--max-cost",
     "deadline_s": "--deadline",
     "output_contract": "--output-schema",
     "approve": "--approve",

@@ -50,7 +50,12 @@ def spec_from_args(args: argparse.Namespace, *, model: str | None, mcp: list[str
             model=model,
             mcp=mcp,
             output_contract=contract,
-            limits=SpecLimits(max_steps=args.max_steps, max_tokens=args.max_tokens, deadline_s=deadline_s),
+            limits=SpecLimits(
+                max_steps=args.max_steps,
+                max_tokens=args.max_tokens,
+                deadline_s=deadline_s,
+                max_cost=getattr(args, "max_cost", None),
+            ),
             approve=list(getattr(args, "approve", None) or []),
             on_budget=getattr(args, "on_budget", None),
         )

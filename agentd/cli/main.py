@@ -54,6 +54,12 @@ def _json_arg(parser: argparse.ArgumentParser) -> None:
 def _limits_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-steps", type=int, metavar="N", help="model turns the task may take")
     parser.add_argument("--max-tokens", type=int, metavar="N", help="tokens the task may spend")
+    parser.add_argument(
+        "--max-cost",
+        type=float,
+        metavar="USD",
+        help="what the whole task tree may spend in USD, e.g. 2.50 (needs priced endpoints)",
+    )
     parser.add_argument("--deadline", metavar="DURATION", help="wall-clock limit: 30s, 5m, 2h or seconds")
     parser.add_argument(
         "--output-schema",

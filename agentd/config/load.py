@@ -198,7 +198,22 @@ class Config:
             max_tokens=min(tokens, defaults.max_tokens_ceiling),
             deadline_s=min(deadline_s, defaults.deadline_ceiling_s),
             remaining_depth=defaults.max_depth,
+            max_cost_usd=asked.max_cost if asked.max_cost is not None else defaults.max_cost,
         )
+
+    def unpriced_problem(self, spec: TaskSpec) -> str | None:
+        """Why a task with a cost budget cannot run: an endpoint of its chain has no price."""
+        if self.limits_for(spec).max_cost_usd is None:
+            return None
+        chosen = spec.model or self.default_model
+        for name in (chosen, *self.file.intelligence[chosen].fallback):
+            if self.file.intelligence[name].price is None:
+                return (
+                    f"a cost budget needs a price on every endpoint of the task, but "
+                    f"intelligence.{name}.price is not set (set it in the daemon's config, or drop "
+                    "--max-cost / defaults.max_cost)"
+                )
+        return None
 
     def loop_knobs(self) -> LoopKnobs:
         """The loop knobs every task gets ([loop] over the loop's defaults)."""

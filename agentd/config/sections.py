@@ -170,6 +170,13 @@ class DefaultsSection(Section):
         description="How long a paused task waits for `agentd extend`; then it ends `exhausted_*`.",
     )
     max_tokens: int = Field(default=_LIMITS.max_tokens, ge=1, description="Default token budget.")
+    max_cost: float | None = Field(
+        default=None,
+        gt=0,
+        le=1_000_000,
+        description="Default cost budget in USD for a whole task tree (docs/budgets.md); needs a price "
+        "on every endpoint of the task's chain. Unset: no cost budget.",
+    )
     deadline_s: Duration = Field(
         default=_LIMITS.deadline_s, gt=0, alias="deadline", description="Default wall-clock deadline."
     )

@@ -61,6 +61,19 @@ def _allow_entries(value: list[str] | None) -> list[str] | None:
     return value
 
 
+class PriceSection(Section):
+    """What an endpoint's tokens cost, in USD per million tokens."""
+
+    input: float = Field(ge=0, le=100_000, description="USD per million input tokens.")
+    output: float = Field(ge=0, le=100_000, description="USD per million output tokens.")
+    cached_input: float | None = Field(
+        default=None,
+        ge=0,
+        le=100_000,
+        description="USD per million input tokens read from the provider's prompt cache. Unset: input.",
+    )
+
+
 class IntelligenceSection(Section):
     """One model endpoint; `fallback` names the endpoints tried, in order, when it fails."""
 
@@ -120,6 +133,11 @@ class IntelligenceSection(Section):
         default=False,
         description="The model accepts images: images from tool results and resources are sent (data "
         "URLs / image blocks, capped per result and per request) instead of only described.",
+    )
+    price: PriceSection | None = Field(
+        default=None,
+        description="USD per million tokens: `{ input = 3.00, output = 15.00, cached_input = 0.30 }`. "
+        "Each request's cost is recorded; a cost budget needs it (docs/budgets.md).",
     )
     max_concurrent_requests: int | None = Field(
         default=None,

@@ -66,8 +66,10 @@ class NodeRun:
     child: SupervisedChild | None = None
     result: RunResult | None = None
     counted: RunUsage = field(default_factory=RunUsage)
-    # Set when the supervisor stopped this node for going over its grant.
+    # Set when the supervisor stopped this node for going over its grant (and, for its cost
+    # grant, why: the status alone would say tokens).
     limit_status: TerminalStatus | None = None
+    limit_error: RunError | None = None
     done: anyio.Event = field(default_factory=anyio.Event)
     # Its place in the spawn window (agentd/supervision/spawn_window.py), held while it boots, and
     # the scope of its wait for one (a cancel while it waits ends the wait: it never spawns).

@@ -19,6 +19,7 @@ from agentd.spawning.cgroup import CgroupLeaf, CgroupRoot
 from agentd.spawning.spawner import RLimits, SpawnedProcess, SpawnRequest
 from agentd.supervision.approvals import ApprovalDesk
 from agentd.supervision.liveness import LivenessPolicy
+from agentd.supervision.pricing import Price
 from agentd.supervision.provider_desk import ProviderDesk
 from agentd.supervision.spawn_window import SpawnWindow
 from agentd.supervision.watch_clock import WatchClock
@@ -43,6 +44,8 @@ class RunOptions:
     child_steps: int = 20
     child_tokens: int = 50_000
     stderr_line_cap: int = 8192
+    # `[intelligence.NAME] price` of each priced endpoint (agentd/supervision/pricing.py).
+    prices: Mapping[str, Price] = field(default_factory=dict)
 
 
 class RunTasks(Protocol):

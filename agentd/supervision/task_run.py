@@ -12,7 +12,7 @@ outside — journal writes, the spawner, its options, the drain state — comes 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Literal
 
 import anyio
@@ -28,6 +28,7 @@ from agentd.supervision.node_launch import NodeLaunch, NodeRun, TaskGone
 from agentd.supervision.node_slots import NodeSlots
 from agentd.supervision.payloads import child_payload, scope_of
 from agentd.supervision.ports import RunPorts
+from agentd.supervision.pricing import UNBOUNDED_MICROS, Price, call_cost, to_micros, to_usd, usd_text
 from agentd.supervision.resumption import Resumption
 from agentd.supervision.spawn_window import HOLD_AFTER_READY_S
 from agentd.supervision.supervised_child import SupervisedChild, SupRequest
@@ -60,6 +61,19 @@ def _comp(event: str) -> str:
     if event.startswith(("tool.", "mcp.")):
         return "mcp"
     return "agent"
+
+
+def cost_grant_micros(root: SpawnPayload) -> int:
+    """The tree's cost grant: its cost budget, or more than it could ever spend."""
+    budget = root.limits.max_cost_usd
+    return UNBOUNDED_MICROS if budget is None else to_micros(budget)
+
+
+def dearest_token(root: SpawnPayload, prices: Mapping[str, Price]) -> float:
+    """The dearest token of the task's endpoints, when it has a cost budget (else 0: unchecked)."""
+    if root.limits.max_cost_usd is None:
+        return 0.0
+    return max((prices[e.name].highest for e in root.intelligence if e.name in prices), default=0.0)
 
 
 def call_usage(params: control.UsageParams) -> RunUsage:
@@ -123,11 +137,34 @@ class NodeListener:
         self._journal(params.event, fields)
 
     def on_usage(self, child: SupervisedChild, params: control.UsageParams) -> None:
-        call = call_usage(params)
+        call, micros = self._priced(params)
         self.node.counted += call
-        over = self.run.tree.record_usage(self.node.handle, Budget(call.steps, call.tokens))
+        over = self.run.tree.record_usage(self.node.handle, Budget(call.steps, call.tokens, micros))
         if over is not None:
             self.run.over_grant(over)
+
+    def _priced(self, params: control.UsageParams) -> tuple[RunUsage, int]:
+        """The call's usage with its cost; an unmetered reply's counted at its maximum, said so."""
+        call = call_usage(params)
+        price = self.run.ports.options.prices.get(params.endpoint or "")
+        if price is None:
+            return call, 0
+        cost = call_cost(
+            price,
+            tokens_in=params.tokens_in,
+            tokens_out=params.tokens_out,
+            cached_in=params.cached_in,
+            reported=params.reported,
+        )
+        if cost.at_maximum:
+            fields: dict[str, JsonValue] = {
+                "endpoint": params.endpoint,
+                "cost_usd": to_usd(cost.micros),
+                "max_reply_tokens": price.max_reply_tokens,
+            }
+            self.log.warning("intel.unmetered", comp="intel", **fields)
+            self._journal("intel.unmetered", fields)
+        return call.model_copy(update={"cost_usd": to_usd(cost.micros)}), cost.micros
 
     def on_slot_done(self, child: SupervisedChild, params: control.SlotDoneParams) -> None:
         self.node.slots.done(params)
@@ -205,7 +242,7 @@ class TaskRun:
         now = anyio.current_time()
         # The task is admitted now: its one deadline is fixed here, and every node's derives from it.
         self.tree = Tree(
-            Budget(root.limits.max_steps, root.limits.max_tokens),
+            Budget(root.limits.max_steps, root.limits.max_tokens, cost_grant_micros(root)),
             now + root.limits.deadline_s,
             scope_of(root),
             now=now,
@@ -213,6 +250,7 @@ class TaskRun:
                 child_steps=ports.options.child_steps,
                 child_tokens=ports.options.child_tokens,
                 max_depth=root.limits.remaining_depth,
+                micros_per_token=dearest_token(root, ports.options.prices),
             ),
         )
         self.nodes: dict[str, NodeRun] = {"0": NodeRun("0", root)}
@@ -316,7 +354,10 @@ class TaskRun:
             node.place.release()
             node.slots.close()
         if node.limit_status is not None and result.status is TerminalStatus.CANCELLED:
-            result = result.model_copy(update={"status": node.limit_status})
+            update: dict[str, object] = {"status": node.limit_status}
+            if node.limit_error is not None:
+                update["error"] = node.limit_error
+            result = result.model_copy(update=update)
         node.result = result
         self.tree.end(node.handle)
         if node.handle == "0" and self.defer_root_end:
@@ -333,7 +374,8 @@ class TaskRun:
 
     def _node_usage(self, node: NodeRun) -> RunUsage:
         if node.result is not None and node.result.error is None:
-            return node.result.usage
+            # The child counts its own tokens; only the supervisor prices them.
+            return node.result.usage.model_copy(update={"cost_usd": node.counted.cost_usd})
         return node.counted
 
     # ---- stopping --------------------------------------------------------------------------
@@ -363,15 +405,22 @@ class TaskRun:
         """`handle`'s subtree went over its grant: stop it (the root: the whole task)."""
         tree_node = self.tree.nodes[handle]
         used = self.tree.used(handle)
+        over_cost = self.tree.defaults.cost_bounded and used.cost > tree_node.grant.cost
         status = (
             TerminalStatus.EXHAUSTED_TOKENS
-            if used.tokens > tree_node.grant.tokens
+            if used.tokens > tree_node.grant.tokens or over_cost
             else TerminalStatus.EXHAUSTED_STEPS
         )
         node = self.nodes.get(handle)
         if node is None or node.limit_status is not None:
             return
         node.limit_status = status
+        if over_cost:
+            node.limit_error = RunError(
+                kind="cost_budget",
+                message=f"the cost budget ran out: {usd_text(used.cost)} spent of "
+                f"{'max_cost' if handle == '0' else 'its cost grant'} {usd_text(tree_node.grant.cost)}",
+            )
         self.log.warning(
             "limit.exceeded",
             handle=handle,

@@ -13,6 +13,7 @@ than their parent had.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -32,15 +33,19 @@ Scope = Mapping[str, frozenset[str] | None]
 class Budget:
     steps: int = 0
     tokens: int = 0
+    # Micro-USD (agentd/supervision/pricing.py); a grant without a cost budget holds UNBOUNDED_MICROS.
+    cost: int = 0
 
     def __add__(self, other: Budget) -> Budget:
-        return Budget(self.steps + other.steps, self.tokens + other.tokens)
+        return Budget(self.steps + other.steps, self.tokens + other.tokens, self.cost + other.cost)
 
     def __sub__(self, other: Budget) -> Budget:
-        return Budget(self.steps - other.steps, self.tokens - other.tokens)
+        return Budget(self.steps - other.steps, self.tokens - other.tokens, self.cost - other.cost)
 
-    def exceeds(self, limit: Budget) -> bool:
-        return self.steps > limit.steps or self.tokens > limit.tokens
+    def exceeds(self, limit: Budget, *, cost: bool = True) -> bool:
+        """Over `limit` in steps or tokens, or (when `cost`: the tree has a cost budget) in cost."""
+        over_cost = cost and self.cost > limit.cost
+        return self.steps > limit.steps or self.tokens > limit.tokens or over_cost
 
 
 @dataclass
@@ -88,6 +93,14 @@ class Defaults:
     child_steps: int = 20
     child_tokens: int = 50_000
     max_depth: int = DEPTH_CAP
+    # The dearest token of the task's endpoints in micro-USD, set when the task has a cost budget
+    # (0: it has none, and cost is counted but never checked): a child's token grant reserves the
+    # most its tokens could cost from the parent's cost budget.
+    micros_per_token: float = 0.0
+
+    @property
+    def cost_bounded(self) -> bool:
+        return self.micros_per_token > 0
 
 
 class Tree:
@@ -122,7 +135,11 @@ class Tree:
             child = self.nodes[handle_c]
             used = self.used(handle_c)
             if child.live:
-                used = Budget(max(used.steps, child.grant.steps), max(used.tokens, child.grant.tokens))
+                used = Budget(
+                    max(used.steps, child.grant.steps),
+                    max(used.tokens, child.grant.tokens),
+                    max(used.cost, child.grant.cost),
+                )
             total = total + used
         return total
 
@@ -137,7 +154,7 @@ class Tree:
         node.own = node.own + delta
         over: str | None = None
         for ancestor in self.ancestry(handle):
-            if self.used(ancestor).exceeds(self.nodes[ancestor].grant):
+            if self.used(ancestor).exceeds(self.nodes[ancestor].grant, cost=self.defaults.cost_bounded):
                 over = ancestor  # keep walking up: the highest one wins
         return over
 
@@ -250,6 +267,13 @@ class Tree:
                 f"{max(free.tokens, 0)} tokens left to grant (its grant minus what it and its "
                 "children used or hold)"
             )
+        # Reserved like tokens: the most the child's tokens could cost, within what the parent has.
+        cost = min(math.ceil(tokens * self.defaults.micros_per_token), free.cost)
+        if self.defaults.cost_bounded and cost <= 0:
+            return Refusal(
+                f"cost budget: node {parent_handle} has no money left to grant (its cost grant minus "
+                "what it and its children spent or hold)"
+            )
         remaining_s = parent.deadline - now
         deadline_s = min(request.deadline_s or remaining_s, remaining_s)
         if deadline_s < MIN_CHILD_DEADLINE_S:
@@ -261,7 +285,7 @@ class Tree:
                 f"(next in {wait_s:.1f}s)"
             )
         handle = handle or f"{parent_handle}.{parent.next_index}"
-        return Grant(handle, parent.depth + 1, Budget(steps, tokens), now + deadline_s, scope)
+        return Grant(handle, parent.depth + 1, Budget(steps, tokens, cost), now + deadline_s, scope)
 
     def skip_indexes(self, parent_handle: str, used: int) -> None:
         """New children of `parent_handle` get indexes above `used` (an earlier run's handles,

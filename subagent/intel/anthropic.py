@@ -163,7 +163,8 @@ def parse_usage(value: JsonValue) -> TokenUsage | None:
     if "input_tokens" not in counts or "output_tokens" not in counts:
         return None
     tokens_in = sum(v for k, v in counts.items() if k != "output_tokens")
-    return TokenUsage(tokens_in=tokens_in, tokens_out=counts["output_tokens"])
+    cached = counts.get("cache_read_input_tokens", 0)
+    return TokenUsage(tokens_in=tokens_in, tokens_out=counts["output_tokens"], cached_in=cached)
 
 
 class AnthropicMessages:

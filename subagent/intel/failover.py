@@ -198,7 +198,7 @@ class FailoverIntelligence:
             except (IntelFatal, ContextOverflow) as exc:
                 self._emit_failure(endpoint, attempt, started, exc, "fatal", status=_status_of(exc))
                 raise
-            reply = sent.reply
+            reply = replace(sent.reply, endpoint=endpoint.spec.name)
             fields: dict[str, JsonValue] = {
                 "endpoint": endpoint.spec.name,
                 "attempt": attempt,

@@ -194,7 +194,9 @@ def parse_usage(value: JsonValue) -> TokenUsage | None:
         return None
     prompt, completion = value.get("prompt_tokens"), value.get("completion_tokens")
     if _count(prompt) and _count(completion):
-        return TokenUsage(tokens_in=prompt, tokens_out=completion)
+        details = value.get("prompt_tokens_details")
+        cached = details.get("cached_tokens") if isinstance(details, dict) else None
+        return TokenUsage(tokens_in=prompt, tokens_out=completion, cached_in=cached if _count(cached) else 0)
     return None
 
 

@@ -85,6 +85,8 @@ def with_estimated_usage(reply: ModelReply, request_chars: int) -> ModelReply:
     if reply.usage is not None:
         return reply
     usage = TokenUsage(
-        tokens_in=estimate_tokens(request_chars), tokens_out=estimate_tokens(reply_chars(reply))
+        tokens_in=estimate_tokens(request_chars),
+        tokens_out=estimate_tokens(reply_chars(reply)),
+        estimated=True,
     )
     return replace(reply, usage=usage)
