@@ -6,7 +6,7 @@ an adapter may cache each message's wire encoding by identity because a message 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import JsonValue
@@ -112,8 +112,8 @@ class TokenUsage:
     # Of `tokens_in`, those the provider's prompt cache served (billed at its cached price).
     cached_in: int = 0
     # The provider reported none: these are agentd's estimates from sizes (a cost counts at its
-    # maximum then).
-    estimated: bool = False
+    # maximum then). Where the counts came from, not what they are: not compared.
+    estimated: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +136,8 @@ class ModelReply:
     malformed: str | None = None
     unparsed_tool_call: bool = False
     # The configured endpoint that answered (its price applies); None for a replayed reply.
-    endpoint: str | None = None
+    # Provenance, not content: two replies with the same content are equal wherever they came from.
+    endpoint: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

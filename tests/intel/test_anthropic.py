@@ -142,10 +142,10 @@ async def test_text_and_tool_use_blocks_and_usage_are_parsed(fake_llm: FakeLLM) 
     )
 
 
-async def test_cache_tokens_count_as_input(fake_llm: FakeLLM) -> None:
+async def test_cache_tokens_count_as_input_and_cache_reads_are_priced_apart(fake_llm: FakeLLM) -> None:
     usage: JsonValue = {"input_tokens": 5, "cache_read_input_tokens": 100, "output_tokens": 3}
     fake_llm.enqueue(json_reply({"content": [{"type": "text", "text": "x"}], "usage": usage}))
-    assert (await complete_once(fake_llm)).usage == TokenUsage(105, 3)
+    assert (await complete_once(fake_llm)).usage == TokenUsage(105, 3, cached_in=100)
 
 
 async def test_refusal_stop_reason_is_a_refusal(fake_llm: FakeLLM) -> None:

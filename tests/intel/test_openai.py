@@ -195,14 +195,27 @@ async def test_content_filter_finish_is_a_refusal(fake_llm: FakeLLM) -> None:
     assert reply.finish_reason == "content_filter"
 
 
-async def test_missing_usage_is_estimated_from_sizes(fake_llm: FakeLLM) -> None:
+async def test_missing_usage_is_estimated_from_sizes_and_marked_so(fake_llm: FakeLLM) -> None:
     fake_llm.enqueue(chat("x" * 40, usage=None))
     reply = await complete_once(fake_llm, ModelRequest(system="s", messages=(UserMessage("y" * 400),)))
-    assert reply.usage is not None
+    assert reply.usage is not None and reply.usage.estimated
     assert reply.usage.tokens_out == 10
     assert reply.usage.tokens_in >= 100
     [recorded] = fake_llm.requests
     assert reply.usage.tokens_in == len(recorded.body) // 4
+
+
+async def test_cached_prompt_tokens_are_reported_apart(fake_llm: FakeLLM) -> None:
+    usage: JsonValue = {
+        "prompt_tokens": 50,
+        "completion_tokens": 5,
+        "prompt_tokens_details": {"cached_tokens": 40},
+    }
+    fake_llm.enqueue(
+        json_reply({"choices": [{"message": {"content": "x"}, "finish_reason": "stop"}], "usage": usage})
+    )
+    reply = await complete_once(fake_llm, ModelRequest(system="s", messages=(UserMessage("hi"),)))
+    assert reply.usage is not None and (reply.usage.cached_in, reply.usage.estimated) == (40, False)
 
 
 async def test_content_given_as_text_parts_is_joined(fake_llm: FakeLLM) -> None:
