@@ -19,7 +19,9 @@ class TaskSpan(Protocol):
     @property
     def traceparent(self) -> str | None: ...
 
-    def end(self, status: str | None, exit_code: int | None = None) -> None: ...
+    def end(
+        self, status: str | None, exit_code: int | None = None, cost_usd: float | None = None
+    ) -> None: ...
 
 
 class Tracing(Protocol):
@@ -31,7 +33,7 @@ class Tracing(Protocol):
 class _NullSpan:
     traceparent: str | None = None
 
-    def end(self, status: str | None, exit_code: int | None = None) -> None:
+    def end(self, status: str | None, exit_code: int | None = None, cost_usd: float | None = None) -> None:
         pass
 
 
@@ -71,13 +73,16 @@ class _Span:
             f"00-{format_trace_id(context.trace_id)}-{format_span_id(context.span_id)}-{flags}"
         )
 
-    def end(self, status: str | None, exit_code: int | None = None) -> None:
+    def end(self, status: str | None, exit_code: int | None = None, cost_usd: float | None = None) -> None:
         from opentelemetry.trace import StatusCode
 
         if status is not None:
             self._span.set_attribute("agentd.status", status)
         if exit_code is not None:
             self._span.set_attribute("agentd.exit_code", exit_code)
+        if cost_usd:
+            # What the task's model calls cost as priced by the config (docs/budgets.md).
+            self._span.set_attribute("agentd.cost_usd", cost_usd)
         if status not in (None, "completed"):
             self._span.set_status(StatusCode.ERROR, status)
         self._span.end()

@@ -13,7 +13,7 @@ from typing import TextIO
 from agentd.api.client import ApiClient
 from agentd.cli.outcome import outcome_line
 from agentd.cli.progress import detached, follow, render_event
-from agentd.cli.task_text import cancel_line, describe, result_text, status_lines
+from agentd.cli.task_text import cancel_line, cost_text, describe, result_text, status_lines
 from protocol.api import (
     CancelParams,
     CancelRequest,
@@ -152,5 +152,7 @@ def cmd_tree(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
         status = node.status.value if node.status else node.state
         steps = f"{node.usage.steps}/{node.grant_steps or '-'} steps"
         grant = f"{steps}, {node.usage.tokens}/{node.grant_tokens or '-'} tokens"
+        if node.usage.cost_usd:
+            grant += f", {cost_text(node.usage.cost_usd)}"
         out.write(f"{'  ' * node.depth}{node.handle}  {status}  pid {node.pid or '-'}  {grant}\n")
     return ExitCode.OK

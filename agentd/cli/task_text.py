@@ -26,7 +26,13 @@ def state_of(view: TaskView) -> str:
 
 def usage_text(view: TaskView) -> str:
     usage = view.usage
-    return f"{plural(usage.steps, 'step')} · {plural(usage.tokens, 'token')}"
+    text = f"{plural(usage.steps, 'step')} · {plural(usage.tokens, 'token')}"
+    return text + (f" · {cost_text(usage.cost_usd)}" if usage.cost_usd else "")
+
+
+def cost_text(usd: float) -> str:
+    """`$0.0450`: four decimals tell a cent's fraction, the scale of one model call."""
+    return f"${usd:.4f}"
 
 
 def describe(view: TaskView) -> str:

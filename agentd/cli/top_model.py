@@ -60,6 +60,8 @@ class TopTask(_Model):
     nodes: list[TopNode]
     # A model request of the task waits for a provider-limit slot (docs/budgets.md).
     throttled: bool = False
+    # What its model calls cost so far, as the daemon priced them.
+    cost_usd: float = 0.0
 
     @property
     def cpu_percent(self) -> float:
@@ -76,6 +78,7 @@ class Totals(_Model):
     tokens: int
     cpu_percent: float
     rss_bytes: int
+    cost_usd: float = 0.0
 
 
 class Snapshot(_Model):
@@ -121,6 +124,7 @@ def top_task(
         model=view.model,
         age_s=max(0.0, now - view.started_at) if view.started_at is not None else None,
         throttled=view.throttled is not None,
+        cost_usd=view.usage.cost_usd,
         nodes=[
             top_node(n, stats.get(n.pid) if n.pid is not None else None, last_events.get(n.handle))
             for n in ordered
@@ -136,6 +140,7 @@ def totals(tasks: Sequence[TopTask]) -> Totals:
         tokens=sum(t.tokens for t in tasks),
         cpu_percent=round(sum(n.cpu_percent or 0.0 for n in live), 1),
         rss_bytes=sum(n.rss_bytes or 0 for n in live),
+        cost_usd=round(sum(t.cost_usd for t in tasks), 6),
     )
 
 
@@ -213,8 +218,10 @@ def table_rows(snapshot: Snapshot) -> list[Row]:
 
 
 def footer_line(t: Totals) -> str:
+    cost = f"${t.cost_usd:.4f} · " if t.cost_usd else ""
     return (
         f"{plural(t.tasks, 'task')} · {plural(t.subagents, 'subagent')} · {human_count(t.tokens)} tokens · "
+        f"{cost}"
         f"CPU {t.cpu_percent:.1f}% · RSS {human_bytes(t.rss_bytes)} · q or Ctrl-C quits"
     )
 

@@ -41,6 +41,13 @@ class Metrics(Protocol):
     def loop_lag(self, seconds: float) -> None:
         """The daemon's event loop woke this much later than it asked to."""
 
+    # Money and provider limits (docs/budgets.md).
+    def cost(self, endpoint: str, owner_uid: int, usd: float) -> None:
+        """A model call of `owner_uid`'s task to `endpoint` cost `usd`."""
+
+    def throttle_wait(self, endpoint: str, seconds: float) -> None:
+        """A model request waited this long for a slot of `endpoint`'s provider limits."""
+
     # Extension point for schedules and triggers: the scheduler calls these once it
     # exists; `name` is a configured schedule's or trigger's name (bounded by the config).
     def fired(self, kind: str, name: str, outcome: str) -> None:
@@ -78,6 +85,12 @@ class NullMetrics:
         pass
 
     def loop_lag(self, seconds: float) -> None:
+        pass
+
+    def cost(self, endpoint: str, owner_uid: int, usd: float) -> None:
+        pass
+
+    def throttle_wait(self, endpoint: str, seconds: float) -> None:
         pass
 
     def fired(self, kind: str, name: str, outcome: str) -> None:

@@ -112,6 +112,19 @@ class PrometheusMetrics:
             buckets=FAST_BUCKETS,
             registry=r,
         )
+        self._cost = Counter(
+            "agentd_cost_usd",
+            "USD the model calls cost, as priced by `[intelligence.NAME] price`, by endpoint and owner uid.",
+            ["endpoint", "owner"],
+            registry=r,
+        )
+        self._throttle = Histogram(
+            "agentd_throttle_wait_seconds",
+            "How long a throttled model request waited for a slot of its endpoint's provider limits.",
+            ["endpoint"],
+            buckets=CALL_BUCKETS,
+            registry=r,
+        )
         self._fires = Counter(
             "agentd_fires",
             "Schedule and trigger fires, by kind, configured name and outcome.",
@@ -175,6 +188,15 @@ class PrometheusMetrics:
 
     def loop_lag(self, seconds: float) -> None:
         self._lag.observe(max(0.0, seconds))
+
+    # ---- money and provider limits -------------------------------------------------------------
+
+    def cost(self, endpoint: str, owner_uid: int, usd: float) -> None:
+        # Owners are the host's uids: as bounded as the users who may connect.
+        self._cost.labels(labels.bounded(endpoint, self.names().endpoints), str(owner_uid)).inc(max(usd, 0.0))
+
+    def throttle_wait(self, endpoint: str, seconds: float) -> None:
+        self._throttle.labels(labels.bounded(endpoint, self.names().endpoints)).observe(max(seconds, 0.0))
 
     # ---- schedules and triggers (the scheduler's and trigger manager's extension point) --------------
 

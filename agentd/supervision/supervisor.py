@@ -433,7 +433,10 @@ class Supervisor:
             # The outcome could not be recorded; restart recovery will reconcile the task.
             self.log.error("task.terminal", task_id=record.task_id, err=f"journal: {exc}")
         finally:
-            slot.span.end(result.status.value if result is not None else None)
+            slot.span.end(
+                result.status.value if result is not None else None,
+                cost_usd=result.usage.cost_usd if result is not None else None,
+            )
             if self.running.pop(record.task_id, None) is not None:
                 self._running_by_owner[record.owner_uid] -= 1
                 if not self._running_by_owner[record.owner_uid]:

@@ -105,6 +105,10 @@ class NodeListener:
 
     def _slot_event(self, event: EventName, fields: dict[str, JsonValue]) -> None:
         """A provider-limit event: a shared backoff is logged at info, a throttled wait at debug."""
+        if event == "intel.throttled":
+            wait_ms = fields.get("wait_ms")
+            seconds = wait_ms / 1000 if isinstance(wait_ms, int) else 0.0
+            self.run.ports.metrics.throttle_wait(str(fields.get("endpoint")), seconds)
         if event == "intel.backoff":
             self.log.info(event, comp="intel", **fields)
         elif logs.enabled("debug"):
@@ -164,6 +168,7 @@ class NodeListener:
             }
             self.log.warning("intel.unmetered", comp="intel", **fields)
             self._journal("intel.unmetered", fields)
+        self.run.ports.metrics.cost(params.endpoint or "", self.run.record.owner_uid, to_usd(cost.micros))
         return call.model_copy(update={"cost_usd": to_usd(cost.micros)}), cost.micros
 
     def on_slot_done(self, child: SupervisedChild, params: control.SlotDoneParams) -> None:

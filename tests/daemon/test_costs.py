@@ -48,6 +48,8 @@ def test_a_task_with_a_cost_budget_stops_at_its_cap_saying_so(tmp_path: Path) ->
     with FakeLLM(notes_forever()) as fake, running_daemon(tmp_path, config(fake)) as daemon:
         done = daemon.cli("submit", "write notes", "--max-cost", "0.05", "--max-steps", "40", "--wait")
         listed = daemon.cli("list", "--json")
+        task_id = json.loads(listed.stdout.splitlines()[0])["task_id"]
+        shown, tree = daemon.cli("status", task_id), daemon.cli("tree", task_id)
         calls = len(fake.requests)
     assert done.returncode in (3, 7), done.stderr
     assert "exhausted_tokens" in done.stderr and "the cost budget ran out" in done.stderr
@@ -56,6 +58,8 @@ def test_a_task_with_a_cost_budget_stops_at_its_cap_saying_so(tmp_path: Path) ->
     assert calls == 4
     (view,) = [json.loads(line) for line in listed.stdout.splitlines()]
     assert view["usage"]["cost_usd"] == pytest.approx(4 * CALL_USD)
+    assert "· $0.0600" in shown.stdout, shown.stdout
+    assert tree.stdout.rstrip().endswith("$0.0600"), tree.stdout
 
 
 def test_a_cost_budget_on_an_unpriced_endpoint_is_refused_at_submit(tmp_path: Path) -> None:

@@ -144,3 +144,15 @@ def test_metrics_are_a_no_op_unless_an_output_is_configured(tmp_path: Path) -> N
     metrics = build_metrics(lambda: configured)  # type: ignore[arg-type,return-value]
     assert isinstance(metrics, PrometheusMetrics)
     assert metrics.names().endpoints == frozenset({"demo"})
+
+
+def test_cost_counts_by_configured_endpoint_and_owner_and_throttle_waits_are_a_histogram() -> None:
+    metrics = PrometheusMetrics(lambda: NAMES)
+    metrics.cost("fast", 1000, 0.25)
+    metrics.cost("fast", 1000, 0.5)
+    metrics.cost("unknown", 1001, 1.0)
+    metrics.throttle_wait("slow", 2.0)
+    page = _page(metrics)
+    assert 'agentd_cost_usd_total{endpoint="fast",owner="1000"} 0.75' in page
+    assert 'agentd_cost_usd_total{endpoint="other",owner="1001"} 1.0' in page
+    assert 'agentd_throttle_wait_seconds_count{endpoint="slow"} 1.0' in page
