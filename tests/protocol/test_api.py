@@ -107,7 +107,7 @@ def test_a_request_and_a_result_keep_their_wire_bytes() -> None:
     submit = SubmitRequest(id=1, params=SubmitParams(spec=TaskSpec(instruction="x")))
     assert framing.encode(submit) == (
         b'{"jsonrpc":"2.0","id":1,"method":"task.submit","params":{"spec":{"instruction":"x",'
-        b'"model":null,"mcp":[],"limits":{"max_steps":null,"max_tokens":null,"deadline_s":null},'
+        b'"model":null,"mcp":[],"limits":{"max_steps":null,"max_tokens":null,"deadline_s":null,"max_cost":null},'
         b'"output_contract":{"objective":null,"format":"text","schema":null,"success_criteria":[]},'
         b'"loop":{"repeat_cap":null,"idle_limit":null,"keep_verbatim":null,"compaction_high_water":null,'
         b'"vacuous_reasks":null,"catalogue_bytes":null},"retry":{"max_attempts":2},"labels":{},"approve":[],'
