@@ -91,8 +91,10 @@ class FailoverIntelligence:
         self._capture = capture_content
         self._rng = rng or random.Random()
         self._clock = clock
-        # The daemon's provider limits: a limited endpoint's request waits for a slot first.
+        # The daemon's provider limits: a limited endpoint's request waits for a slot first; how
+        # long the last attempt's slot took (reported in `intel.result` as `slot_ms`).
         self._slots = slots
+        self._slot_s: float | None = None
         self._breakers = [Breaker() for _ in self._endpoints]
         self._last_failure: list[_EndpointFailure | None] = [None for _ in self._endpoints]
 
@@ -208,6 +210,8 @@ class FailoverIntelligence:
                 "tokens_in": reply.usage.tokens_in if reply.usage else None,
                 "tokens_out": reply.usage.tokens_out if reply.usage else None,
             }
+            if self._slot_s is not None:
+                fields["slot_ms"] = round(self._slot_s * 1000, 3)
             if reply.finish_reason is not None:
                 fields["finish_reason"] = reply.finish_reason
             if reply.tool_calls:
@@ -222,9 +226,11 @@ class FailoverIntelligence:
 
     async def _send(self, endpoint: Endpoint, prepared: Prepared) -> Sent:
         """One attempt, holding a slot of the endpoint's provider limits when it has any."""
+        self._slot_s = None
         if self._slots is None:
             return await endpoint.send(prepared)
         async with self._slots.held(endpoint.spec, prepared.size_bytes) as outcome:
+            self._slot_s = outcome.waited_s
             with capturing() as rate_headers:
                 try:
                     sent = await endpoint.send(prepared)

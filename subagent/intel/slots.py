@@ -8,6 +8,7 @@ bounds it) and is not a turn, so a throttled run is never judged idle.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -29,8 +30,10 @@ class SlotLink(Protocol):
 
 @dataclass
 class SlotOutcome:
-    """What the request that held a slot came to; filled in by the caller before the slot ends."""
+    """What the request that held a slot came to; filled in by the caller before the slot ends.
+    `waited_s` is how long the slot took to come, the round trip to the supervisor included."""
 
+    waited_s: float | None = None
     tokens_used: int | None = None
     status: int | None = None
     retry_after_s: float | None = None
@@ -58,8 +61,10 @@ class Slots:
             yield outcome
             return
         params = control.SlotParams(endpoint=spec.name, tokens=estimate_tokens(spec, request_bytes))
+        asked = time.perf_counter()
         answer = await self._link.request("sup/slot", params.model_dump(mode="json"))
         ticket = control.SlotResult.model_validate(answer).ticket
+        outcome.waited_s = time.perf_counter() - asked
         try:
             yield outcome
         finally:
