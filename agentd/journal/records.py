@@ -180,6 +180,8 @@ class TaskRecord:
 
 def _budget_wait(result: RunResult) -> str:
     spent = "step" if result.status is TerminalStatus.EXHAUSTED_STEPS else "token"
+    if result.error is not None and result.error.kind == "cost_budget":
+        spent = "cost"
     return f"its {spent} budget ran out: it waits for `agentd extend` (or ends {result.status.value})"
 
 

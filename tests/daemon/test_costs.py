@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -83,3 +84,16 @@ def test_a_reply_without_usage_is_counted_at_its_maximum_and_the_event_says_so(t
     # At least the whole output allowance at the output price ($0.10), plus the input estimate.
     assert view.usage.cost_usd == pytest.approx(unmetered["cost_usd"])
     assert view.usage.cost_usd > 100 * 1000 / 1_000_000
+
+
+def test_a_task_that_spends_its_cost_budget_pauses_with_on_budget_pause(tmp_path: Path) -> None:
+    with FakeLLM(notes_forever()) as fake, running_daemon(tmp_path, config(fake)) as daemon:
+        task_id = daemon.submit("write notes", limits={"max_cost": 0.05, "max_steps": 40}, on_budget="pause")
+        deadline = time.monotonic() + 60
+        while (view := daemon.call("task.get", {"task_id": task_id})) and view["state"] != "awaiting_budget":  # type: ignore[index]
+            assert time.monotonic() < deadline, view
+            time.sleep(0.1)
+        shown = daemon.cli("status", task_id)
+        daemon.cli("cancel", task_id)
+    assert "awaiting_budget" in shown.stdout, shown.stdout
+    assert "cost budget" in shown.stdout, shown.stdout
