@@ -49,10 +49,11 @@ class NodeSlots:
         return cls(None, owner=0, task_id="", deadline=0.0, journal=_no_journal)
 
     async def take(self, params: control.SlotParams) -> JsonValue:
-        """A slot of `params.endpoint`, waiting for its limits; bounded by the node's deadline.
+        """A slot of `params.endpoint`, waiting for its limits; bounded by `deadline` (the node's,
+        plus the backstop, so the child's own deadline ends the wait first).
 
         Raises:
-            LookupError: no slot came before the node's deadline (the child is past it anyway).
+            LookupError: no slot came in time (the child is past its deadline anyway).
         """
         desk = self._desk
         if desk is None or not desk.limited(params.endpoint):

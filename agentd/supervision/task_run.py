@@ -94,7 +94,8 @@ class NodeListener:
             run.ports.providers,
             owner=run.record.owner_uid,
             task_id=run.record.task_id,
-            deadline=run.tree.nodes[node.handle].deadline,
+            # Past the node's own deadline by the backstop: the child's deadline ends its wait first.
+            deadline=run.tree.nodes[node.handle].deadline + run.ports.options.liveness.deadline_backstop_s,
             journal=self._slot_event,
         )
 

@@ -18,6 +18,7 @@ from pydantic import JsonValue
 
 from protocol import control
 from protocol.spawn import EndpointSpec
+from subagent.errors import IntelTransient
 
 
 class SlotLink(Protocol):
@@ -62,7 +63,12 @@ class Slots:
             return
         params = control.SlotParams(endpoint=spec.name, tokens=estimate_tokens(spec, request_bytes))
         asked = time.perf_counter()
-        answer = await self._link.request("sup/slot", params.model_dump(mode="json"))
+        try:
+            answer = await self._link.request("sup/slot", params.model_dump(mode="json"))
+        except RuntimeError as exc:
+            # The supervisor answered with an error (its bound on the wait passed): the request
+            # was not sent, and may be tried again like any transport failure.
+            raise IntelTransient(f"no slot of endpoint {spec.name!r}: {exc}") from exc
         ticket = control.SlotResult.model_validate(answer).ticket
         outcome.waited_s = time.perf_counter() - asked
         try:

@@ -130,3 +130,16 @@ def test_a_providers_wait_on_one_task_holds_back_every_tasks_requests(
     assert backoff["source"] == source and backoff["hold_ms"] >= 1000
     # Every request after the provider's answer waited out its wait (the others' included).
     assert all(r.at >= requests[0].at + 1.0 for r in requests[1:]), [r.at - requests[0].at for r in requests]
+
+
+def test_the_wait_for_a_slot_counts_against_the_tasks_deadline(tmp_path: Path) -> None:
+    slow = dataclasses.replace(chat("done"), delay_s=4.0)
+    with FakeLLM(slow) as fake, running_daemon(tmp_path, config(fake, "max_concurrent_requests = 1\n")) as daemon:
+        first = daemon.submit("first")
+        fake.wait_requests_blocking(1, timeout_s=20)
+        second = daemon.submit("second", limits={"deadline_s": 1.5})
+        ended = daemon.wait(second)
+        daemon.wait(first)
+        requests = len(fake.requests)
+    assert ended.status is not None and ended.status.value == "deadline"
+    assert requests == 1  # the second never reached the provider
