@@ -28,6 +28,16 @@ def _t(value: JsonValue) -> str:
     return "?" if value is None else one_line(str(value))
 
 
+def _spend_line(name: str, f: dict[str, JsonValue]) -> str:
+    """A throttled wait, a provider's shared backoff, or an unmetered reply (docs/budgets.md)."""
+    model = f"model {_t(f.get('endpoint'))}"
+    if name == "intel.throttled":
+        return f"  ⧗ {model}: waited {_t(f.get('wait_ms'))} ms for a slot ({_t(f.get('blocked_by'))})"
+    if name == "intel.backoff":
+        return f"  ⧗ {model}: the provider asked every task to wait {_t(f.get('hold_ms'))} ms"
+    return f"  $ {model} reported no usage: counted at its maximum, ${_t(f.get('cost_usd'))}"
+
+
 def render_event(event: EventView) -> str | None:
     """One human-readable progress line for an event, or None to skip it."""
     f = event.fields
@@ -61,6 +71,8 @@ def render_event(event: EventView) -> str | None:
             f"  model {_t(f.get('endpoint'))}: {_t(f.get('outcome'))} "
             f"(status {_t(f.get('status'))}, {_t(f.get('err'))})"
         )
+    if name in ("intel.throttled", "intel.backoff", "intel.unmetered"):
+        return _spend_line(name, f)
     if name == "loop.final":
         steps = plural(_int(f.get("steps")), "step")
         return f"■ {_t(f.get('status'))} after {steps}, {plural(_int(f.get('tokens')), 'token')}"

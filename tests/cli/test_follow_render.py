@@ -1,4 +1,4 @@
-"""`submit --follow`'s human view of MCP progress and server log events (pure)."""
+"""`submit --follow`'s human view of MCP progress, server log events and what spending waits for (pure)."""
 
 from __future__ import annotations
 
@@ -33,4 +33,30 @@ def view(event: str, **fields: JsonValue) -> EventView:
     ],
 )
 def test_progress_and_serious_server_logs_are_shown(event: EventView, expected: str | None) -> None:
+    assert render_event(event) == expected
+
+
+@pytest.mark.parametrize(
+    ("event", "expected"),
+    [
+        pytest.param(
+            view("intel.throttled", endpoint="p", wait_ms=2100, blocked_by="max_concurrent_requests"),
+            "  ⧗ model p: waited 2100 ms for a slot (max_concurrent_requests)",
+            id="throttled",
+        ),
+        pytest.param(
+            view("intel.backoff", endpoint="p", status=429, hold_ms=1100, source="retry_after"),
+            "  ⧗ model p: the provider asked every task to wait 1100 ms",
+            id="backoff",
+        ),
+        pytest.param(
+            view("intel.unmetered", endpoint="p", cost_usd=0.1001, max_reply_tokens=100),
+            "  $ model p reported no usage: counted at its maximum, $0.1001",
+            id="unmetered",
+        ),
+    ],
+)
+def test_throttled_waits_shared_backoff_and_unmetered_replies_are_shown(
+    event: EventView, expected: str
+) -> None:
     assert render_event(event) == expected
