@@ -134,7 +134,10 @@ def test_a_providers_wait_on_one_task_holds_back_every_tasks_requests(
 
 def test_the_wait_for_a_slot_counts_against_the_tasks_deadline(tmp_path: Path) -> None:
     slow = dataclasses.replace(chat("done"), delay_s=4.0)
-    with FakeLLM(slow) as fake, running_daemon(tmp_path, config(fake, "max_concurrent_requests = 1\n")) as daemon:
+    with (
+        FakeLLM(slow) as fake,
+        running_daemon(tmp_path, config(fake, "max_concurrent_requests = 1\n")) as daemon,
+    ):
         first = daemon.submit("first")
         fake.wait_requests_blocking(1, timeout_s=20)
         second = daemon.submit("second", limits={"deadline_s": 1.5})
