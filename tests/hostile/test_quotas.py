@@ -4,10 +4,8 @@ of first in first out, and `task.list` pages whose memory is bounded by the page
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
-import psutil
 import pytest
 
 from agentd.errors import ApiClientError
@@ -18,8 +16,7 @@ from protocol.api import QUOTA_EXCEEDED, ListParams, ListRequest, SubmitParams, 
 from tests.support.as_user import NOGROUP, fork_as_nobody
 from tests.support.daemon import running_daemon, scripted, start_daemon, write_config
 from tests.support.privilege import AS_ANOTHER_USER
-
-MiB = 1024 * 1024
+from tests.support.rss import MiB, rss_growth_during
 
 
 def _record(n: int, owner: int) -> TaskRecord:
@@ -151,34 +148,16 @@ def test_task_list_memory_is_bounded_by_the_page_not_the_journal(tmp_path: Path)
         with daemon.client(timeout_s=60) as client:
             for _ in range(150):
                 client.call(SubmitRequest(params=SubmitParams(spec=TaskSpec(instruction=big))))
-        proc = psutil.Process(daemon.pid)
-        before = proc.memory_info().rss
-        peak = [before]
-        stop = threading.Event()
 
-        def sample() -> None:
-            while not stop.is_set():
-                peak[0] = max(peak[0], proc.memory_info().rss)
-                stop.wait(0.01)
-
-        def lister(out: list[int]) -> None:
+        def lister() -> int:
             with daemon.client(timeout_s=60) as client:
                 views = client.call(ListRequest(params=ListParams(limit=1000)))
-            out.append(len(views))
             assert all(len(v.instruction) <= 201 and v.result is None for v in views)
+            return len(views)
 
-        counts: list[int] = []
-        sampler = threading.Thread(target=sample)
-        sampler.start()
-        threads = [threading.Thread(target=lister, args=(counts,)) for _ in range(16)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=120)
-        stop.set()
-        sampler.join()
+        growth, counts = rss_growth_during(daemon.pid, lister)
         assert counts == [150] * 16
-        assert peak[0] - before < 50 * MiB, f"RSS grew by {(peak[0] - before) / MiB:.0f} MiB"
+        assert growth < 50 * MiB, f"RSS grew by {growth / MiB:.0f} MiB"
 
 
 @pytest.mark.parametrize(

@@ -4,11 +4,9 @@ was stored (docs/security.md)."""
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
 from agentd.errors import ApiClientError
@@ -25,8 +23,8 @@ from protocol.api import (
 from tests.support.as_user import NOGROUP, forked_as, outcomes
 from tests.support.daemon import Daemon, running_daemon, scripted
 from tests.support.privilege import AS_ANOTHER_USER
+from tests.support.rss import MiB, rss_growth_during
 
-MiB = 1024 * 1024
 HOURLY: dict[str, object] = {"kind": "interval", "every_s": 3600}
 
 
@@ -141,35 +139,17 @@ def test_parallel_schedule_listings_keep_the_daemons_memory_bounded(tmp_path: Pa
         with daemon.client(timeout_s=60) as client:
             for _ in range(60):
                 client.call(_create_request(big))
-        proc = psutil.Process(daemon.pid)
-        before = proc.memory_info().rss
-        peak = [before]
-        stop = threading.Event()
 
-        def sample() -> None:
-            while not stop.is_set():
-                peak[0] = max(peak[0], proc.memory_info().rss)
-                stop.wait(0.01)
-
-        def lister(out: list[int]) -> None:
+        def lister() -> int:
             with daemon.client(timeout_s=60) as client:
                 views = client.call(ScheduleListRequest(params=ScheduleListParams(limit=1000)))
-            out.append(len(views))
             assert all(len(v.instruction) == 201 for v in views)
+            return len(views)
 
-        counts: list[int] = []
-        sampler = threading.Thread(target=sample)
-        sampler.start()
-        threads = [threading.Thread(target=lister, args=(counts,)) for _ in range(16)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=120)
-        stop.set()
-        sampler.join()
+        growth, counts = rss_growth_during(daemon.pid, lister)
         assert counts == [60] * 16
         # Before the listing was cut in SQL, sixteen lists of this took the daemon up by hundreds of MB.
-        assert peak[0] - before < 50 * MiB, f"RSS grew by {(peak[0] - before) / MiB:.0f} MiB"
+        assert growth < 50 * MiB, f"RSS grew by {growth / MiB:.0f} MiB"
         one = _call(daemon, "schedule.list", {"limit": 1})[0]
         whole = _call(daemon, "schedule.get", {"schedule_id": one["schedule_id"]})
         assert len(whole["instruction"]) == len(big)
