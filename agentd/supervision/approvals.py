@@ -215,7 +215,8 @@ class ApprovalDesk:
     async def _wait(self, waiter: _Waiter, record: ApprovalRecord, until: float) -> None:
         """Wait for a decision until `until` (monotonic). After `park_after_s` the supervisor may
         park the task: then no answer comes, and the task's stop ends this wait."""
-        park_at = anyio.current_time() + self.park_after_s if self.park_after_s > 0 else math.inf
+        parks = self.park_after_s > 0 and self.on_long_wait is not None
+        park_at = anyio.current_time() + self.park_after_s if parks else math.inf
         with anyio.move_on_at(min(until, park_at)):
             await waiter.woken.wait()
         if waiter.woken.is_set() or park_at >= until or self.on_long_wait is None:
