@@ -4,11 +4,13 @@ while no run waited (a restart) is honoured once when the same call comes back."
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import anyio
 import pytest
 
+from agentd.journal.records import ApprovalRecord
 from agentd.journal.store import Journal, open_journal
 from agentd.supervision.approvals import ApprovalDesk, Asker
 from protocol import approval
@@ -193,3 +195,47 @@ async def test_an_approve_racing_a_cancel_answers_that_the_call_was_withdrawn(tm
         assert record is not None and (record.state, won) == ("withdrawn", False)
         assert record.reason == "cancelled by client"
         assert [(a.outcome, a.reason) for a in answers] == [("denied", "cancelled by client")]
+
+
+async def test_a_parked_wait_ends_with_its_task_and_leaves_the_request_to_the_resumed_run(
+    tmp_path: Path,
+) -> None:
+    async with open_journal(tmp_path) as journal:
+        desk = ApprovalDesk(journal)
+        desk.park_after_s = 0.05
+        asker = await _task(journal)
+        parked: list[tuple[str, float]] = []
+        decided: list[str] = []
+        desk.on_decided_unwaited = lambda record: decided.append(record.call_id)
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+
+                def park(who: Asker, record: ApprovalRecord, until: float) -> bool:
+                    parked.append((record.call_id, until))
+                    tg.cancel_scope.cancel()  # what the task's stop does to its node's request
+                    return True
+
+                desk.on_long_wait = park
+                await desk.request(asker, _params(timeout_s=60), deadline=anyio.current_time() + 30)
+        ((call_id, until),) = parked
+        assert 25 < until - time.time() <= 30  # the node's deadline (before the expiry), wall clock
+        (pending,) = await journal.approvals.pending(task_id=asker.task_id)
+        assert pending.call_id == call_id and pending.state == "pending"  # not withdrawn
+        await desk.decide(call_id, approve=True, reason=None, decider_uid=7)
+        assert decided == [call_id]  # the scheduler hears it: the parked task may start
+        desk.on_long_wait = None
+        with anyio.fail_after(10):
+            resumed = await desk.request(asker, _params(), deadline=anyio.current_time() + 30)
+        assert (resumed.outcome, resumed.call) == ("approved", call_id)
+
+
+async def test_a_wait_the_supervisor_does_not_park_goes_on_to_its_decision(tmp_path: Path) -> None:
+    async with open_journal(tmp_path) as journal:
+        desk = ApprovalDesk(journal)
+        desk.park_after_s = 0.05
+        desk.on_long_wait = lambda who, record, until: False  # e.g. the daemon is draining
+        asker = await _task(journal)
+        with anyio.fail_after(10):
+            answer = await desk.request(asker, _params(timeout_s=0.3), deadline=anyio.current_time() + 30)
+        assert answer.outcome == "timeout"  # it waited out its whole window, not just park_after
+        assert "within 0 s" in (answer.reason or "")
