@@ -99,8 +99,10 @@ class NodeSlots:
         desk.release(endpoint, params.ticket, tokens_used=params.tokens_used)
 
     def close(self) -> None:
-        """The node ended: every slot it still holds goes back."""
+        """The node ended: every slot it still holds goes back. The journal callback (its node's
+        listener, which holds the node) is dropped, so no cycle outlives the node."""
         held, self._held = self._held, {}
+        self._journal = _no_journal
         if self._desk is not None:
             for ticket, endpoint in held.items():
                 self._desk.release(endpoint, ticket, tokens_used=None)
