@@ -80,6 +80,8 @@ def render_event(event: EventView) -> str | None:
         return f"⏸ {_t(f.get('status'))}: waiting for more budget (`agentd extend TASK --steps N`)"
     if name == "task.extended":
         return f"↑ extended to {plural(_int(f.get('max_steps')), 'step')}, {_t(f.get('max_tokens'))} tokens"
+    if name == "task.parked" and f.get("call") is not None:
+        return "⏸ parked while a call waits for approval: no slot held; it resumes once the call is decided"
     if name == "task.parked":
         return "⏸ parked: the daemon is stopping; the task resumes from its last step at the next start"
     if name == "task.resumed":

@@ -30,6 +30,16 @@ def view(event: str, **fields: JsonValue) -> EventView:
             id="error",
         ),
         pytest.param(view("mcp.log", server="ev", level="info", message="chatter"), None, id="info-hidden"),
+        pytest.param(
+            view("task.parked", resumes=1, call="a_1", until=1.0),
+            "⏸ parked while a call waits for approval: no slot held; it resumes once the call is decided",
+            id="parked-on-approval",
+        ),
+        pytest.param(
+            view("task.parked", resumes=1),
+            "⏸ parked: the daemon is stopping; the task resumes from its last step at the next start",
+            id="parked-at-stop",
+        ),
     ],
 )
 def test_progress_and_serious_server_logs_are_shown(event: EventView, expected: str | None) -> None:
