@@ -83,6 +83,11 @@ class RssSampler:
         return self.samples
 
 
+def daemon_cpu_s(pid: int) -> float:
+    times = psutil.Process(pid).cpu_times()
+    return float(times.user + times.system)
+
+
 def journal_bytes(state_dir: Path) -> dict[str, int]:
     with contextlib.closing(sqlite3.connect(f"file:{state_dir / 'agentd.db'}?mode=ro", uri=True)) as db:
         total, items, replies = db.execute(
@@ -91,13 +96,17 @@ def journal_bytes(state_dir: Path) -> dict[str, int]:
     return {"bytes": int(total), "items": int(items), "steps": int(replies)}
 
 
-def run(tasks: int, steps: int, delay_s: float, workdir: Path) -> dict[str, object]:
+def run(
+    tasks: int, steps: int, delay_s: float, workdir: Path, nice: int | None, profile: Path | None
+) -> dict[str, object]:
     check_limits(tasks)
     with model_process(delay_s, module="bench.journal_steps") as base_url:
-        daemon_lines, body = config_body(base_url, tasks)
+        daemon_lines, body = config_body(base_url, tasks, nice=nice)
         config = write_config(workdir, body, daemon=daemon_lines, fast=False)
         meter = CpuMeter()
-        bench = BenchDaemon(start_daemon(workdir, config, wait=False))
+        sampler = str(Path(__file__).with_name("loop_sampler.py"))
+        launcher = (sys.executable, sampler, str(profile)) if profile else ()
+        bench = BenchDaemon(start_daemon(workdir, config, wait=False, launcher=launcher))
         prober: ProberProcess | None = None
         try:
             wait_answering(bench)
@@ -109,8 +118,11 @@ def run(tasks: int, steps: int, delay_s: float, workdir: Path) -> dict[str, obje
             ids, _, submit_errors = submit_all(bench.socket, tasks, SUBMITTERS, prober.probe_task, spec)
             wait_all_ready(bench, ids, timeout_s=120)
             all_ready = time.monotonic()
+            cpu_at_ready = daemon_cpu_s(bench.pid)
+            steps_at_ready = journal_bytes(workdir / "state")["steps"]
             outcome = wait_all_terminal(bench.socket, ids, timeout_s=steps * delay_s * 20 + 300)
             done = time.monotonic()
+            daemon_cpu = daemon_cpu_s(bench.pid) - cpu_at_ready
             probe = prober.finish()
             samples = rss.finish()
         finally:
@@ -138,6 +150,8 @@ def run(tasks: int, steps: int, delay_s: float, workdir: Path) -> dict[str, obje
             "at_end": round(running[-1], 1) if running else None,
         },
         "journal": journal,
+        "daemon_cpu_ms_per_step": round(1000 * daemon_cpu / max(journal["steps"] - steps_at_ready, 1), 2),
+        "subagent_nice": nice,
         "bytes_per_step": round(journal["bytes"] / max(journal["steps"], 1)),
         "strays": len(strays([bench.pid])),
         "machine": asdict(machine),
@@ -167,6 +181,7 @@ def rows(result: dict[str, object]) -> list[tuple[str, str, str, bool | None]]:
             f"≤ {DAEMON_RSS_TARGET_MB:g} MiB",
             rss["peak"] is not None and float(rss["peak"]) <= DAEMON_RSS_TARGET_MB,
         ),
+        ("daemon CPU per step journaled while all run", f"{result['daemon_cpu_ms_per_step']} ms", "—", None),
         ("journal bytes per step", f"{result['bytes_per_step']} B", "—", None),
     ]
 
@@ -178,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", type=int, default=1000)
     parser.add_argument("--steps", type=int, default=60, help="model steps per task, one a second")
     parser.add_argument("--model-delay-s", type=float, default=1.0)
+    parser.add_argument("--nice", type=int, default=None, help="supervision.subagent_nice for the run")
+    parser.add_argument("--profile", type=Path, default=None, help="sample the daemon's loop into this file")
     parser.add_argument("--smoke", action="store_true", help="6 tasks of 3 steps; judges no target")
     parser.add_argument("--dir", type=Path, default=None, help="where the daemon's state goes")
     parser.add_argument("--out", type=Path, default=RESULTS / "journal_steps.json")
@@ -188,12 +205,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     tasks, steps = (6, 3) if args.smoke else (args.tasks, args.steps)
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="agentd-journal-steps-") as tmp:
-        result = run(tasks, steps, args.model_delay_s, Path(tmp))
+        result = run(tasks, steps, args.model_delay_s, Path(tmp), args.nice, args.profile)
     machine = result["machine"]
     assert isinstance(machine, dict)
     print(
         f"\n{tasks} tasks of {steps} steps, model answers after {args.model_delay_s:g} s; load avg at start"
-        f" {machine['load_avg_at_start']}, CPU busy {machine['busy_pct']} % (ours {machine['ours_pct']} %)"
+        f" {machine['load_avg_at_start']}, subagent nice {'default' if args.nice is None else args.nice},"
+        f" CPU busy {machine['busy_pct']} % (ours {machine['ours_pct']} %)"
     )
     print(f"{'what':<44} {'figure':<60} {'target':<16} verdict")
     for what, figure, target, met in rows(result):

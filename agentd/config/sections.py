@@ -296,13 +296,14 @@ class SupervisionSection(Section):
         "Read at daemon start.",
     )
     subagent_nice: int = Field(
-        default=3,
+        default=19,
         ge=0,
         le=19,
         description="How many nice levels below the daemon its subagents run (and so the MCP servers they "
-        "start). They share the daemon's session, so the kernel weighs them against the daemon rather than "
-        "against everyone else's processes: while hundreds boot, the daemon still gets the CPU to answer "
-        "clients. 0: the daemon's own priority. Read at daemon start.",
+        "start), capped at nice 19. They share the daemon's session, so the kernel weighs them against the "
+        "daemon rather than against everyone else's processes: however many boot or journal steps at once, "
+        "the daemon still gets the CPU to answer clients. 0: the daemon's own priority. "
+        "Read at daemon start.",
     )
     child_command: list[str] | None = Field(
         default=None,

@@ -23,6 +23,11 @@ PROC_SELF_CGROUP = Path("/proc/self/cgroup")
 # cgroup.kill is asynchronous: the leaf empties once the kernel has delivered the SIGKILLs.
 LEAF_EMPTY_TIMEOUT_S = 1.0
 LEAF_POLL_S = 0.01
+# The supervisor leaf's cpu.weight against `tasks/` at the default 100: where the cpu controller
+# can be delegated, the daemon (and the zygote in its leaf) gets ten elevenths of the CPU it asks
+# for however many subagents are runnable, so a busy fleet cannot starve the loop that answers
+# clients, journals steps and runs the kill ladder (docs/decisions.md).
+SUPERVISOR_CPU_WEIGHT = 1000
 _LEAF_SAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 log = structlog.get_logger("agentd.spawning.cgroup")
@@ -140,4 +145,16 @@ def discover(mount: Path = CGROUP2_MOUNT, *, self_cgroup: Path = PROC_SELF_CGROU
         _write(tasks / "cgroup.subtree_control", "+memory +pids")
     except OSError:
         return None
+    if "cpu" in controllers:
+        _weigh_supervisor(root)
     return CgroupRoot(root)
+
+
+def _weigh_supervisor(root: Path) -> None:
+    """Give the supervisor leaf `SUPERVISOR_CPU_WEIGHT` (best effort: the kernel refuses `+cpu`
+    while a realtime process is in the subtree, and nice levels then share the CPU alone)."""
+    try:
+        _write(root / "cgroup.subtree_control", "+cpu")
+        _write(root / "supervisor" / "cpu.weight", str(SUPERVISOR_CPU_WEIGHT))
+    except OSError as exc:
+        log.info("proc.start", comp="supervisor", err=f"cgroup cpu weight unavailable: {exc.strerror}")

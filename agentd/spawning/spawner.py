@@ -157,7 +157,7 @@ def lower_priority(pid: int, *, batch: bool, nice: int) -> None:
 
     The child shares the daemon's session (it has a process group of its own, not a session), so
     outside a cpu cgroup the kernel shares the CPU between the daemon's tree and everyone else's
-    sessions first, then between the daemon and its children by weight: nice 3 weighs half of
+    sessions first, then between the daemon and its children by weight: nice 19 weighs 1/68 of
     nice 0. Raising a child's nice needs no privilege."""
     if nice:
         with contextlib.suppress(OSError):

@@ -16,7 +16,14 @@ from pathlib import Path
 import anyio
 import pytest
 
-from agentd.spawning.cgroup import CgroupLeaf, CgroupRoot, discover, is_pure_v2, own_cgroup
+from agentd.spawning.cgroup import (
+    SUPERVISOR_CPU_WEIGHT,
+    CgroupLeaf,
+    CgroupRoot,
+    discover,
+    is_pure_v2,
+    own_cgroup,
+)
 from protocol.environment import CGROUP_ENV
 from subagent import boot
 
@@ -60,12 +67,38 @@ def test_a_v1_host_is_not_pure_v2_and_discover_falls_back(tmp_path: Path) -> Non
 def test_discover_moves_the_daemon_to_a_supervisor_leaf_then_delegates_memory_and_pids(
     tmp_path: Path,
 ) -> None:
-    mount, root, self_cgroup = fake_v2(tmp_path)
+    mount, root, self_cgroup = fake_v2(tmp_path, controllers="io memory pids")
     found = discover(mount, self_cgroup=self_cgroup)
     assert found == CgroupRoot(root)
     # No internal processes: the daemon is in supervisor/ before controllers are enabled below root.
     assert (root / "supervisor" / "cgroup.procs").read_text() == str(os.getpid())
     assert (root / "cgroup.subtree_control").read_text() == "+memory +pids"
+    assert (root / "tasks" / "cgroup.subtree_control").read_text() == "+memory +pids"
+
+
+def test_discover_weighs_the_supervisor_leaf_above_the_tasks_where_cpu_is_delegated(
+    tmp_path: Path,
+) -> None:
+    mount, root, self_cgroup = fake_v2(tmp_path)
+    assert discover(mount, self_cgroup=self_cgroup) == CgroupRoot(root)
+    # A plain file keeps the last write: `+cpu` came after `+memory +pids`, on its own.
+    assert (root / "cgroup.subtree_control").read_text() == "+cpu"
+    assert (root / "supervisor" / "cpu.weight").read_text() == str(SUPERVISOR_CPU_WEIGHT)
+    assert not (root / "tasks" / "cpu.weight").exists()  # the tasks keep the default weight
+
+
+def test_without_the_cpu_controller_the_supervisor_leaf_gets_no_weight(tmp_path: Path) -> None:
+    mount, root, self_cgroup = fake_v2(tmp_path, controllers="io memory pids")
+    assert discover(mount, self_cgroup=self_cgroup) == CgroupRoot(root)
+    assert (root / "cgroup.subtree_control").read_text() == "+memory +pids"
+    assert not (root / "supervisor" / "cpu.weight").exists()
+
+
+def test_a_refused_cpu_weight_still_delegates_memory_and_pids(tmp_path: Path) -> None:
+    mount, root, self_cgroup = fake_v2(tmp_path)
+    (root / "supervisor").mkdir()
+    (root / "supervisor" / "cpu.weight").mkdir()  # a write the kernel refuses
+    assert discover(mount, self_cgroup=self_cgroup) == CgroupRoot(root)
     assert (root / "tasks" / "cgroup.subtree_control").read_text() == "+memory +pids"
 
 
