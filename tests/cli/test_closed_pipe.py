@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.daemon import FIXTURES, Daemon, start_daemon, write_config
+from tests.support.daemon import LEAN_SERVER, Daemon, start_daemon, write_config
 from tests.support.leaks import wait_no_descendants
 
 PIPE_BYTES = 4096  # the pipe's capacity, set small so a few pages of output overrun it
@@ -61,7 +61,7 @@ def _body(workdir: Path) -> str:
     calls.mkdir(exist_ok=True)
     return (
         _script(workdir)
-        + f'[mcp.demo]\ncommand = ["{sys.executable}", "{FIXTURES / "mcp_basic.py"}"]\ntrust = []\n'
+        + f'[mcp.demo]\ncommand = ["{sys.executable}", "{LEAN_SERVER}"]\ntrust = []\n'
         + f'env = {{ AGENTD_TEST_SENTINEL_DIR = "{calls}" }}\napproval = ["record"]\napproval_timeout = "10m"\n'
         + '[defaults]\nmodel = "m"\nmcp = ["demo"]\n'
     )

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from protocol.result import TerminalStatus
-from tests.support.daemon import Daemon, demo_mcp, running_daemon, scripted
+from tests.support.daemon import Daemon, lean_mcp, running_daemon, scripted
 from tests.support.terminal import open_terminal
 
 pytestmark = pytest.mark.processes
@@ -33,7 +33,7 @@ ROLES = [
 @pytest.fixture
 def daemon(tmp_path: Path) -> Iterator[Daemon]:
     body = (
-        scripted("m", TURNS, tmp_path, roles=ROLES) + demo_mcp() + '[defaults]\nmodel = "m"\nmcp = ["demo"]\n'
+        scripted("m", TURNS, tmp_path, roles=ROLES) + lean_mcp() + '[defaults]\nmodel = "m"\nmcp = ["demo"]\n'
     )
     with running_daemon(tmp_path, body) as running:
         yield running

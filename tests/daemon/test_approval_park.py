@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from protocol.result import TerminalStatus as S
-from tests.support.daemon import FIXTURES, Daemon, start_daemon, write_config
+from tests.support.daemon import LEAN_SERVER, Daemon, start_daemon, write_config
 from tests.support.leaks import wait_no_descendants
 
 WAIT_S = 30.0
@@ -38,7 +38,7 @@ def _body(workdir: Path) -> str:
     calls = workdir / "calls"
     calls.mkdir()
     server = (
-        f'command = ["{sys.executable}", "{FIXTURES / "mcp_basic.py"}"]\ntrust = []\n'
+        f'command = ["{sys.executable}", "{LEAN_SERVER}"]\ntrust = []\n'
         f'env = {{ AGENTD_TEST_SENTINEL_DIR = "{calls}" }}\n'
     )
     return (

@@ -24,7 +24,7 @@ import pytest
 
 from protocol.api import TaskView
 from protocol.result import TerminalStatus
-from tests.support.daemon import FIXTURES, scripted, start_daemon, write_config
+from tests.support.daemon import LEAN_SERVER, scripted, start_daemon, write_config
 from tests.support.resume import (
     ROOT_TURNS,
     SLOW_S,
@@ -221,7 +221,7 @@ def test_a_run_whose_transcript_was_cut_to_digests_resumes_from_them(tmp_path: P
     ]
     body = (
         scripted("work", turns, tmp_path)
-        + f'[mcp.demo]\ncommand = ["{sys.executable}", "{FIXTURES / "mcp_basic.py"}"]\ntrust = []\n'
+        + f'[mcp.demo]\ncommand = ["{sys.executable}", "{LEAN_SERVER}"]\ntrust = []\n'
         + f'env = {{ AGENTD_TEST_SENTINEL_DIR = "{calls}" }}\n'
         + '[defaults]\nmodel = "work"\nmcp = ["demo"]\n'
         + "[journal]\nmax_transcript_bytes = 4096\n"

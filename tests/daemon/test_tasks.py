@@ -10,7 +10,7 @@ import pytest
 from agentd.errors import ApiClientError
 from protocol.api import IDEMPOTENCY_CONFLICT, SubmitParams, SubmitRequest, TaskSpec
 from protocol.result import TerminalStatus as S
-from tests.support.daemon import demo_mcp, running_daemon, scripted
+from tests.support.daemon import lean_mcp, running_daemon, scripted
 from tests.support.fake_llm import FakeLLM, Hang
 
 pytestmark = pytest.mark.processes
@@ -23,7 +23,7 @@ ADD_TURNS: list[dict[str, object]] = [
 
 def test_a_submitted_task_runs_to_completed_with_its_events_and_tree(tmp_path: Path) -> None:
     body = (
-        scripted("adder", ADD_TURNS, tmp_path) + demo_mcp() + '[defaults]\nmodel = "adder"\nmcp = ["demo"]\n'
+        scripted("adder", ADD_TURNS, tmp_path) + lean_mcp() + '[defaults]\nmodel = "adder"\nmcp = ["demo"]\n'
     )
     with running_daemon(tmp_path, body) as daemon:
         task_id = daemon.submit("add 20 and 22")
@@ -155,7 +155,7 @@ def test_a_spec_naming_an_unknown_model_is_refused_with_exit_2(tmp_path: Path) -
 
 def test_submit_follow_json_prints_the_submit_then_json_event_lines_then_the_task(tmp_path: Path) -> None:
     body = (
-        scripted("adder", ADD_TURNS, tmp_path) + demo_mcp() + '[defaults]\nmodel = "adder"\nmcp = ["demo"]\n'
+        scripted("adder", ADD_TURNS, tmp_path) + lean_mcp() + '[defaults]\nmodel = "adder"\nmcp = ["demo"]\n'
     )
     with running_daemon(tmp_path, body) as daemon:
         done = daemon.cli("submit", "add", "--follow", "--json")

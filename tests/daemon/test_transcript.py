@@ -24,7 +24,7 @@ from protocol.api import (
 )
 from protocol.result import TerminalStatus
 from tests.support.as_user import NOGROUP, fork_as_nobody, outcomes
-from tests.support.daemon import FIXTURES, Daemon, running_daemon, scripted
+from tests.support.daemon import LEAN_SERVER, Daemon, running_daemon, scripted
 from tests.support.privilege import AS_ANOTHER_USER
 from tests.support.resume import ROLES, ROOT_TURNS, WAIT_S, calls_of
 
@@ -38,7 +38,7 @@ def _body(tmp_path: Path) -> str:
     calls.mkdir(exist_ok=True)
     return (
         scripted("work", ROOT_TURNS, tmp_path, roles=ROLES)
-        + f'[mcp.demo]\ncommand = ["{sys.executable}", "{FIXTURES / "mcp_basic.py"}"]\ntrust = []\n'
+        + f'[mcp.demo]\ncommand = ["{sys.executable}", "{LEAN_SERVER}"]\ntrust = []\n'
         + f'env = {{ AGENTD_TEST_SENTINEL_DIR = "{calls}", DEMO_TOKEN = "{SECRET}" }}\n'
         + '[defaults]\nmodel = "work"\nmcp = ["demo"]\n'
     )

@@ -1,4 +1,4 @@
-"""A daemon whose tasks call gated tools of `tests/fixtures/mcp_basic.py`: its configuration, the
+"""A daemon whose tasks call gated tools of `tests/fixtures/mcp_lean.py`: its configuration, the
 scripted turns, the calls the servers recorded, and the pending approval requests."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.support.daemon import FIXTURES, Daemon
+from tests.support.daemon import LEAN_SERVER, Daemon
 
 WAIT_S = 30.0
 
@@ -62,7 +62,7 @@ def approvals_script(workdir: Path) -> str:
 def approvals_body(workdir: Path) -> str:
     calls = workdir / "calls"
     calls.mkdir(mode=0o755, exist_ok=True)
-    server = f'command = ["{sys.executable}", "{FIXTURES / "mcp_basic.py"}"]\ntrust = []\n'
+    server = f'command = ["{sys.executable}", "{LEAN_SERVER}"]\ntrust = []\n'
     env = f'env = {{ AGENTD_TEST_SENTINEL_DIR = "{calls}" }}\n'
     return (
         approvals_script(workdir)

@@ -26,6 +26,8 @@ from agentd.api.client import ApiClient
 from agentd.errors import ApiClientError
 from protocol.api import (
     REQUEST_ADAPTER,
+    EventsParams,
+    EventsRequest,
     Request,
     StatusRequest,
     SubmitParams,
@@ -38,6 +40,7 @@ from protocol.api import (
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
+LEAN_SERVER = FIXTURES / "mcp_lean.py"
 START_TIMEOUT_S = 30.0
 
 ResultT = TypeVar("ResultT")
@@ -90,6 +93,17 @@ class Daemon:
         request = WaitRequest(params=WaitParams(task_id=task_id, timeout_s=timeout_s))
         with self.client(timeout_s + 5) as client:
             return client.call(request, timeout_s=timeout_s + 5)
+
+    def events(self, task_id: str) -> list[dict[str, object]]:
+        """The task's events so far, each as `agentd logs --json` prints it, read over the socket
+        (no CLI process to start: a second of CPU saved per call in the rounds that ask often)."""
+        request = EventsRequest(params=EventsParams(task_id=task_id))
+        with self.client() as client:
+            return [
+                item.model_dump(mode="json")
+                for item in client.stream(request, idle_timeout_s=30.0)
+                if not isinstance(item, TaskView)
+            ]
 
     def wait_ready(self, task_ids: list[str], timeout_s: float = 30.0) -> dict[str, int]:
         """Wait until every task's child has sent `ev/ready`; return their pids."""
@@ -259,6 +273,13 @@ def rogue_command() -> str:
 
 def demo_mcp(name: str = "demo") -> str:
     return f'[mcp.{name}]\ncommand = ["{sys.executable}", "{FIXTURES / "mcp_basic.py"}"]\ntrust = []\n'
+
+
+def lean_mcp(name: str = "demo") -> str:
+    """An [mcp.<name>] table for `mcp_lean.py`: a real stdio server with `mcp_basic.py`'s `add`,
+    `echo`, `record` and `slow_record`, started without the SDK's second of CPU — for a test whose
+    subject is the daemon, not the MCP SDK's server."""
+    return f'[mcp.{name}]\ncommand = ["{sys.executable}", "{LEAN_SERVER}"]\ntrust = []\n'
 
 
 # Exports its own pid as WATCHDOG_PID, then execs the daemon in place, as systemd does for the

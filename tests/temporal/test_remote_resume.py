@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from protocol.result import TerminalStatus as S
-from tests.support.daemon import FIXTURES, Daemon, running_daemon, scripted
+from tests.support.daemon import LEAN_SERVER, Daemon, running_daemon, scripted
 from tests.support.temporal import running_worker, start_worker, temporal_server
 
 pytestmark = [pytest.mark.processes, pytest.mark.timeout(300)]
@@ -76,7 +76,7 @@ def test_kill_9_of_a_worker_mid_task_resumes_it_from_its_journaled_steps_on_the_
     with temporal_server(tmp_path) as server:
         body = (
             scripted("work", TURNS, tmp_path, roles=ROLES)
-            + f'[mcp.demo]\ncommand = ["{sys.executable}", "{FIXTURES / "mcp_basic.py"}"]\ntrust = []\n'
+            + f'[mcp.demo]\ncommand = ["{sys.executable}", "{LEAN_SERVER}"]\ntrust = []\n'
             + f'env = {{ AGENTD_TEST_SENTINEL_DIR = "{calls}" }}\n'
             + '[defaults]\nmodel = "work"\nmcp = ["demo"]\n'
             + server.executor_toml(heartbeat_timeout_s='"2s"')

@@ -20,7 +20,7 @@ from protocol.api import UNAVAILABLE, SubmitParams, SubmitRequest, TaskSpec
 from protocol.result import TerminalStatus as S
 from tests.support.daemon import (
     FakeNotifySocket,
-    demo_mcp,
+    lean_mcp,
     refused_start,
     running_daemon,
     scripted,
@@ -49,7 +49,7 @@ def test_a_task_submitted_to_the_front_door_completes_on_a_worker_with_its_event
     with temporal_server(tmp_path) as server:
         body = (
             scripted("adder", turns, tmp_path)
-            + demo_mcp()
+            + lean_mcp()
             + '[defaults]\nmodel = "adder"\nmcp = ["demo"]\n'
             + server.executor_toml()
         )
