@@ -18,7 +18,7 @@ import pytest
 
 from protocol.environment import TEST_FAULT_ENV
 from protocol.result import TerminalStatus as S
-from tests.support.daemon import FAST_SUPERVISION, Daemon, demo_mcp, running_daemon, scripted
+from tests.support.daemon import FAST_SUPERVISION, Daemon, lean_mcp, running_daemon, scripted
 from tests.support.rogue_daemon import signals_used
 
 pytestmark = pytest.mark.processes
@@ -35,7 +35,7 @@ TURNS: list[dict[str, object]] = [
 def faulty_daemon(tmp_path: Path, fault: str, extra: str = "", supervision: str = "") -> Iterator[Daemon]:
     body = (
         scripted("m", TURNS, tmp_path)
-        + demo_mcp()
+        + lean_mcp()
         + '[defaults]\nmodel = "m"\nmcp = ["demo"]\n'
         + extra
         + (supervision or FAST_SUPERVISION)
@@ -55,7 +55,7 @@ def real_subagent(daemon: Daemon, task_id: str) -> tuple[psutil.Process, list[ps
     argv = proc.cmdline()
     assert argv[-2:] == ["-m", "subagent.zygote"], argv  # forked from the zygote
     deadline = time.monotonic() + 30
-    while not (servers := [p for p in proc.children() if "mcp_basic.py" in " ".join(p.cmdline())]):
+    while not (servers := [p for p in proc.children() if "mcp_lean.py" in " ".join(p.cmdline())]):
         assert time.monotonic() < deadline, "the subagent never started its MCP server"
         time.sleep(0.02)
     return proc, servers
