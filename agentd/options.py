@@ -16,6 +16,7 @@ from agentd.journal.retention import Retention
 from agentd.journal.store import JournalOptions
 from agentd.spawning.spawner import ExecSpawner, RLimits
 from agentd.spawning.zygote_spawner import ZygoteSpawner
+from agentd.supervision.daily_caps import CapsConfig
 from agentd.supervision.liveness import LivenessPolicy
 from agentd.supervision.ports import RunOptions
 from agentd.supervision.pricing import Price
@@ -109,6 +110,21 @@ def supervisor_options(config: Config) -> SupervisorOptions:
         spawn_window=sup.spawn_window,
         run=run,
         provider_limits=provider_limits(config),
+        daily_caps=daily_caps(config),
+    )
+
+
+def daily_caps(config: Config) -> CapsConfig:
+    """Each user's daily caps (`[budgets]`) and each trigger's (`[[trigger]] daily_cost`)."""
+    budgets = config.file.budgets
+    return CapsConfig(
+        uid_cost=budgets.per_uid_daily_cost,
+        uid_tokens=budgets.per_uid_daily_tokens,
+        trigger_cost={
+            section.name or f"trigger-{index}": section.daily_cost
+            for index, section in enumerate(config.file.trigger)
+            if section.daily_cost is not None
+        },
     )
 
 
@@ -187,6 +203,7 @@ def _schedule(section: ScheduleSection) -> tuple[ScheduleSpec, TaskSpec]:
         max_failures=section.max_failures,
         idle_backoff_max_s=section.idle_backoff_max,
         max_total_tokens=section.max_total_tokens,
+        daily_cost=section.daily_cost,
     )
     spec = TaskSpec(
         instruction=section.instruction,

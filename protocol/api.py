@@ -133,6 +133,14 @@ class ThrottleView(_Model):
     waiting_s: float = Field(ge=0)
 
 
+class DeferralView(_Model):
+    """A queued task a daily cap holds back (docs/budgets.md): until when (UTC seconds, the start
+    of the cap's next day) and why."""
+
+    until: float
+    reason: str
+
+
 class TaskView(_Model):
     """A task as the API reports it."""
 
@@ -169,6 +177,8 @@ class TaskView(_Model):
     forked_from: ForkOrigin | None = None
     # Set while a model request of the running task waits for a provider-limit slot.
     throttled: ThrottleView | None = None
+    # Set while the queued task waits for the next day of a spent daily cap.
+    deferred: DeferralView | None = None
 
 
 class NodeView(_Model):
@@ -442,6 +452,8 @@ class ScheduleSpec(_Model):
     idle_backoff_max_s: float = Field(default=900.0, ge=1, le=MAX_EVERY_S)
     # Tokens all fires together may spend; once spent the schedule pauses.
     max_total_tokens: int | None = Field(default=None, ge=1)
+    # USD its fires may spend a day (of `tz`, else UTC); a fire past it waits for the next day.
+    daily_cost: float | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
     def _fields_match_kind(self) -> ScheduleSpec:
@@ -507,6 +519,39 @@ class ScheduleListParams(_Model):
     state: ScheduleState | None = None
     limit: int = Field(default=100, ge=1, le=1000)
     after: str | None = Field(default=None, min_length=1, max_length=64)
+
+
+class BudgetLine(_Model):
+    """One daily cap's day (docs/budgets.md): whose it is, what was spent, the cap, when it resets.
+    `kind` `uid` names a user (`name` is the uid), `trigger` a trigger, `schedule` a schedule's id."""
+
+    kind: Literal["uid", "trigger", "schedule"]
+    name: str
+    owner_uid: int | None = None
+    day: str
+    zone: str = "UTC"
+    resets_at: float
+    spent_usd: float = 0.0
+    spent_tokens: int = 0
+    cap_usd: float | None = None
+    cap_tokens: int | None = None
+
+
+class DeferredTaskView(_Model):
+    task_id: str
+    owner_uid: int
+    trigger: str | None = None
+    schedule_id: str | None = None
+    until: float
+    reason: str
+
+
+class BudgetsView(_Model):
+    """Today's spend against each daily cap the caller may see, and the tasks the caps defer."""
+
+    now: float
+    lines: list[BudgetLine] = Field(default_factory=list)
+    deferred: list[DeferredTaskView] = Field(default_factory=list)
 
 
 # ---- requests: one model per method, typed by its result ----------------------------------
@@ -657,6 +702,13 @@ class TriggerListRequest(Request[list[TriggerView]]):
     params: NoParams = NoParams.model_construct()
 
 
+class BudgetsRequest(Request[BudgetsView]):
+    """Today's spend, the daily caps and what they defer: the caller's own; an admin's, everyone's."""
+
+    method: Literal["budget.list"] = "budget.list"
+    params: NoParams = NoParams.model_construct()
+
+
 class TriggerPauseRequest(Request[TriggerView]):
     """Admin only: changes are no longer delivered (the watcher stays armed); survives a restart."""
 
@@ -703,7 +755,8 @@ ApiRequest = Annotated[
     | TriggerListRequest
     | TriggerPauseRequest
     | TriggerResumeRequest
-    | TriggerRestartRequest,
+    | TriggerRestartRequest
+    | BudgetsRequest,
     Field(discriminator="method"),
 ]
 

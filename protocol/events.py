@@ -93,6 +93,8 @@ EventName = Literal[
     "task.requeued",
     "task.paused",
     "task.extended",
+    # Daily caps (docs/budgets.md): a task a spent daily cap holds back until the cap's next day.
+    "task.deferred",
     "loop.resumed",
     # Retention (docs/durability.md): ended tasks and transcripts past their retention deleted.
     "journal.pruned",

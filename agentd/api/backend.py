@@ -15,6 +15,7 @@ from protocol.api import (
     ApprovalDecideParams,
     ApprovalListParams,
     ApprovalView,
+    BudgetsView,
     CancelParams,
     DaemonStatus,
     EventsParams,
@@ -85,6 +86,9 @@ class Backend(Protocol):
     async def trigger_pause(self, caller: Caller, params: TriggerRef) -> TriggerView: ...
     async def trigger_resume(self, caller: Caller, params: TriggerRef) -> TriggerView: ...
     async def trigger_restart(self, caller: Caller, params: TriggerRef) -> TriggerView: ...
+    # Daily caps (docs/budgets.md): today's spend, the caps and the deferred tasks; a caller sees
+    # their own, an admin everyone's.
+    async def budget_list(self, caller: Caller) -> BudgetsView: ...
 
 
 def task_not_found(task_id: str | None = None) -> ApiError:

@@ -34,6 +34,7 @@ from protocol.api import (
     ApiRequest,
     ApprovalDecideRequest,
     ApprovalListRequest,
+    BudgetsRequest,
     CancelRequest,
     EventsParams,
     EventsRequest,
@@ -344,6 +345,8 @@ class Connection:
                 return request.dump_result(await backend.trigger_resume(caller, request.params))
             case TriggerRestartRequest():
                 return request.dump_result(await backend.trigger_restart(caller, request.params))
+            case BudgetsRequest():
+                return request.dump_result(await backend.budget_list(caller))
             case _:
                 assert_never(request)
 

@@ -17,6 +17,7 @@ from pydantic import JsonValue
 
 from agentd.admission import Requester, SpecRejected, check_spec
 from agentd.api.backend import check_owner, schedule_not_found, task_not_found
+from agentd.api.budget_views import budgets_view
 from agentd.api.peercred import Caller
 from agentd.config.load import Config
 from agentd.errors import (
@@ -48,6 +49,7 @@ from protocol.api import (
     ApprovalDecideParams,
     ApprovalListParams,
     ApprovalView,
+    BudgetsView,
     CancelParams,
     DaemonStatus,
     EventsParams,
@@ -569,6 +571,14 @@ class DaemonBackend:
 
     async def trigger_restart(self, caller: Caller, params: TriggerRef) -> TriggerView:
         return await self._trigger_change(caller, params.name, "restart")
+
+    async def budget_list(self, caller: Caller) -> BudgetsView:
+        owner = None if caller.is_admin else caller.uid
+        caps = self.supervisor.options.daily_caps
+        try:
+            return await budgets_view(self.journal, self.supervisor.daily, caps, owner, caller.uid)
+        except JournalUnavailable as exc:
+            raise ApiError(UNAVAILABLE, f"the journal could not be read: {exc}", retryable=True) from None
 
     async def _trigger_change(self, caller: Caller, name: str, action: str) -> TriggerView:
         manager = self._trigger_manager(caller)

@@ -95,6 +95,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "approve": ("approval_commands", "cmd_decide"),
     "deny": ("approval_commands", "cmd_decide"),
     "triggers": ("listing_commands", "cmd_triggers"),
+    "budgets": ("budget_commands", "cmd_budgets"),
 }
 
 

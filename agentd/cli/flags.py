@@ -65,7 +65,7 @@ def spec_from_args(args: argparse.Namespace, *, model: str | None, mcp: list[str
 
 SCHEDULE_FLAGS = (
     *("cron", "every", "loop", "tz", "interval", "max_runs"),
-    *("missed", "overlap", "max_failures", "max_total_tokens"),
+    *("missed", "overlap", "max_failures", "max_total_tokens", "daily_cost"),
 )
 # A schedule's field as the flag that sets it, so an error names what the user typed.
 _FLAG_OF = {
@@ -76,6 +76,7 @@ _FLAG_OF = {
     "max_runs": "--max-runs",
     "max_failures": "--max-failures",
     "max_total_tokens": "--max-total-tokens",
+    "daily_cost": "--daily-cost",
 }
 
 
@@ -112,6 +113,7 @@ def schedule_from_args(args: argparse.Namespace) -> ScheduleSpec | None:
         "every_s": durations["every"],
         "max_runs": args.max_runs,
         "max_total_tokens": args.max_total_tokens,
+        "daily_cost": args.daily_cost,
     }
     if durations["interval"] is not None:
         fields["interval_s"] = durations["interval"]

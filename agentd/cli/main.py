@@ -119,6 +119,9 @@ def _schedule_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--max-total-tokens", type=int, metavar="N", help="tokens all fires may spend; then it pauses"
     )
+    group.add_argument(
+        "--daily-cost", type=float, metavar="USD", help="USD its fires may spend a day; later fires wait"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -257,6 +260,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("action", nargs="?", choices=["pause", "resume", "restart"])
     p.add_argument("name", nargs="?", metavar="NAME", help="the trigger's name")
+    _socket_arg(p)
+    _json_arg(p)
+    p = sub.add_parser(
+        "budgets",
+        help="today's spend against the daily caps, and the tasks they defer",
+        description="Each daily cap's day: what was spent (USD and tokens), the cap and when the day "
+        "ends; then the tasks deferred to a cap's next day, and why. You see your own; an admin sees "
+        "every user's, every trigger's and every schedule's. See docs/budgets.md.",
+    )
     _socket_arg(p)
     _json_arg(p)
     p = sub.add_parser(

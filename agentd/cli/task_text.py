@@ -20,8 +20,11 @@ LABEL = 13  # `status`'s label column
 
 
 def state_of(view: TaskView) -> str:
-    """The terminal status, or the state of a task that has not ended."""
-    return view.status.value if view.status is not None else view.state
+    """The terminal status, or the state of a task that has not ended (a queued task a daily cap
+    holds back is `deferred`)."""
+    if view.status is not None:
+        return view.status.value
+    return "deferred" if view.state == "queued" and view.deferred is not None else view.state
 
 
 def usage_text(view: TaskView) -> str:
@@ -58,6 +61,9 @@ def _why(view: TaskView) -> str | None:
             f"throttled: a model request has waited {wait.waiting_s:.1f} s for a slot of endpoint "
             f"{wait.endpoint!r} ({wait.blocked_by})"
         )
+    if view.deferred is not None and view.state == "queued":
+        until = datetime.datetime.fromtimestamp(view.deferred.until, datetime.UTC)
+        return f"deferred until {until:%Y-%m-%d %H:%M} UTC: {one_line(view.deferred.reason)}"
     if view.error is not None:  # awaiting_budget: what ran out, and what to do
         return one_line(view.error.message)
     return None

@@ -382,12 +382,13 @@ def _check_triggers(
         if trigger.model is not None and trigger.model not in file.intelligence:
             out.append(no_such(f"{key}.model", "intelligence", trigger.model, file.intelligence))
         out.extend(_check_servers(f"{key}.mcp", trigger.mcp or [], servers))
-        if trigger.route == "continue" and "max_inflight" in trigger.model_fields_set:
-            out.append(
-                ConfigProblem(
-                    f"{key}.max_inflight", 'applies to route "spawn" only (continue has one session)'
+        for spawn_only in ("max_inflight", "daily_cost"):
+            if trigger.route == "continue" and spawn_only in trigger.model_fields_set:
+                out.append(
+                    ConfigProblem(
+                        f"{key}.{spawn_only}", 'applies to route "spawn" only (continue has one session)'
+                    )
                 )
-            )
         out.extend(_check_warm_keys(key, trigger))
         if trigger.max_wait_ms < trigger.debounce_ms:
             out.append(ConfigProblem(f"{key}.max_wait_ms", "must be at least debounce_ms"))

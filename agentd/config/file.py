@@ -11,6 +11,7 @@ from pydantic import Field
 
 from agentd.config.bundled import EMBEDDED_SCRIPT
 from agentd.config.sections import (
+    BudgetsSection,
     DaemonSection,
     DefaultsSection,
     ExecutorSection,
@@ -56,6 +57,9 @@ class AgentdFile(Section):
     )
     metrics: MetricsSection = Field(
         default_factory=MetricsSection, description="Prometheus metrics outputs (off by default)."
+    )
+    budgets: BudgetsSection = Field(
+        default_factory=BudgetsSection, description="Daily caps on what each user spends."
     )
     executor: ExecutorSection = Field(
         default_factory=ExecutorSection, description="Where tasks run: here, or on Temporal workers."

@@ -236,6 +236,20 @@ class LimitsSection(Section):
     )
 
 
+class BudgetsSection(Section):
+    """Daily caps on what each user spends (docs/budgets.md, "Daily caps"): a user's new tasks
+    past one wait for the next UTC day; nothing already running is stopped."""
+
+    per_uid_daily_cost: float | None = Field(
+        default=None,
+        ge=0,
+        description="USD one user's tasks may spend a UTC day (priced endpoints only). Unset: no cap.",
+    )
+    per_uid_daily_tokens: int | None = Field(
+        default=None, ge=1, description="Tokens one user's tasks may spend a UTC day. Unset: no cap."
+    )
+
+
 class SupervisionSection(Section):
     """Liveness detectors, the kill ladder and the restart governor (docs/design.md §6)."""
 
@@ -521,6 +535,12 @@ class TriggerSection(Section):
         default=True,
         description="route spawn: fork and prepare a URI's task while its debounce window is open.",
     )
+    daily_cost: float | None = Field(
+        default=None,
+        ge=0,
+        description="route spawn: USD the trigger's tasks may spend a UTC day; later deliveries wait "
+        "for the next day (docs/budgets.md). Unset: no cap.",
+    )
     on_arm: Literal["deliver", "skip"] = Field(
         default="deliver",
         description="The 'possibly changed' per URI after the watcher (re)arms or the trigger resumes: "
@@ -580,6 +600,12 @@ class ScheduleSection(Section):
     )
     max_total_tokens: int | None = Field(
         default=None, ge=1, description="Tokens all fires may spend; then the schedule pauses."
+    )
+    daily_cost: float | None = Field(
+        default=None,
+        ge=0,
+        description="USD its fires may spend a day (of `tz`, else UTC); a fire past it waits for the "
+        "next day (docs/budgets.md). Unset: no cap.",
     )
     model: Name | None = Field(default=None, description="Intelligence endpoint. Default: defaults.model.")
     mcp: list[Name] | None = Field(default=None, description="MCP grant of each fire. Default: defaults.mcp.")

@@ -19,6 +19,7 @@ from agentd.errors import IdempotencyConflict, InvalidTransition, QuotaExceeded,
 from agentd.journal.node_queries import write_node
 from agentd.journal.quota import Quota, quota_problem
 from agentd.journal.records import TASK_STATES, NodeEnd, NodeState, TaskRecord
+from agentd.journal.spend import add_spend, scopes_of
 from agentd.journal.transcripts import append_items
 from protocol.api import TaskSpec, TaskState
 from protocol.result import AbortKind, RunError, RunResult, RunUsage, TerminalStatus
@@ -30,7 +31,7 @@ _TASK_COLUMNS = (
     "task_id, run_id, owner_uid, idempotency_key, spec, state, status, exit_code, result, partial, "
     "usage, abort, error, attempts, pid, pid_start_time, created_at, started_at, ended_at, schedule_id, "
     "fire_at, idle, trigger, uri, executor, worker, resumes, first_started_at, forked_from, forked_step, "
-    "paused_at, paused_result, parked_call, parked_until"
+    "paused_at, paused_result, parked_call, parked_until, deferred_until, deferred_reason"
 )
 
 
@@ -76,6 +77,8 @@ def task_from_row(row: sqlite3.Row) -> TaskRecord:
         ),
         parked_call=row["parked_call"],
         parked_until=row["parked_until"],
+        deferred_until=row["deferred_until"],
+        deferred_reason=row["deferred_reason"],
     )
 
 
@@ -281,7 +284,8 @@ def mark_starting(
         allowed=("queued",),
         wanted="starting",
         assignments="started_at = ?, first_started_at = COALESCE(first_started_at, ?), pid = NULL,"
-        " pid_start_time = NULL, parked_call = NULL, parked_until = NULL",
+        " pid_start_time = NULL, parked_call = NULL, parked_until = NULL, deferred_until = NULL,"
+        " deferred_reason = NULL",
         params=(now, now),
     )
     # Any node of a task that was queued is an earlier run's (restart recovery requeued it, or a
@@ -415,6 +419,7 @@ def mark_terminal(
     )
     if root is not None:
         _end_root(conn, task_id, root, now)
+    add_spend(conn, scopes_of(record.owner_uid, record.trigger, record.schedule_id), usage, now)
     return record
 
 
@@ -577,17 +582,21 @@ def list_tasks(
     return tuple(task_from_row(row) for row in rows)
 
 
-def next_queued(conn: sqlite3.Connection, per_owner: int, now: float) -> tuple[TaskRecord, ...]:
+def next_queued(
+    conn: sqlite3.Connection, per_owner: int, now: float, day_now: float | None = None
+) -> tuple[TaskRecord, ...]:
     """Each owner's oldest `per_owner` queued tasks, in submission order (the scheduler's pick);
-    a task paused for budget waits for `extend`, and one parked on an approval for its decision
-    (or its `parked_until`), not for a slot."""
+    a task paused for budget waits for `extend`, one parked on an approval for its decision
+    (or its `parked_until`), and one a daily cap deferred for its `deferred_until` (compared
+    with `day_now`, the daily caps' clock, `now` without one), not for a slot."""
     rows = conn.execute(
         f"SELECT {_TASK_COLUMNS} FROM (SELECT *, row_number() OVER (PARTITION BY owner_uid ORDER BY seq)"
         " AS owner_rank FROM tasks WHERE state = 'queued' AND paused_at IS NULL"
         " AND NOT (parked_call IS NOT NULL AND parked_until > ? AND EXISTS (SELECT 1 FROM approvals a"
-        " WHERE a.call_id = tasks.parked_call AND a.state = 'pending')))"
+        " WHERE a.call_id = tasks.parked_call AND a.state = 'pending'))"
+        " AND (deferred_until IS NULL OR deferred_until <= ?))"
         " WHERE owner_rank <= ? ORDER BY seq",
-        (now, per_owner),
+        (now, now if day_now is None else day_now, per_owner),
     ).fetchall()
     return tuple(task_from_row(row) for row in rows)
 

@@ -18,6 +18,7 @@ from pydantic import JsonValue
 from protocol.api import (
     ApprovalState,
     ApprovalView,
+    DeferralView,
     EventView,
     ForkOrigin,
     NodeView,
@@ -121,6 +122,10 @@ class TaskRecord:
     # `parked_until` (wall clock: the request's expiry or the task's deadline) passes.
     parked_call: str | None = None
     parked_until: float | None = None
+    # Set only while `state` is "queued": a daily cap was spent when the scheduler would have
+    # started it (docs/budgets.md); it waits until this instant (wall clock: the cap's next day).
+    deferred_until: float | None = None
+    deferred_reason: str | None = None
 
     @property
     def may_requeue(self) -> bool:
@@ -141,6 +146,9 @@ class TaskRecord:
             )
         if self.parked_call is not None and self.state == "queued":
             return self._view().model_copy(update={"state": "awaiting_approval"})
+        if self.deferred_until is not None and self.state == "queued":
+            deferred = DeferralView(until=self.deferred_until, reason=self.deferred_reason or "")
+            return self._view().model_copy(update={"deferred": deferred})
         return self._view()
 
     def _view(self) -> TaskView:

@@ -26,6 +26,7 @@ BATCH = 500
 # How often the pass runs, and the pages one pass gives back at most.
 INTERVAL_S = 600.0
 VACUUM_PAGES = 2000
+SPEND_KEPT_S = 2 * 86400.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +64,8 @@ def prune(conn: sqlite3.Connection, *, retention: Retention, now: float, batch: 
     for table in ("steps", "events", "nodes", "approvals"):
         conn.executemany(f"DELETE FROM {table} WHERE task_id = ?", [(t,) for t in old])
     conn.executemany("DELETE FROM tasks WHERE task_id = ?", [(t,) for t in old])
+    # The daily caps read one day back at most (of a zone up to 14 hours from UTC): keep two.
+    conn.execute("DELETE FROM spend WHERE bucket < ?", (now - SPEND_KEPT_S,))
     return Pruned(transcripts=len(stale), tasks=len(old))
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from agentd.errors import JournalError
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 BUSY_TIMEOUT_MS = 5000
 
 # Invariant: `seq` is the rowid alias, so it is the submission order and survives VACUUM (an
@@ -238,8 +238,44 @@ ALTER TABLE tasks ADD COLUMN parked_call TEXT;
 ALTER TABLE tasks ADD COLUMN parked_until REAL;
 """
 
+# v12: daily caps (docs/budgets.md). `spend` sums what ended tasks spent per scope (`uid:N`,
+# `trigger:NAME`, `schedule:ID`) and quarter hour of their end, so a day of any zone is a short range
+# of one scope's rows and outlives the tasks' retention; filled from the tasks that already ended.
+# A task a cap holds back waits queued with `deferred_until` (wall clock) and the reason.
+_V12 = """
+CREATE TABLE spend (
+    scope    TEXT    NOT NULL,
+    bucket   INTEGER NOT NULL,
+    cost_usd REAL    NOT NULL DEFAULT 0,
+    tokens   INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (scope, bucket)
+) WITHOUT ROWID;
+ALTER TABLE tasks ADD COLUMN deferred_until REAL;
+ALTER TABLE tasks ADD COLUMN deferred_reason TEXT;
+INSERT INTO spend (scope, bucket, cost_usd, tokens)
+    SELECT scope, bucket, SUM(cost), SUM(tokens) FROM (
+        SELECT 'uid:' || owner_uid AS scope, CAST(ended_at / 900 AS INTEGER) * 900 AS bucket,
+            COALESCE(json_extract(usage, '$.cost_usd'), 0) AS cost,
+            COALESCE(json_extract(usage, '$.tokens_in'), 0) + COALESCE(json_extract(usage, '$.tokens_out'), 0)
+                AS tokens
+        FROM tasks WHERE state = 'terminal' AND ended_at IS NOT NULL AND usage IS NOT NULL
+        UNION ALL
+        SELECT 'trigger:' || trigger, CAST(ended_at / 900 AS INTEGER) * 900,
+            COALESCE(json_extract(usage, '$.cost_usd'), 0),
+            COALESCE(json_extract(usage, '$.tokens_in'), 0) + COALESCE(json_extract(usage, '$.tokens_out'), 0)
+        FROM tasks WHERE state = 'terminal' AND ended_at IS NOT NULL AND usage IS NOT NULL
+            AND trigger IS NOT NULL
+        UNION ALL
+        SELECT 'schedule:' || schedule_id, CAST(ended_at / 900 AS INTEGER) * 900,
+            COALESCE(json_extract(usage, '$.cost_usd'), 0),
+            COALESCE(json_extract(usage, '$.tokens_in'), 0) + COALESCE(json_extract(usage, '$.tokens_out'), 0)
+        FROM tasks WHERE state = 'terminal' AND ended_at IS NOT NULL AND usage IS NOT NULL
+            AND schedule_id IS NOT NULL
+    ) GROUP BY scope, bucket;
+"""
+
 # Index i holds the script that takes a database from version i to i + 1.
-_MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11)
+_MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11, _V12)
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 
 # SQLite primary result codes (the low byte of an extended code) that describe the environment

@@ -42,6 +42,7 @@ from agentd.journal.records import (
 )
 from agentd.journal.schedules import Schedules
 from agentd.journal.schema import unavailable_reason
+from agentd.journal.spend import Spending
 from agentd.journal.tasks import Tasks
 from agentd.journal.transcripts import Transcripts
 from agentd.journal.triggers import Triggers
@@ -134,6 +135,7 @@ class Journal:
         self.schedules = Schedules(self._write, self._read)
         self.approvals = Approvals(self._write, self._read)
         self.triggers = Triggers(self._write, self._read)
+        self.spending = Spending(self._write, self._read)
         self.transcripts = Transcripts(self._write, self._read, options.max_transcript_bytes)
 
     # ---- health ----------------------------------------------------------------------------------

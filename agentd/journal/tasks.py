@@ -368,9 +368,11 @@ class Tasks(Repository):
         zero if none), optionally only one owner's."""
         return await self._read(functools.partial(q.count_unfinished, owner_uid=owner_uid))
 
-    async def next_queued(self, per_owner: int) -> tuple[TaskRecord, ...]:
-        """Each owner's oldest `per_owner` queued tasks, in submission order."""
-        return await self._read(functools.partial(q.next_queued, per_owner=per_owner, now=time.time()))
+    async def next_queued(self, per_owner: int, day_now: float | None = None) -> tuple[TaskRecord, ...]:
+        """Each owner's oldest `per_owner` queued tasks, in submission order; `day_now`: the daily
+        caps' clock, against which a deferred task's day is over (the wall clock without one)."""
+        op = functools.partial(q.next_queued, per_owner=per_owner, now=time.time(), day_now=day_now)
+        return await self._read(op)
 
     async def match_ids(self, prefix: str, owner_uid: int | None, limit: int) -> tuple[str, ...]:
         """Task ids that start with `prefix` (only `owner_uid`'s unless None), in id order."""

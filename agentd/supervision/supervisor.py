@@ -32,6 +32,8 @@ from agentd.spawning import reaper
 from agentd.spawning.cgroup import CgroupRoot
 from agentd.spawning.spawner import Spawner
 from agentd.supervision.approvals import ApprovalDesk, Asker
+from agentd.supervision.daily_caps import CapsConfig
+from agentd.supervision.daily_desk import DailyDesk, day_clock
 from agentd.supervision.executor import Executor, LocalExecutor, Run
 from agentd.supervision.fairness import at_owner_cap, fair_order
 from agentd.supervision.parking import Parking
@@ -84,6 +86,9 @@ class SupervisorOptions:
     budget_wait_timeout_s: float = 86400.0
     # `[intelligence.NAME]` provider limits, enforced across every task (docs/budgets.md).
     provider_limits: Mapping[str, EndpointLimits] = field(default_factory=dict)
+    # Daily caps per user and trigger (a schedule's is its own): a task over one waits for the next
+    # day (docs/budgets.md).
+    daily_caps: CapsConfig = field(default_factory=CapsConfig)
 
 
 @dataclass
@@ -142,6 +147,9 @@ class Supervisor:
         self.window = SpawnWindow(self.options.spawn_window)
         self.providers = ProviderDesk(self.options.provider_limits)
         self.clock = WatchClock()
+        self.daily = DailyDesk(journal, lambda: self.options.daily_caps, day_clock())
+        # The earliest instant (the desk's clock) a task this daemon deferred may start again.
+        self._next_lift: float | None = None
         # Trigger tasks' children prestarted while their debounce window is open (parking.py).
         self.parking = Parking(
             spawner, cgroup_root, lambda: self.options.run, lambda record: self.build_payload(record)
@@ -324,6 +332,8 @@ class Supervisor:
                             break
                         if at_owner_cap(self._running_by_owner[record.owner_uid], cap):
                             continue  # its owner runs its share: it waits, another owner's may start
+                        if self.daily.may_apply(record) and await self._held_for_the_day(record):
+                            continue
                         self._starts += 1
                         self._last_started[record.owner_uid] = self._starts
                         slot = _Slot(record)
@@ -338,6 +348,9 @@ class Supervisor:
                 # Reading the queue from the journal used to give it that time (a thread hop).
                 for _ in range(YIELDS_AFTER_WAKE):
                     await anyio.lowlevel.checkpoint()
+                if self._next_lift is not None and self.daily.now() >= self._next_lift:
+                    self._next_lift = None
+                    self._queue.stale()  # deferred tasks' day is over: the journal lists them again
                 if timed.cancelled_caught:
                     # Nothing woke it: read the journal again, so a task queued by a path that did
                     # not say so (or a requeue) is still started within a second, as before.
@@ -357,10 +370,20 @@ class Supervisor:
         self._queue.begin_read()
         read = None
         try:
-            read = await self.journal.tasks.next_queued(size)
+            read = await self.journal.tasks.next_queued(size, day_now=self.daily.now())
         finally:
             self._queue.end_read(read, size)
         return first_per_owner(read, per_owner)[0]
+
+    async def _held_for_the_day(self, record: TaskRecord) -> bool:
+        """Whether a daily cap keeps `record` from starting (deferred to the cap's next day, or
+        left for the next pick when the journal cannot say)."""
+        hold = await self.daily.hold(record, self.log)
+        if hold.held:
+            self._queue.taken(record)  # not startable now: the journal lists it again after `until`
+        if hold.until is not None and (self._next_lift is None or hold.until < self._next_lift):
+            self._next_lift = hold.until
+        return hold.held
 
     async def _finish_drain(self) -> None:
         deadline = anyio.current_time() + self.options.drain_timeout_s

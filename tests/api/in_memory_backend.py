@@ -23,6 +23,7 @@ from protocol.api import (
     ApprovalDecideParams,
     ApprovalListParams,
     ApprovalView,
+    BudgetsView,
     CancelParams,
     DaemonStatus,
     EventsParams,
@@ -255,3 +256,6 @@ class InMemoryBackend:
 
     async def trigger_restart(self, caller: Caller, params: TriggerRef) -> TriggerView:
         raise ApiError(UNAVAILABLE, "this backend runs no triggers", retryable=False)
+
+    async def budget_list(self, caller: Caller) -> BudgetsView:
+        return BudgetsView(now=0.0)

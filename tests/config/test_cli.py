@@ -100,6 +100,7 @@ def test_schema_is_json_schema_of_every_table() -> None:
         "journal",
         "metrics",
         "executor",
+        "budgets",
         "intelligence",
         "mcp",
         "mcp_servers_json",

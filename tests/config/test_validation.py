@@ -333,6 +333,19 @@ STDIO = '\n[mcp.fs]\ncommand = "mcp-fs"\n'
             id="trigger-inflight-on-continue",
         ),
         pytest.param(
+            "[[trigger]]\nserver = 'fs'\nuri = 'u'\ninstruction = 'i'\nroute = 'continue'\ndaily_cost = 1.5\n"
+            + STDIO,
+            "trigger[0].daily_cost",
+            'route "spawn" only',
+            id="trigger-daily-cost-on-continue",
+        ),
+        pytest.param(
+            "[budgets]\nper_uid_daily_cost = -1\n",
+            "budgets.per_uid_daily_cost",
+            "at least 0",
+            id="negative-cap",
+        ),
+        pytest.param(
             "[[trigger]]\nserver = 'fs'\nuri = 'u'\ninstruction = 'i'\nsession_idle_timeout = '5m'\n" + STDIO,
             "trigger[0].session_idle_timeout",
             'route "continue" only',

@@ -84,9 +84,26 @@ def test_migrating_a_current_database_changes_nothing(tmp_path: Path) -> None:
     try:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        assert tables == {"tasks", "nodes", "events", "schedules", "approvals", "trigger_state", "steps"}
+        assert tables == {
+            *("tasks", "nodes", "events", "schedules", "approvals", "trigger_state", "steps", "spend")
+        }
     finally:
         conn.close()
+
+
+def test_a_v11_journal_migrates_with_its_ended_tasks_spend_counted_for_the_daily_caps(tmp_path: Path) -> None:
+    usage = '{"tokens_in": 100, "tokens_out": 20, "cost_usd": 0.5}'
+    row = (
+        "INSERT INTO tasks (task_id, run_id, owner_uid, spec, created_at, state, status, usage, ended_at,"
+        " trigger) VALUES ('t1', 'r1', 7, '{\"instruction\":\"x\"}', 0, 'terminal', 'completed', ?, 1000.0,"
+        " 'inbox')"
+    )
+    migrated = connect_writer(journal_at(tmp_path, 11, row, (usage,)))
+    try:
+        rows = migrated.execute("SELECT scope, bucket, cost_usd, tokens FROM spend ORDER BY scope").fetchall()
+        assert [tuple(r) for r in rows] == [("trigger:inbox", 900, 0.5, 120), ("uid:7", 900, 0.5, 120)]
+    finally:
+        migrated.close()
 
 
 def test_a_v1_journal_migrates_to_v2_with_the_spec_sizes_filled_in(tmp_path: Path) -> None:
@@ -103,7 +120,7 @@ def test_a_v1_journal_migrates_to_v2_with_the_spec_sizes_filled_in(tmp_path: Pat
 def test_a_v2_journal_migrates_to_the_current_schema_keeping_its_tasks_as_plain_tasks(tmp_path: Path) -> None:
     migrated = connect_writer(journal_at(tmp_path, 2))
     try:
-        assert migrated.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
+        assert migrated.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 12
         row = migrated.execute(
             "SELECT schedule_id, fire_at, idle, trigger, uri, executor, worker FROM tasks WHERE task_id = 't1'"
         ).fetchone()

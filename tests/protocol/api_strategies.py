@@ -17,9 +17,14 @@ from protocol.api import (
     ApprovalListParams,
     ApprovalListRequest,
     ApprovalView,
+    BudgetLine,
+    BudgetsRequest,
+    BudgetsView,
     CancelParams,
     CancelRequest,
     DaemonStatus,
+    DeferralView,
+    DeferredTaskView,
     EventsParams,
     EventsRequest,
     EventView,
@@ -227,6 +232,7 @@ task_views = st.builds(
     schedule_id=_maybe(task_ids),
     trigger=_maybe(short_text),
     uri=_maybe(short_text),
+    deferred=_maybe(st.builds(DeferralView, until=finite_floats, reason=short_text)),
 )
 fork_requests = st.builds(
     ForkRequest,
@@ -414,6 +420,38 @@ approval_views = st.builds(
 # ---- triggers ----------------------------------------------------------------------------------
 
 trigger_names = st.text("abcdefghijklmnopqrstuvwxyz-", min_size=1, max_size=20)
+budgets_views = st.builds(
+    BudgetsView,
+    now=finite_floats,
+    lines=st.lists(
+        st.builds(
+            BudgetLine,
+            kind=st.sampled_from(["uid", "trigger", "schedule"]),
+            name=short_text,
+            owner_uid=_maybe(non_negative),
+            day=short_text,
+            zone=short_text,
+            resets_at=finite_floats,
+            spent_usd=st.floats(min_value=0, max_value=1e6),
+            spent_tokens=non_negative,
+            cap_usd=_maybe(st.floats(min_value=0, max_value=1e6)),
+            cap_tokens=_maybe(non_negative),
+        ),
+        max_size=3,
+    ),
+    deferred=st.lists(
+        st.builds(
+            DeferredTaskView,
+            task_id=task_ids,
+            owner_uid=non_negative,
+            trigger=_maybe(short_text),
+            schedule_id=_maybe(task_ids),
+            until=finite_floats,
+            reason=short_text,
+        ),
+        max_size=3,
+    ),
+)
 trigger_views = st.builds(
     TriggerView,
     name=trigger_names,
@@ -475,4 +513,5 @@ METHOD_STRATEGIES: dict[str, tuple[st.SearchStrategy[Request[Any]], st.SearchStr
     "trigger.pause": (_trigger_requests(TriggerPauseRequest), trigger_views),
     "trigger.resume": (_trigger_requests(TriggerResumeRequest), trigger_views),
     "trigger.restart": (_trigger_requests(TriggerRestartRequest), trigger_views),
+    "budget.list": (st.builds(BudgetsRequest, id=request_ids), budgets_views),
 }
