@@ -41,7 +41,8 @@ def _next_day(shift: Path, until: float) -> None:
 def _listed(daemon: Daemon, task_id: str) -> dict[str, Any]:
     listed = daemon.cli("list", "--json")
     assert listed.returncode == 0, listed.stderr
-    (view,) = [v for line in listed.stdout.splitlines() if (v := json.loads(line))["task_id"] == task_id]
+    views: list[dict[str, Any]] = [json.loads(line) for line in listed.stdout.splitlines()]
+    (view,) = [v for v in views if v["task_id"] == task_id]
     return view
 
 
