@@ -48,6 +48,20 @@ class NodeSlots:
         """The slots of a node that has no child yet: it holds none."""
         return cls(None, owner=0, task_id="", deadline=0.0, journal=_no_journal)
 
+    def take_nowait(self, params: control.SlotParams) -> JsonValue | None:
+        """A slot of `params.endpoint` if one is free now and no other request waits for one;
+        None: `take` waits for it."""
+        desk = self._desk
+        if desk is None or not desk.limited(params.endpoint):
+            return control.SlotResult(ticket=0).model_dump(mode="json")
+        grant = desk.acquire_nowait(
+            params.endpoint, owner=self._owner, task_id=self._task_id, tokens=params.tokens
+        )
+        if grant is None:
+            return None
+        self._held[grant.ticket] = params.endpoint
+        return control.SlotResult(ticket=grant.ticket, waited_ms=0).model_dump(mode="json")
+
     async def take(self, params: control.SlotParams) -> JsonValue:
         """A slot of `params.endpoint`, waiting for its limits; bounded by `deadline` (the node's,
         plus the backstop, so the child's own deadline ends the wait first).

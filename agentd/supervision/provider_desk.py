@@ -81,6 +81,19 @@ class ProviderDesk:
     def gate(self, endpoint: str) -> Gate:
         return self._gates[endpoint]
 
+    def acquire_nowait(self, endpoint: str, *, owner: int, task_id: str, tokens: int) -> Grant | None:
+        """A slot of `endpoint` now, if its limits allow one and no request waits before this
+        one (waiters keep their turn); None: wait for it with `acquire`."""
+        gate = self._gates.get(endpoint)
+        if gate is None or gate.waiting:
+            return None
+        ask = Ask(next(self._tickets), owner, task_id, max(tokens, 0))
+        gate.ask(ask)
+        if gate.admit(self._clock()).granted:  # alone in the queue: the grant is this ask's
+            return Grant(ask.ticket, 0.0, None)
+        gate.withdraw(ask.ticket)
+        return None
+
     async def acquire(self, endpoint: str, *, owner: int, task_id: str, tokens: int) -> Grant:
         """Wait for a slot of `endpoint` (cancellable); raise `KeyError` for an unlimited one."""
         gate = self._gates[endpoint]

@@ -54,6 +54,7 @@ class ChildListener(Protocol):
     def on_event(self, child: SupervisedChild, params: control.EventParams) -> None: ...
     def on_usage(self, child: SupervisedChild, params: control.UsageParams) -> None: ...
     def on_slot_done(self, child: SupervisedChild, params: control.SlotDoneParams) -> None: ...
+    def slot_nowait(self, child: SupervisedChild, params: control.SlotParams) -> JsonValue | None: ...
     def on_result(self, child: SupervisedChild, result: RunResult) -> None: ...
     def on_turn(self, child: SupervisedChild, params: control.TurnParams) -> None: ...
     def on_stderr(self, child: SupervisedChild, line: str) -> None: ...
@@ -78,6 +79,9 @@ class _Detached:
 
     def on_slot_done(self, child: SupervisedChild, params: control.SlotDoneParams) -> None:
         pass
+
+    def slot_nowait(self, child: SupervisedChild, params: control.SlotParams) -> JsonValue | None:
+        return None
 
     def on_result(self, child: SupervisedChild, result: RunResult) -> None:
         pass
@@ -212,11 +216,26 @@ class SupervisedChild(SupervisedProcess):
             self.listener.on_result(self, message.params)
         elif isinstance(message, control.Turn):
             self.listener.on_turn(self, message.params)
+        elif isinstance(message, control.SupSlot) and self._answer_slot_now(message):
+            pass  # answered in this turn
         elif isinstance(message, SupRequest):
             assert self._tg is not None
             self._tg.start_soon(self._answer, message)
         else:
             self.faults += 1  # the up union holds nothing else
+
+    def _answer_slot_now(self, request: control.SupSlot) -> bool:
+        """Answer a slot that is free now in the turn that read its ask: a task started for it
+        runs only after every task already ready, which on a busy loop was most of a slot's wait
+        (bench/provider_limits.py). False: the slot must be waited for, by `_answer`."""
+        result = self.listener.slot_nowait(self, request.params)
+        if result is None:
+            return False
+        response = jsonrpc.Response(id=request.id, result=result)
+        if not self.send_nowait(response):
+            assert self._tg is not None
+            self._tg.start_soon(self.send, response)
+        return True
 
     async def _answer(self, request: SupRequest) -> None:
         try:

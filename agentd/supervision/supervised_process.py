@@ -366,27 +366,34 @@ class SupervisedProcess:
         if verdict != "ok" and not self._ladder_running:
             self._on_verdict(verdict)
 
+    def send_nowait(self, message: BaseModel) -> bool:
+        """Write `message` now when no other frame is being written: a frame of at most PIPE_BUF
+        bytes goes into a pipe whole or not at all, so it cannot interleave with another. False
+        (a frame mid-write, a full pipe, a larger frame): the caller sends it with `send`. A
+        channel that fails the write is stopped, and the frame counts as handled."""
+        data = encode(message)
+        if self._write_lock.locked() or len(data) > select.PIPE_BUF:
+            return False
+        try:
+            if os.write(self.proc.stdin_fd, data) == len(data):
+                return True
+        except BlockingIOError:
+            return False  # the pipe is full
+        except OSError:
+            self._stop_within("stuck", "sigterm", f"{self.channel} channel not writable")
+            return True
+        # Not a pipe after all: a frame's start is out, and its rest would race others.
+        self._stop_within("faulty", "sigterm", f"{self.channel} channel took part of a frame")
+        return True
+
     def _ping(self, seq: int) -> None:
-        """Write the ping now when no other frame is being written: a frame of at most PIPE_BUF
-        bytes goes into a pipe whole or not at all, so it cannot interleave with another. Otherwise
-        (a frame mid-write, a full pipe) a task sends it. A task per ping cost the loop a task's
-        start and stamped the round trip before the write (the ping p99 with 100 children)."""
+        """Write the ping now if it can go at once, else a task sends it. A task per ping cost the
+        loop a task's start and stamped the round trip before the write (the ping p99 with 100
+        children)."""
         ping = control.Ping(id=seq, params=control.PingParams(seq=seq))
-        data = encode(ping)
-        if not self._write_lock.locked() and len(data) <= select.PIPE_BUF:
-            try:
-                if os.write(self.proc.stdin_fd, data) == len(data):
-                    return
-            except BlockingIOError:
-                pass  # the pipe is full: wait for it below
-            except OSError:
-                self._stop_within("stuck", "sigterm", f"{self.channel} channel not writable")
-                return
-            else:  # not a pipe after all: a frame's start is out, and its rest would race others
-                self._stop_within("faulty", "sigterm", f"{self.channel} channel took part of a ping")
-                return
-        assert self._tg is not None
-        self._tg.start_soon(self._send_ping, ping)
+        if not self.send_nowait(ping):
+            assert self._tg is not None
+            self._tg.start_soon(self._send_ping, ping)
 
     async def _send_ping(self, ping: control.Ping) -> None:
         if not await self.send(ping):

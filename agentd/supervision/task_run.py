@@ -175,6 +175,9 @@ class NodeListener:
     def on_slot_done(self, child: SupervisedChild, params: control.SlotDoneParams) -> None:
         self.node.slots.done(params)
 
+    def slot_nowait(self, child: SupervisedChild, params: control.SlotParams) -> JsonValue | None:
+        return self.node.slots.take_nowait(params)
+
     def on_result(self, child: SupervisedChild, result: RunResult) -> None:
         self.node.place.release()
         self.log.info("subagent.exit", pid=child.pid, status=result.status.value, phase="result")

@@ -140,3 +140,26 @@ async def test_a_cancelled_waiter_leaves_the_queue() -> None:
     assert desk.gate("m").waiting == 0
     desk.release("m", first.ticket, tokens_used=None)
     assert not desk.gate("m").in_flight
+
+
+async def test_a_free_slot_is_given_at_once_but_never_past_a_waiter_or_a_limit() -> None:
+    desk = ProviderDesk({"m": EndpointLimits(max_concurrent=1)})
+    first = desk.acquire_nowait("m", owner=1, task_id="a", tokens=1)
+    assert first is not None and first.waited_s == 0.0 and first.blocked_by is None
+    assert desk.acquire_nowait("m", owner=2, task_id="b", tokens=1) is None  # the limit holds it
+    assert desk.gate("m").waiting == 0  # and it left no ask behind
+    got = []
+
+    async def waiter() -> None:
+        got.append(await desk.acquire("m", owner=2, task_id="b", tokens=1))
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(waiter)
+            await anyio.wait_all_tasks_blocked()
+            desk.gate("m").limits = EndpointLimits(max_concurrent=2)
+            # Room now, but a request waits: it goes first, and the one asking now waits its turn.
+            assert desk.acquire_nowait("m", owner=3, task_id="c", tokens=1) is None
+            desk.release("m", first.ticket, tokens_used=None)
+    assert got and got[0].ticket in desk.gate("m").in_flight
+    assert desk.acquire_nowait("nowhere", owner=1, task_id="a", tokens=1) is None
