@@ -379,6 +379,8 @@ class Supervisor:
         """Whether a daily cap keeps `record` from starting (deferred to the cap's next day, or
         left for the next pick when the journal cannot say)."""
         hold = await self.daily.hold(record, self.log)
+        if self.draining:
+            return True  # the drain began during the read: nothing more starts
         if hold.held:
             self._queue.taken(record)  # not startable now: the journal lists it again after `until`
         if hold.until is not None and (self._next_lift is None or hold.until < self._next_lift):
