@@ -123,9 +123,9 @@ def count_reads(journal: Journal, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     reads: list[int] = []
     real = journal.tasks.next_queued
 
-    async def counted(per_owner: int) -> Any:
+    async def counted(per_owner: int, day_now: float | None = None) -> Any:
         reads.append(per_owner)
-        return await real(per_owner)
+        return await real(per_owner, day_now)
 
     monkeypatch.setattr(journal.tasks, "next_queued", counted)
     return reads
