@@ -45,9 +45,12 @@ class ToolSpec:
     arguments: type[BaseModel]
     output_schema: dict[str, object] | None = None
     read_only: bool = False
+    # Whether a client may ask for a task handle instead of the result (mcp_serve.task_methods).
+    as_task: bool = False
 
     def tool(self) -> types.Tool:
         return types.Tool(
+            execution=types.ToolExecution(task_support="optional") if self.as_task else None,
             name=self.name,
             description=self.description,
             input_schema=self.arguments.model_json_schema(),
@@ -65,6 +68,7 @@ SPECS = (
         "as progress notifications; cancelling this call cancels the task." + DATA_NOTE,
         a.TaskArguments,
         _TASK_OUTCOME_SCHEMA,
+        as_task=True,
     ),
     ToolSpec(
         "submit_task",

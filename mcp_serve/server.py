@@ -17,6 +17,7 @@ import anyio
 import mcp_types as types
 from anyio.abc import TaskGroup
 from mcp.server import NotificationOptions, Server, ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult
 from mcp.server.models import InitializationOptions
 from mcp.server.session import ServerSession
 from mcp.server.stdio import stdio_server
@@ -27,6 +28,8 @@ from mcp_serve.daemon_port import DaemonPort
 from mcp_serve.listen import serve_listen
 from mcp_serve.resources import TEMPLATES, Resources
 from mcp_serve.subscriptions import Changes, FollowSlots, Pulse, SessionSink
+from mcp_serve.task_handles import EXTENSION
+from mcp_serve.task_methods import TaskMethods, asks_for_task
 from mcp_serve.tools import Tools
 
 NAME = "agentd"
@@ -50,6 +53,7 @@ class Served:
     slots: FollowSlots
     tools: Tools
     resources: Resources
+    tasks: TaskMethods
 
     def changes(self, session: ServerSession) -> Changes:
         """The 2025-era subscriptions of the session's connection (one client), made at first use
@@ -71,10 +75,35 @@ Context = ServerRequestContext[Served, Any]
 
 NOTIFICATIONS = NotificationOptions(resources_changed=True)
 
+# The 2025-11-25 announcement that `tools/call` may be run as a task, listed and cancelled.
+TASKS_CAPABILITY = types.ServerTasksCapability(
+    list=types.TasksListCapability(),
+    cancel=types.TasksCancelCapability(),
+    requests=types.ServerTasksRequestsCapability(
+        tools=types.TasksToolsCapability(call=types.TasksCallCapability())
+    ),
+)
+
 
 class _AgentdServer(Server[Served]):
     """The SDK's server, announcing `resources.listChanged` on every transport (the streamable
-    HTTP manager asks for the options without arguments)."""
+    HTTP manager asks for the options without arguments) and task handles in both eras."""
+
+    def get_capabilities(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+        *,
+        protocol_version: str | None = None,
+    ) -> types.ServerCapabilities:
+        capabilities = super().get_capabilities(
+            notification_options,
+            experimental_capabilities,
+            {**(extensions or {}), EXTENSION: {}},
+            protocol_version=protocol_version,
+        )
+        return capabilities.model_copy(update={"tasks": TASKS_CAPABILITY})
 
     def create_initialization_options(
         self,
@@ -93,7 +122,7 @@ def build_server(port: DaemonPort, *, inside_task: bool, version: str) -> Server
         async with anyio.create_task_group() as group:
             pulse = Pulse()
             tools = Tools(port, pulse, inside_task=inside_task)
-            yield Served(port, group, pulse, FollowSlots(), tools, Resources(port))
+            yield Served(port, group, pulse, FollowSlots(), tools, Resources(port), TaskMethods(port, tools))
             group.cancel_scope.cancel()  # the watchers end with the server
 
     async def list_tools(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
@@ -133,7 +162,25 @@ def build_server(port: DaemonPort, *, inside_task: bool, version: str) -> Server
         served = ctx.lifespan_context
         return await serve_listen(ctx, params, served.port, served.pulse, served.slots)
 
-    return _AgentdServer(
+    async def task_calls(ctx: Context, call_next: CallNext) -> HandlerResult:
+        # Ahead of the SDK's tools/call handling, which takes only a CallToolResult for an answer.
+        if asks_for_task(ctx):
+            return await ctx.lifespan_context.tasks.create(ctx)
+        return await call_next(ctx)
+
+    async def get_task(ctx: Context, params: types.GetTaskRequestParams) -> HandlerResult:
+        return await ctx.lifespan_context.tasks.get(ctx, params)
+
+    async def task_result(ctx: Context, params: types.GetTaskPayloadRequestParams) -> HandlerResult:
+        return await ctx.lifespan_context.tasks.result(ctx, params)
+
+    async def cancel_task(ctx: Context, params: types.CancelTaskRequestParams) -> HandlerResult:
+        return await ctx.lifespan_context.tasks.cancel(ctx, params)
+
+    async def list_tasks(ctx: Context, params: types.PaginatedRequestParams) -> HandlerResult:
+        return await ctx.lifespan_context.tasks.list(ctx, params)
+
+    server = _AgentdServer(
         NAME,
         version=version,
         instructions=INSTRUCTIONS,
@@ -147,6 +194,12 @@ def build_server(port: DaemonPort, *, inside_task: bool, version: str) -> Server
         on_unsubscribe_resource=unsubscribe,
         on_subscriptions_listen=listen,
     )
+    server.middleware.append(task_calls)
+    server.add_request_handler("tasks/get", types.GetTaskRequestParams, get_task)
+    server.add_request_handler("tasks/result", types.GetTaskPayloadRequestParams, task_result)
+    server.add_request_handler("tasks/cancel", types.CancelTaskRequestParams, cancel_task)
+    server.add_request_handler("tasks/list", types.PaginatedRequestParams, list_tasks)
+    return server
 
 
 async def serve_stdio(server: Server[Served]) -> None:

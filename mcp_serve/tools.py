@@ -121,6 +121,14 @@ class Tools:
         self._pulse.poke()
         return answer.task_id
 
+    async def start(self, raw: dict[str, Any] | None) -> str | types.CallToolResult:
+        """Start `run_task`'s task without waiting for it: its id, or the refusal to answer with.
+
+        Raises:
+            MCPError: bad arguments.
+        """
+        return await self._submit(_parse(a.TaskArguments, raw), None)
+
     async def _submit_task(self, ctx: Context, raw: dict[str, Any] | None) -> types.CallToolResult:
         arguments = _parse(a.SubmitArguments, raw)
         task_id = await self._submit(arguments, arguments.idempotency_key)
