@@ -3,7 +3,9 @@
 Each call opens its own connection (as the user who started the server: the daemon reads our uid
 with `SO_PEERCRED`), so calls never wait on each other. Following a task's events runs in a
 thread of its own that re-opens the stream from the last event it saw every `FOLLOW_POLL_S`, so a
-follower that is no longer wanted ends within that bound.
+follower that is no longer wanted ends within that bound. Watching every task's state
+(`task.watch`) holds one connection in a thread that blocks on it, woken by a shutdown of the
+socket when the watch is no longer wanted.
 """
 
 from __future__ import annotations
@@ -20,9 +22,9 @@ import anyio.lowlevel
 import anyio.to_thread
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from agentd.api.client import TIMED_OUT, ApiClient
+from agentd.api.client import CONNECTION_LOST, TIMED_OUT, ApiClient
 from agentd.errors import ApiClientError
-from protocol.api import EventsParams, EventsRequest, EventView, Request, TaskView
+from protocol.api import EventsParams, EventsRequest, EventView, Request, TaskView, WatchParams, WatchRequest
 
 ResultT = TypeVar("ResultT")
 
@@ -31,6 +33,7 @@ CALL_TIMEOUT_S = 30.0
 FOLLOW_POLL_S = 1.0
 
 Followed = EventView | TaskView | ApiClientError
+Watched = TaskView | ApiClientError
 
 
 class DaemonPort:
@@ -65,6 +68,57 @@ class DaemonPort:
                 yield receive
         finally:
             stop.set()
+
+    @asynccontextmanager
+    async def open_watch(self, task_ids: list[str]) -> AsyncIterator[MemoryObjectReceiveStream[Watched]]:
+        """A stream of the caller's tasks as each changes (first those of `task_ids`); it ends
+        with an `ApiClientError` if the daemon ends it or cannot be reached."""
+        send, receive = anyio.create_memory_object_stream[Watched](max_buffer_size=math.inf)
+        watcher = _Watcher(self.socket_path, task_ids, send, anyio.lowlevel.current_token())
+        thread = threading.Thread(target=watcher.run, name="watch", daemon=True)
+        thread.start()
+        try:
+            with receive:
+                yield receive
+        finally:
+            watcher.stop()
+
+
+class _Watcher:
+    """The thread that reads one `task.watch` stream and hands each view to the event loop."""
+
+    def __init__(
+        self,
+        path: str,
+        task_ids: list[str],
+        send: MemoryObjectSendStream[Watched],
+        token: anyio.lowlevel.EventLoopToken,
+    ) -> None:
+        self._client = ApiClient(path, timeout_s=CALL_TIMEOUT_S)
+        self._request = WatchRequest(params=WatchParams(task_ids=task_ids))
+        self._send = send
+        self._token = token
+        self._stopped = threading.Event()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._client.shutdown()
+
+    def run(self) -> None:
+        with self._send, self._client:
+            try:
+                for view in self._client.watch(self._request):
+                    self._hand(view)
+                self._hand(ApiClientError(CONNECTION_LOST, "agentd stopped watching (is it stopping?)"))
+            except ApiClientError as exc:
+                if not self._stopped.is_set():
+                    self._hand(exc)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError, RuntimeError):
+                pass  # nobody listens any more (the stream closed, or the loop ended)
+
+    def _hand(self, item: Watched) -> None:
+        if not self._stopped.is_set():
+            anyio.from_thread.run_sync(self._send.send_nowait, item, token=self._token)
 
 
 class _Follower:

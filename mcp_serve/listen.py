@@ -26,7 +26,8 @@ from mcp.shared.subscriptions import (
 )
 
 from mcp_serve.daemon_port import DaemonPort
-from mcp_serve.subscriptions import Changes, FollowSlots, Pulse
+from mcp_serve.subscriptions import Changes, Pulse
+from mcp_serve.task_watch import TaskWatch
 
 
 class ListenSink:
@@ -62,7 +63,7 @@ async def serve_listen(
     params: types.SubscriptionsListenRequestParams,
     port: DaemonPort,
     pulse: Pulse,
-    slots: FollowSlots,
+    watch: TaskWatch,
 ) -> types.SubscriptionsListenResult:
     """Serve one listen stream until the client ends it."""
     if ctx.request_id is None:
@@ -70,7 +71,7 @@ async def serve_listen(
     wanted = params.notifications
     sink = ListenSink(ctx.session, ctx.request_id)
     async with anyio.create_task_group() as group:
-        changes = Changes(port, group, pulse, slots)
+        changes = Changes(port, group, pulse, watch)
         changes.attach(sink, list_changes=bool(wanted.resources_list_changed))
         accepted = []
         for uri in wanted.resource_subscriptions or ():

@@ -27,9 +27,10 @@ from mcp_serve.catalogue import TOOLS
 from mcp_serve.daemon_port import DaemonPort
 from mcp_serve.listen import serve_listen
 from mcp_serve.resources import TEMPLATES, Resources
-from mcp_serve.subscriptions import Changes, FollowSlots, Pulse, SessionSink
+from mcp_serve.subscriptions import Changes, Pulse, SessionSink
 from mcp_serve.task_handles import EXTENSION
 from mcp_serve.task_methods import TaskMethods, asks_for_task
+from mcp_serve.task_watch import TaskWatch
 from mcp_serve.tools import Tools
 
 NAME = "agentd"
@@ -50,7 +51,7 @@ class Served:
     port: DaemonPort
     group: TaskGroup
     pulse: Pulse
-    slots: FollowSlots
+    watch: TaskWatch
     tools: Tools
     resources: Resources
     tasks: TaskMethods
@@ -63,7 +64,7 @@ class Served:
         connection = session._connection
         changes = connection.state.get(_CHANGES)
         if not isinstance(changes, Changes):
-            changes = Changes(self.port, self.group, self.pulse, self.slots)
+            changes = Changes(self.port, self.group, self.pulse, self.watch)
             connection.state[_CHANGES] = changes
             connection.exit_stack.callback(changes.close)
         changes.attach(SessionSink(session))
@@ -121,8 +122,10 @@ def build_server(port: DaemonPort, *, inside_task: bool, version: str) -> Server
     async def lifespan(_server: Server[Served]) -> AsyncIterator[Served]:
         async with anyio.create_task_group() as group:
             pulse = Pulse()
+            watch = TaskWatch(port)
+            group.start_soon(watch.run)
             tools = Tools(port, pulse, inside_task=inside_task)
-            yield Served(port, group, pulse, FollowSlots(), tools, Resources(port), TaskMethods(port, tools))
+            yield Served(port, group, pulse, watch, tools, Resources(port), TaskMethods(port, tools))
             group.cancel_scope.cancel()  # the watchers end with the server
 
     async def list_tools(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
@@ -160,7 +163,7 @@ def build_server(port: DaemonPort, *, inside_task: bool, version: str) -> Server
         ctx: Context, params: types.SubscriptionsListenRequestParams
     ) -> types.SubscriptionsListenResult:
         served = ctx.lifespan_context
-        return await serve_listen(ctx, params, served.port, served.pulse, served.slots)
+        return await serve_listen(ctx, params, served.port, served.pulse, served.watch)
 
     async def task_calls(ctx: Context, call_next: CallNext) -> HandlerResult:
         # Ahead of the SDK's tools/call handling, which takes only a CallToolResult for an answer.

@@ -1,18 +1,17 @@
 """Telling a client what changed: that a subscribed task's state changed (its terminal one
 included), that the waiting approvals changed, and that the caller's tasks appeared or ended.
 
-`Changes` holds one subscriber's interests and the watchers behind them; where the news goes is
-a `Sink`: a connection's standalone channel for 2025-11-25 subscriptions (`SessionSink`), a
-`subscriptions/listen` stream for 2026-07-28 ones (`mcp_serve.listen`). A subscribed task is
-followed through its event stream while one of the server's `FOLLOW_SLOTS` is free (a stream holds
-one of the daemon's connections for the user, who has a few dozen); beyond those, its state is
-polled every `STATE_POLL_S` with the others in one `task.list`. The list (and the waiting
-approvals, once subscribed) is looked at once a subscriber wants it, then every `LIST_POLL_S`, and
-at once after this server started a task (`Pulse`).
+`Changes` holds one subscriber's interests; where the news goes is a `Sink`: a connection's
+standalone channel for 2025-11-25 subscriptions (`SessionSink`), a `subscriptions/listen` stream
+for 2026-07-28 ones (`mcp_serve.listen`). A subscribed task's changes come from the server's one
+`task.watch` stream (`TaskWatch`), whatever the number of subscriptions. The list (and the
+waiting approvals, once subscribed) is looked at once a subscriber wants it, then every
+`LIST_POLL_S`, and at once after this server started a task (`Pulse`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -25,6 +24,7 @@ from mcp.shared.exceptions import MCPError
 
 from agentd.errors import ApiClientError
 from mcp_serve.daemon_port import DaemonPort
+from mcp_serve.task_watch import TaskWatch
 from mcp_serve.views import APPROVALS_URI, list_signature, parse_task_uri
 from protocol.api import (
     NOT_FOUND,
@@ -38,11 +38,6 @@ from protocol.api import (
 
 LIST_POLL_S = 1.0
 LIST_WINDOW = 100  # the newest tasks whose appearing or ending is announced
-# Event streams this server holds for subscriptions at once: a third of the daemon's default
-# connections per user (32), so the user's other clients and this server's calls still connect.
-FOLLOW_SLOTS = 10
-STATE_POLL_S = 0.05
-STATE_WINDOW = 200  # the newest tasks one poll reads; an older polled task is read on its own
 
 CLIENT_GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
 
@@ -66,22 +61,6 @@ class SessionSink:
 
     async def list_changed(self) -> None:
         await self._session.send_resource_list_changed()
-
-
-class FollowSlots:
-    """The event streams this server may hold for subscriptions (one event loop: no lock)."""
-
-    def __init__(self, slots: int = FOLLOW_SLOTS) -> None:
-        self._free = slots
-
-    def take(self) -> bool:
-        if self._free == 0:
-            return False
-        self._free -= 1
-        return True
-
-    def give(self) -> None:
-        self._free += 1
 
 
 class Pulse:
@@ -131,17 +110,17 @@ class Changes:
     subscriber's, so `close()` ends them all when the subscriber goes.
     """
 
-    def __init__(self, port: DaemonPort, group: TaskGroup, pulse: Pulse, slots: FollowSlots) -> None:
+    def __init__(self, port: DaemonPort, group: TaskGroup, pulse: Pulse, watch: TaskWatch) -> None:
         self._port = port
         self._group = group
         self._pulse = pulse
-        self._slots = slots
+        self._watch = watch
         self._sink: Sink | None = None
-        # Invariant: a task id is in `_watched` while a watcher for it runs.
         self._uris: dict[str, set[str]] = {}
-        self._watched: set[str] = set()
-        # Invariant: the watched tasks without an event stream, with their last state seen.
-        self._polled: dict[str, tuple[str, str | None]] = {}
+        # Invariant: the tasks this subscriber listens to on `watch`, with the state last seen.
+        self._watched: dict[str, tuple[str, str | None] | None] = {}
+        self._heard_send, self._heard = anyio.create_memory_object_stream[TaskView](math.inf)
+        self._reading = False
         self._approvals = False
         self._list_wanted = False
         self._polling = False
@@ -158,6 +137,7 @@ class Changes:
     def close(self) -> None:
         """The subscriber is gone: end its watchers."""
         self._closed = True
+        self._unwatch_all()
         for scope in list(self._scopes):
             scope.cancel()
 
@@ -170,18 +150,26 @@ class Changes:
             self._start_polling()
             return
         task_id = watched_task(uri)
+        listening = task_id in self._watched
+        if not listening:  # before the read, so that a change after it is heard
+            self._watched[task_id] = None
+            self._watch.add(task_id, self._hear)
         try:
             view = await self._port.call(GetRequest(params=TaskRef(task_id=task_id)))
         except ApiClientError as exc:
+            if not listening:
+                self._unwatch(task_id)
             code = types.INVALID_PARAMS if exc.code == NOT_FOUND else types.INTERNAL_ERROR
             raise MCPError(code, str(exc)) from None
         self._uris.setdefault(task_id, set()).add(uri)
-        if task_id not in self._watched and view.state != "terminal":
-            self._watched.add(task_id)
-            if self._slots.take():
-                self._spawn(self._watch, task_id, _state(view))
-            else:
-                self._poll(task_id, _state(view))
+        if view.state == "terminal":
+            self._unwatch(task_id)
+            return
+        if self._watched.get(task_id) is None:
+            self._watched[task_id] = _state(view)
+        if not self._reading:
+            self._reading = True
+            self._spawn(self._tell_changes)
 
     def unsubscribe(self, uri: str) -> None:
         if uri == APPROVALS_URI:
@@ -190,6 +178,17 @@ class Changes:
         parsed = parse_task_uri(uri)
         if parsed is not None:
             self._uris.get(parsed[0], set()).discard(uri)
+
+    def _hear(self, view: TaskView) -> None:
+        self._heard_send.send_nowait(view)
+
+    def _unwatch(self, task_id: str) -> None:
+        self._watched.pop(task_id, None)
+        self._watch.discard(task_id, self._hear)
+
+    def _unwatch_all(self) -> None:
+        for task_id in list(self._watched):
+            self._unwatch(task_id)
 
     def _start_polling(self) -> None:
         if not self._polling:
@@ -208,78 +207,21 @@ class Changes:
 
         self._group.start_soon(guarded)
 
-    async def _watch(self, task_id: str, last: tuple[str, str | None]) -> None:
+    async def _tell_changes(self) -> None:
+        """Announce each change of a watched task's state or status until the client is gone."""
         try:
-            unfollowed = await self._follow(task_id, last)
+            async for view in self._heard:
+                last = self._watched.get(view.task_id)
+                if last is None or _state(view) == last:
+                    continue  # not (yet) subscribed, or no change of state
+                self._watched[view.task_id] = _state(view)
+                uris = self._uris.get(view.task_id, set())
+                if view.state == "terminal" or not uris:
+                    self._unwatch(view.task_id)
+                if uris and not await self._updated(uris):
+                    return
         finally:
-            self._slots.give()
-        if unfollowed is None:
-            self._watched.discard(task_id)
-        else:
-            self._poll(task_id, unfollowed)  # the stream failed (the daemon's connection cap): poll it
-
-    async def _follow(self, task_id: str, last: tuple[str, str | None]) -> tuple[str, str | None] | None:
-        """Announce the task's changes until it ends (None), or the last state seen if the stream
-        could not be read."""
-        async with self._port.open_follow(task_id) as items:
-            async for item in items:
-                if isinstance(item, ApiClientError):
-                    return last
-                view = item if isinstance(item, TaskView) else await self._view(task_id)
-                if view is None or _state(view) == last:
-                    continue
-                last = _state(view)
-                uris = self._uris.get(task_id, set())
-                if not uris or not await self._updated(uris) or view.state == "terminal":
-                    return None  # unsubscribed, the client is gone, or the task ended
-        return None
-
-    def _poll(self, task_id: str, last: tuple[str, str | None]) -> None:
-        if not self._polled:
-            self._spawn(self._poll_states)
-        self._polled[task_id] = last
-
-    async def _poll_states(self) -> None:
-        """Compare the polled tasks' states every `STATE_POLL_S` until none is left."""
-        try:
-            while self._polled:
-                # A look takes part of the period (a task.list): the next starts a period after this one.
-                next_look = anyio.current_time() + STATE_POLL_S
-                if not await self._look_at_states():
-                    return  # the client is gone
-                await anyio.sleep_until(next_look)
-        finally:
-            for task_id in self._polled:
-                self._watched.discard(task_id)
-            self._polled.clear()
-
-    async def _look_at_states(self) -> bool:
-        try:
-            listed = await self._port.call(ListRequest(params=ListParams(limit=STATE_WINDOW)))
-        except ApiClientError:
-            return True  # the daemon is away; the next look tries again
-        seen = {view.task_id: view for view in listed if view.task_id in self._polled}
-        for task_id in [t for t in self._polled if t not in seen]:
-            view = await self._view(task_id)
-            if view is not None:
-                seen[task_id] = view
-        for task_id, view in seen.items():
-            if _state(view) == self._polled[task_id]:
-                continue
-            self._polled[task_id] = _state(view)
-            uris = self._uris.get(task_id, set())
-            if view.state == "terminal" or not uris:
-                del self._polled[task_id]
-                self._watched.discard(task_id)
-            if uris and not await self._updated(uris):
-                return False
-        return True
-
-    async def _view(self, task_id: str) -> TaskView | None:
-        try:
-            return await self._port.call(GetRequest(params=TaskRef(task_id=task_id)))
-        except ApiClientError:
-            return None
+            self._unwatch_all()
 
     async def _updated(self, uris: set[str]) -> bool:
         """Tell the subscriber each URI changed; False once it is gone."""

@@ -292,6 +292,16 @@ class EventsParams(_Model):
     follow: bool = False
 
 
+class WatchParams(_Model):
+    """Follow the state of every task the caller may see (its own; an admin, every task) on one
+    connection: first the view of each of `task_ids` that is the caller's (another's, or a
+    missing one, is left out), then a view each time a task's state or status changes."""
+
+    task_ids: list[Annotated[str, Field(min_length=1, max_length=64)]] = Field(
+        default_factory=list, max_length=1000
+    )
+
+
 class TranscriptParams(_Model):
     """One page of a node's transcript (docs/durability.md): the items after `after_seq`. With
     `wait_s`, an empty page waits that long for the next item (or the task's end) first."""
@@ -630,6 +640,17 @@ class EventsRequest(Request[TaskView]):
     params: EventsParams
 
 
+class WatchEnded(_Model):
+    """The answer that ends a `task.watch` stream: the daemon stopped watching (it is stopping)."""
+
+
+class WatchRequest(Request[WatchEnded]):
+    """Streams `task.changed` notifications until the client goes away or the daemon stops."""
+
+    method: Literal["task.watch"] = "task.watch"
+    params: WatchParams = WatchParams.model_construct(task_ids=[])
+
+
 class TreeRequest(Request[list[NodeView]]):
     method: Literal["task.tree"] = "task.tree"
     params: TaskRef
@@ -739,6 +760,7 @@ ApiRequest = Annotated[
     | CancelRequest
     | WaitRequest
     | EventsRequest
+    | WatchRequest
     | TreeRequest
     | TranscriptRequest
     | ForkRequest
@@ -783,15 +805,28 @@ class EventNotification(Message):
 
 EVENT_NOTIFICATION: str = EventNotification.model_fields["method"].default
 
+
+class TaskChangedNotification(Message):
+    """A task whose state or status changed, streamed by `task.watch`."""
+
+    model_config = _DEFERRED  # merged with Message's
+
+    method: Literal["task.changed"] = "task.changed"
+    params: TaskView
+
+
+TASK_CHANGED: str = TaskChangedNotification.model_fields["method"].default
+
 ApiReply = Annotated[
     Annotated[EventNotification, Tag(EVENT_NOTIFICATION)]
+    | Annotated[TaskChangedNotification, Tag(TASK_CHANGED)]
     | Annotated[Response, Tag("result")]
     | Annotated[ErrorResponse, Tag("error")],
     Discriminator(message_kind),
 ]
 
 REPLY_ADAPTER: TypeAdapter[ApiReply] = _adapter(ApiReply)
-REPLY_KINDS = frozenset({EVENT_NOTIFICATION, "result", "error"})
+REPLY_KINDS = frozenset({EVENT_NOTIFICATION, TASK_CHANGED, "result", "error"})
 
 
 def build_all() -> None:

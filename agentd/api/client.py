@@ -8,6 +8,7 @@ breaks the protocol included, is an `ApiClientError` whose message tells a perso
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -34,7 +35,9 @@ from protocol.api import (
     EventsRequest,
     EventView,
     Request,
+    TaskChangedNotification,
     TaskView,
+    WatchRequest,
 )
 from protocol.framing import LineSplitter, Oversize, encode
 from protocol.jsonrpc import INVALID_REQUEST, ErrorData, ErrorResponse, Response, message_kind
@@ -80,6 +83,8 @@ class ApiClient:
         self._splitter = LineSplitter(max_response_bytes)
         self._lines: deque[bytes | Oversize] = deque()
         self._next_id = 1
+        # Invariant: once set (by `shutdown`, from any thread), no new connection is kept.
+        self._shut_down = False
 
     @property
     def path(self) -> str:
@@ -116,7 +121,7 @@ class ApiClient:
         sent = self._send(request, deadline)
         while True:
             reply = self._receive(sent.method, deadline, budget)
-            if not isinstance(reply, EventNotification):
+            if isinstance(reply, Response | ErrorResponse):
                 return self._result_of(reply, sent)
 
     def stream(
@@ -138,6 +143,8 @@ class ApiClient:
                 if isinstance(reply, EventNotification):
                     yield reply.params
                     continue
+                if isinstance(reply, TaskChangedNotification):
+                    raise self._bad_response("a task.changed notification to task.events")
                 view = self._result_of(reply, sent)
                 finished = True
                 yield view
@@ -145,6 +152,40 @@ class ApiClient:
         finally:
             if not finished:
                 self.close()  # the daemon may still be streaming into this connection
+
+    def watch(self, request: WatchRequest) -> Iterator[TaskView]:
+        """Send `task.watch`: yield each task that changed, until the daemon stops (or `shutdown`).
+
+        Each read waits as long as it takes; another thread ends it with `shutdown`.
+
+        Raises:
+            ApiClientError: as for `call` (`CONNECTION_LOST` once shut down).
+        """
+        sent = self._send(request, time.monotonic() + self._timeout_s)
+        finished = False
+        try:
+            while True:
+                reply = self._receive(sent.method, math.inf, math.inf)
+                if isinstance(reply, TaskChangedNotification):
+                    yield reply.params
+                elif isinstance(reply, EventNotification):
+                    raise self._bad_response("a task.event notification to task.watch")
+                else:
+                    self._result_of(reply, sent)
+                    finished = True
+                    return
+        finally:
+            if not finished:
+                self.close()
+
+    def shutdown(self) -> None:
+        """Wake a thread blocked reading this connection; its read then fails as a lost
+        connection. Safe to call from another thread."""
+        self._shut_down = True
+        sock = self._sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
     # ---- transport -----------------------------------------------------------------------
 
@@ -203,6 +244,11 @@ class ApiClient:
             self.close()
         if self._sock is None:
             self._sock = self._connect(deadline)
+            if self._shut_down:  # `shutdown` ran before there was a socket to wake
+                self.close()
+                raise ApiClientError(
+                    CONNECTION_LOST, f"the connection to agentd at {self._path} was shut down"
+                )
         return self._sock
 
     def _connect(self, deadline: float) -> socket.socket:

@@ -26,6 +26,7 @@ from agentd.api.frames import (
     parse_envelope,
     parse_request,
     result_frame,
+    task_changed_frame,
 )
 from agentd.api.limits import FAREWELL_WRITE_S, ApiLimits
 from agentd.api.peercred import Caller
@@ -61,6 +62,9 @@ from protocol.api import (
     TriggerRestartRequest,
     TriggerResumeRequest,
     WaitRequest,
+    WatchEnded,
+    WatchParams,
+    WatchRequest,
 )
 from protocol.framing import LineSplitter, Oversize
 from protocol.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
@@ -311,6 +315,9 @@ class Connection:
                 return request.dump_result(await backend.wait(caller, request.params))
             case EventsRequest():
                 return request.dump_result(await self._stream_events(request.params))
+            case WatchRequest():
+                await self._stream_changes(request.params)
+                return request.dump_result(WatchEnded())
             case TreeRequest():
                 return request.dump_result(await backend.tree(caller, request.params))
             case TranscriptRequest():
@@ -360,6 +367,15 @@ class Connection:
             await _close_iterator(events)
         return await self._backend.get(self._caller, TaskRef(task_id=params.task_id))
 
+    async def _stream_changes(self, params: WatchParams) -> None:
+        """Send each changed task as a notification until the daemon stops watching."""
+        changes = self._backend.watch(self._caller, params)
+        try:
+            async for view in changes:
+                await self._send(task_changed_frame(view))
+        finally:
+            await _close_iterator(changes)
+
     async def _send(self, frame: bytes) -> None:
         """Write one frame within the write deadline. Raises `_ConnectionLost`."""
         async with self._write_lock:
@@ -402,7 +418,7 @@ async def send_all(sock: socket.socket, data: bytes) -> None:
         view = view[sent:]
 
 
-async def _close_iterator(events: AsyncIterator[EventView]) -> None:
+async def _close_iterator(events: AsyncIterator[EventView] | AsyncIterator[TaskView]) -> None:
     """Close a backend's event generator promptly, even while our task is being cancelled."""
     if isinstance(events, AsyncGenerator):
         with anyio.CancelScope(shield=True), anyio.move_on_after(ITERATOR_CLOSE_S):

@@ -78,12 +78,15 @@ from protocol.api import (
     TriggerRef,
     TriggerView,
     WaitParams,
+    WatchParams,
 )
 from protocol.jsonrpc import INVALID_PARAMS
 from protocol.transcript import StepItem, approx_bytes, first_steps, steps_of
 
 VERSION = "0.1.0"
 WAIT_CAP_S = 24 * 3600.0
+# Tasks whose last sent state a `task.watch` remembers before it forgets the ended ones.
+WATCH_REMEMBERED = 10_000
 FOLLOW_POLL_S = 5.0
 # A transcript page holds items of about this many bytes at most (at least one item), well within
 # what a client reads in one reply.
@@ -331,6 +334,30 @@ class DaemonBackend:
                     yield event.to_view()
                 return
             await self.journal.wait_events(params.task_id, seq, timeout_s=FOLLOW_POLL_S)
+
+    async def watch(self, caller: Caller, params: WatchParams) -> AsyncIterator[TaskView]:
+        # The state and status last sent of each task sent (ended ones forgotten past a bound).
+        sent: dict[str, tuple[str, str | None]] = {}
+        with self.journal.watching() as touched:
+            pending = set(params.task_ids)  # watched before they are read: no change is missed
+            while True:
+                for task_id in sorted(pending):
+                    view = await self._visible_view(caller, task_id)
+                    if view is None or sent.get(task_id) == (view.state, view.status):
+                        continue
+                    sent[task_id] = (view.state, view.status)
+                    if len(sent) > WATCH_REMEMBERED:
+                        sent = {t: state for t, state in sent.items() if state[0] != "terminal"}
+                    yield view
+                pending = await touched.wait()
+                if not pending and touched.closed:
+                    return
+
+    async def _visible_view(self, caller: Caller, task_id: str) -> TaskView | None:
+        record = await self.journal.tasks.get(task_id)
+        if record is None or (record.owner_uid != caller.uid and not caller.is_admin):
+            return None
+        return self._view(record)
 
     async def transcript(self, caller: Caller, params: TranscriptParams) -> TranscriptView:
         record = await self._owned(caller, params.task_id)

@@ -16,7 +16,16 @@ from typing import Any, get_args
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from protocol.api import REQUEST_ADAPTER, REQUEST_TYPES, ApiRequest, EventNotification, EventView, Request
+from protocol.api import (
+    REQUEST_ADAPTER,
+    REQUEST_TYPES,
+    ApiRequest,
+    EventNotification,
+    EventView,
+    Request,
+    TaskChangedNotification,
+    TaskView,
+)
 from protocol.framing import FrameError, decode, encode
 from protocol.jsonrpc import (
     INVALID_PARAMS,
@@ -91,6 +100,11 @@ def error_frame(request_id: RequestId | None, code: int, message: str, *, retrya
 def event_frame(event: EventView) -> bytes:
     """A `task.event` notification frame."""
     return encode(EventNotification(params=event))
+
+
+def task_changed_frame(view: TaskView) -> bytes:
+    """A `task.changed` notification frame."""
+    return encode(TaskChangedNotification(params=view))
 
 
 @functools.cache

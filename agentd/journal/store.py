@@ -86,6 +86,34 @@ class JournalOptions:
     max_transcript_bytes: int | None = 16 * 1024 * 1024
 
 
+class TouchedTasks:
+    """The tasks later writes concern, gathered for one watcher of every task (`Journal.watching`)
+    until it takes them."""
+
+    __slots__ = ("_event", "_ids", "closed")
+
+    def __init__(self) -> None:
+        self._ids: set[str] = set()
+        self._event = anyio.Event()
+        self.closed = False
+
+    def add(self, task_ids: set[str]) -> None:
+        if task_ids:
+            self._ids |= task_ids
+            self._event.set()
+
+    def close(self) -> None:
+        self.closed = True
+        self._event.set()
+
+    async def wait(self) -> set[str]:
+        """The tasks touched since the last call, once there is one (empty once the journal closed)."""
+        await self._event.wait()
+        self._event = anyio.Event()
+        touched, self._ids = self._ids, set()
+        return set() if self.closed else touched
+
+
 class _Followers:
     """The follow-waiters of one task: one event, set (and replaced) when something new lands."""
 
@@ -121,6 +149,7 @@ class Journal:
         self._read_limiter = anyio.CapacityLimiter(self._reader_count)
         self._options = options
         self._followers: dict[str, _Followers] = {}
+        self._watchers: set[TouchedTasks] = set()
         self._writer_stopped = anyio.Event()
         self._dispatch_scope: anyio.CancelScope | None = None
         self._watch_scope: anyio.CancelScope | None = None
@@ -276,6 +305,18 @@ class Journal:
             if followers.count == 0 and self._followers.get(task_id) is followers:
                 del self._followers[task_id]
 
+    @contextmanager
+    def watching(self) -> Iterator[TouchedTasks]:
+        """The ids of the tasks each later write concerns (as for `following`, of every task)."""
+        touched = TouchedTasks()
+        if self._closing:
+            touched.close()
+        self._watchers.add(touched)
+        try:
+            yield touched
+        finally:
+            self._watchers.discard(touched)
+
     async def _last_seq(self, task_id: str) -> int:
         return await self._read(functools.partial(eq.last_event_seq, task_id=task_id))
 
@@ -335,6 +376,8 @@ class Journal:
             followers = self._followers.pop(task_id, None)
             if followers is not None:
                 followers.event.set()
+        for watcher in self._watchers:
+            watcher.add(woken)
         if completion.stopped:
             self._writer_stopped.set()
 
@@ -346,6 +389,8 @@ class Journal:
             await self._writer_stopped.wait()
         for followers in self._followers.values():
             followers.event.set()
+        for watcher in self._watchers:
+            watcher.close()
         if not self._writer_stopped.is_set():
             return False
         return await anyio.to_thread.run_sync(self._writer.join, self._options.close_timeout_s)

@@ -49,6 +49,7 @@ from protocol.api import (
     TriggerRef,
     TriggerView,
     WaitParams,
+    WatchParams,
 )
 from protocol.result import TerminalStatus
 
@@ -175,6 +176,22 @@ class InMemoryBackend:
         finally:
             self.iterators_closed += 1
             self.iterator_closed.set()
+
+    async def watch(self, caller: Caller, params: WatchParams) -> AsyncIterator[TaskView]:
+        self.callers.append(caller)
+        sent: dict[str, tuple[str, str | None]] = {}
+        pending = set(params.task_ids)
+        while True:
+            for task_id in sorted(pending):
+                task = self._tasks.get(task_id)
+                if task is None or not (caller.is_admin or task.view.owner_uid == caller.uid):
+                    continue
+                if sent.get(task_id) != (task.view.state, task.view.status):
+                    sent[task_id] = (task.view.state, task.view.status)
+                    self.streaming.set()
+                    yield task.view
+            await self._changed.wait()
+            pending = set(self._tasks)
 
     async def tree(self, caller: Caller, params: TaskRef) -> builtins.list[NodeView]:
         self.callers.append(caller)

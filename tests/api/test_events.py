@@ -114,3 +114,24 @@ async def test_a_client_that_never_reads_is_dropped_after_the_write_deadline(soc
             await server.backend.iterator_closed.wait()
         assert "result" in await owner.request("daemon.status", request_id=2)
         await silent.aclose()
+
+
+async def test_watch_sends_the_named_tasks_first_then_each_change_of_state(server: Server) -> None:
+    async with await RawConnection.open(server.path) as owner:
+        task_id = await _submit(owner)
+        watcher = await RawConnection.open(server.path)
+        await watcher.send(request_line("task.watch", {"task_ids": [task_id, "t_missing"]}))
+        first = await watcher.receive()
+        server.backend.finish(task_id)
+        ended = await watcher.receive()
+        await watcher.aclose()
+    assert (first["method"], first["params"]["task_id"], first["params"]["state"]) == (
+        "task.changed",
+        task_id,
+        "queued",
+    )
+    assert (ended["method"], ended["params"]["state"], ended["params"]["status"]) == (
+        "task.changed",
+        "terminal",
+        "completed",
+    )

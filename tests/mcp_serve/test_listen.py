@@ -15,7 +15,6 @@ from mcp.shared.subscriptions import ResourcesListChanged, ResourceUpdated
 
 from mcp_serve.daemon_port import DaemonPort
 from mcp_serve.server import build_server
-from mcp_serve.subscriptions import FollowSlots
 from tests.support.daemon import Daemon, running_daemon, scripted
 from tests.support.mcp_serve import open_client, open_http_client, start_http_server
 
@@ -80,18 +79,28 @@ async def test_a_listen_stream_tells_of_each_change_the_end_and_the_list(
         assert (result["status"], result["result"]) == ("completed", "done soon")
 
 
-async def test_beyond_the_servers_event_streams_a_subscribed_task_is_polled(
-    daemon: Daemon, monkeypatch: pytest.MonkeyPatch
+async def test_forty_subscribed_tasks_are_each_told_of_their_end_and_leave_the_user_connections(
+    daemon: Daemon,
 ) -> None:
-    monkeypatch.setattr(FollowSlots, "take", lambda self: False)  # every stream slot is taken
+    # More tasks than the daemon's connections for one user (32): one watch stream serves them all.
     server = build_server(DaemonPort(str(daemon.socket)), inside_task=False, version="")
     async with Client(server, mode="auto", read_timeout_seconds=WAIT_S) as client:
-        started = await client.call_tool("submit_task", {"instruction": "a moment"})
-        assert started.structured_content is not None
-        uri = started.structured_content["uri"]
-        async with client.listen(resource_subscriptions=[uri]) as sub:
-            with anyio.fail_after(WAIT_S):
-                async for event in sub:
-                    assert isinstance(event, ResourceUpdated) and event.uri == uri
-                    if (await _read(client, uri))["state"] == "terminal":
-                        break
+        uris = []
+        for _ in range(40):
+            started = await client.call_tool("submit_task", {"instruction": "a moment"})
+            assert started.structured_content is not None
+            uris.append(started.structured_content["uri"])
+        ended: set[str] = set()
+        async with client.listen(resource_subscriptions=uris) as sub:
+            assert sub.honored.resource_subscriptions == uris
+            listed = await client.call_tool("list_tasks", {"limit": 50})  # the user can still connect
+            assert not listed.is_error, listed.content
+            for uri in uris:  # those that ended before the stream was open are told by a read
+                if (await _read(client, uri))["state"] == "terminal":
+                    ended.add(uri)
+            with anyio.fail_after(WAIT_S * 4):
+                while ended != set(uris):
+                    event = await anext(aiter(sub))
+                    assert isinstance(event, ResourceUpdated) and event.uri in uris
+                    if (await _read(client, event.uri))["state"] == "terminal":
+                        ended.add(event.uri)

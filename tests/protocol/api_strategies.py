@@ -76,6 +76,9 @@ from protocol.api import (
     TriggerView,
     WaitParams,
     WaitRequest,
+    WatchEnded,
+    WatchParams,
+    WatchRequest,
     build_all,
 )
 from protocol.result import RunError, RunUsage, TerminalStatus
@@ -179,6 +182,11 @@ events_requests = st.builds(
     EventsRequest,
     id=request_ids,
     params=st.builds(EventsParams, task_id=task_ids, after_seq=non_negative, follow=st.booleans()),
+)
+watch_requests = st.builds(
+    WatchRequest,
+    id=request_ids,
+    params=st.builds(WatchParams, task_ids=st.lists(task_ids, max_size=5)),
 )
 tree_requests = st.builds(TreeRequest, id=request_ids, params=task_refs)
 node_handles = st.from_regex(r"\A0(\.[0-9]{1,4}){0,3}\Z")
@@ -483,6 +491,7 @@ METHOD_STRATEGIES: dict[str, tuple[st.SearchStrategy[Request[Any]], st.SearchStr
     "task.cancel": (cancel_requests, task_views),
     "task.wait": (wait_requests, task_views),
     "task.events": (events_requests, task_views),
+    "task.watch": (watch_requests, st.builds(WatchEnded)),
     "task.tree": (tree_requests, st.lists(node_views, max_size=3)),
     "task.transcript": (transcript_requests, transcript_views),
     "task.fork": (fork_requests, submit_results),
