@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-import anyio
 import mcp_types as types
 from mcp.server import ServerRequestContext
 from mcp.shared.exceptions import MCPError
@@ -43,8 +42,9 @@ ResultT = TypeVar("ResultT")
 CANCEL_REASON = "the MCP client cancelled the task (tasks/cancel)"
 # How long `tasks/cancel` waits for the task to end before it answers with where it is.
 CANCEL_WAIT_S = 10.0
-# One `task.wait` of `tasks/result`; it waits again until the task ends or the client gives up.
-RESULT_WAIT_S = 60.0
+# One `task.wait` of `tasks/result` (within the port's call timeout); it waits again until the
+# task ends or the client gives up.
+RESULT_WAIT_S = 20.0
 LIST_PAGE = 50
 
 
@@ -100,11 +100,8 @@ class TaskMethods:
         if view.state == "terminal":
             raise MCPError(types.INVALID_PARAMS, f"task {view.task_id} already ended {view.status}")
         request = CancelRequest(params=CancelParams(task_id=view.task_id, reason=CANCEL_REASON))
-        view = await self._call(request)
-        with anyio.move_on_after(CANCEL_WAIT_S):
-            view = await self._call(
-                WaitRequest(params=WaitParams(task_id=view.task_id, timeout_s=CANCEL_WAIT_S))
-            )
+        await self._call(request)
+        view = await self._call(WaitRequest(params=WaitParams(task_id=view.task_id, timeout_s=CANCEL_WAIT_S)))
         return {} if _modern(ctx) else legacy_task(view)
 
     async def list(self, ctx: Context, params: types.PaginatedRequestParams) -> dict[str, JsonValue]:

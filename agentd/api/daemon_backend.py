@@ -11,6 +11,7 @@ import builtins
 import os
 import time
 from collections.abc import AsyncIterator, Callable
+from contextlib import aclosing
 
 import anyio
 from pydantic import JsonValue
@@ -19,6 +20,7 @@ from agentd.admission import Requester, SpecRejected, check_spec
 from agentd.api.backend import check_owner, schedule_not_found, task_not_found
 from agentd.api.budget_views import budgets_view
 from agentd.api.peercred import Caller
+from agentd.api.task_streams import task_changes, task_events
 from agentd.config.load import Config
 from agentd.errors import (
     ApiError,
@@ -85,9 +87,6 @@ from protocol.transcript import StepItem, approx_bytes, first_steps, steps_of
 
 VERSION = "0.1.0"
 WAIT_CAP_S = 24 * 3600.0
-# Tasks whose last sent state a `task.watch` remembers before it forgets the ended ones.
-WATCH_REMEMBERED = 10_000
-FOLLOW_POLL_S = 5.0
 # A transcript page holds items of about this many bytes at most (at least one item), well within
 # what a client reads in one reply.
 TRANSCRIPT_PAGE_BYTES = 8 * 1024 * 1024
@@ -316,48 +315,16 @@ class DaemonBackend:
 
     async def events(self, caller: Caller, params: EventsParams) -> AsyncIterator[EventView]:
         await self._owned(caller, params.task_id)
-        seq = params.after_seq
-        while True:
-            batch = await self.journal.events_after(params.task_id, seq, 500)
-            for event in batch:
-                seq = event.seq
-                yield event.to_view()
-            if len(batch) == 500:
-                continue
-            if not params.follow:
-                return
-            record = await self.journal.tasks.get(params.task_id)
-            if record is None or record.state == "terminal":
-                await self.journal.flush_events()
-                tail = await self.journal.events_after(params.task_id, seq, 10_000)
-                for event in tail:
-                    yield event.to_view()
-                return
-            await self.journal.wait_events(params.task_id, seq, timeout_s=FOLLOW_POLL_S)
+        async with aclosing(task_events(self.journal, params)) as events:
+            async for event in events:
+                yield event
 
-    async def watch(self, caller: Caller, params: WatchParams) -> AsyncIterator[TaskView]:
-        # The state and status last sent of each task sent (ended ones forgotten past a bound).
-        sent: dict[str, tuple[str, str | None]] = {}
-        with self.journal.watching() as touched:
-            pending = set(params.task_ids)  # watched before they are read: no change is missed
-            while True:
-                for task_id in sorted(pending):
-                    view = await self._visible_view(caller, task_id)
-                    if view is None or sent.get(task_id) == (view.state, view.status):
-                        continue
-                    sent[task_id] = (view.state, view.status)
-                    if len(sent) > WATCH_REMEMBERED:
-                        sent = {t: state for t, state in sent.items() if state[0] != "terminal"}
-                    yield view
-                pending = await touched.wait()
-                if not pending and touched.closed:
-                    return
+    def watch(self, caller: Caller, params: WatchParams) -> AsyncIterator[TaskView]:
+        def visible(record: TaskRecord) -> TaskView | None:
+            seen = record.owner_uid == caller.uid or caller.is_admin
+            return self._view(record) if seen else None
 
-    async def _visible_view(self, caller: Caller, task_id: str) -> TaskView | None:
-        record = await self.journal.tasks.get(task_id)
-        if record is None or (record.owner_uid != caller.uid and not caller.is_admin):
-            return None
-        return self._view(record)
+        return task_changes(self.journal, params, visible)
 
     async def transcript(self, caller: Caller, params: TranscriptParams) -> TranscriptView:
         record = await self._owned(caller, params.task_id)

@@ -535,6 +535,13 @@ def get_task(conn: sqlite3.Connection, task_id: str) -> TaskRecord | None:
     return task_from_row(rows[0]) if rows else None
 
 
+def get_tasks(conn: sqlite3.Connection, task_ids: Sequence[str]) -> tuple[TaskRecord, ...]:
+    """The tasks of `task_ids` that exist, in no particular order (at most 500 ids a call)."""
+    marks = ",".join("?" * len(task_ids))
+    rows = conn.execute(f"SELECT {_TASK_COLUMNS} FROM tasks WHERE task_id IN ({marks})", tuple(task_ids))
+    return tuple(task_from_row(row) for row in rows.fetchall())
+
+
 # A listing carries a summary of each spec (the instruction cut, no result), so one page costs
 # memory in proportion to its length, never to what clients stored (docs/design.md §14).
 LIST_INSTRUCTION_CHARS = 200

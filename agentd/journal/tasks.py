@@ -25,6 +25,7 @@ from protocol.api import TaskSpec, TaskState
 from protocol.result import AbortKind, RunError, RunResult, RunUsage, TerminalStatus
 from protocol.transcript import StepItem
 
+GET_MANY_CHUNK = 500  # well under SQLite's bound on a statement's parameters
 # The `worker` of a task this host runs itself (the journal records which host ran each task).
 _HOST = socket.gethostname()
 
@@ -340,6 +341,14 @@ class Tasks(Repository):
 
     async def get(self, task_id: str) -> TaskRecord | None:
         return await self._read(functools.partial(q.get_task, task_id=task_id))
+
+    async def get_many(self, task_ids: Sequence[str]) -> tuple[TaskRecord, ...]:
+        """The tasks of `task_ids` that exist, in no particular order: one read per 500 ids."""
+        found: list[TaskRecord] = []
+        for start in range(0, len(task_ids), GET_MANY_CHUNK):
+            chunk = task_ids[start : start + GET_MANY_CHUNK]
+            found.extend(await self._read(functools.partial(q.get_tasks, task_ids=chunk)))
+        return tuple(found)
 
     async def list(
         self,
