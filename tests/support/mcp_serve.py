@@ -34,6 +34,7 @@ class Heard:
     """The notifications a client received, and an event set at each one."""
 
     updated: list[str] = field(default_factory=list)
+    taken: int = 0  # the updates `next_update` has returned
     list_changed: int = 0
     progress: list[tuple[float, str | None]] = field(default_factory=list)
     changed: anyio.Event = field(default_factory=anyio.Event)
@@ -49,12 +50,13 @@ class Heard:
         self.changed = anyio.Event()
 
     async def next_update(self, timeout_s: float = 30.0) -> str:
-        """Wait (bounded) for the next `resources/updated`; its URI."""
-        seen = len(self.updated)
+        """The URI of the first `resources/updated` not taken yet, waiting (bounded) for one: an
+        update that arrived before the call is not lost."""
         with anyio.fail_after(timeout_s):
-            while len(self.updated) == seen:
+            while len(self.updated) == self.taken:
                 await self.changed.wait()
-        return self.updated[seen]
+        self.taken += 1
+        return self.updated[self.taken - 1]
 
     async def list_change_after(self, seen: int, timeout_s: float = 30.0) -> None:
         """Wait (bounded) until more than `seen` `resources/list_changed` were heard."""
