@@ -17,8 +17,8 @@ from pathlib import Path
 import anyio
 from mcp.server import Server
 
+from agentd.api.async_port import DaemonPort
 from mcp_serve.access import AccessError, parse_listen
-from mcp_serve.daemon_port import DaemonPort
 from mcp_serve.inside import inside_a_task
 from mcp_serve.server import Served, build_server, serve_stdio
 from mcp_serve.token_file import default_path, open_token

@@ -16,8 +16,8 @@ from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError
 from pydantic import JsonValue
 
+from agentd.api.async_port import DaemonPort
 from agentd.errors import ApiClientError
-from mcp_serve.daemon_port import DaemonPort
 from protocol.api import ApprovalDecideParams, ApprovalDecideRequest, EventView
 
 DEFAULT_REASON = "declined by the person at the MCP client"

@@ -25,7 +25,7 @@ from mcp.shared.subscriptions import (
     event_to_notification,
 )
 
-from mcp_serve.daemon_port import DaemonPort
+from agentd.api.async_port import DaemonPort
 from mcp_serve.subscriptions import Changes, Pulse
 from mcp_serve.task_watch import TaskWatch
 

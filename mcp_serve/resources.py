@@ -10,8 +10,8 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from pydantic import JsonValue
 
+from agentd.api.async_port import DaemonPort
 from agentd.errors import ApiClientError
-from mcp_serve.daemon_port import DaemonPort
 from mcp_serve.views import (
     APPROVALS_URI,
     RESULT_TEMPLATE,

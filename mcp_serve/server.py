@@ -23,8 +23,8 @@ from mcp.server.session import ServerSession
 from mcp.server.stdio import stdio_server
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from agentd.api.async_port import DaemonPort
 from mcp_serve.catalogue import TOOLS
-from mcp_serve.daemon_port import DaemonPort
 from mcp_serve.listen import serve_listen
 from mcp_serve.resources import TEMPLATES, Resources
 from mcp_serve.subscriptions import Changes, Pulse, SessionSink

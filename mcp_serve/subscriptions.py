@@ -22,8 +22,8 @@ from anyio.abc import TaskGroup
 from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError
 
+from agentd.api.async_port import DaemonPort
 from agentd.errors import ApiClientError
-from mcp_serve.daemon_port import DaemonPort
 from mcp_serve.task_watch import TaskWatch
 from mcp_serve.views import APPROVALS_URI, list_signature, parse_task_uri
 from protocol.api import (

@@ -17,8 +17,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import JsonValue
 
+from agentd.api.async_port import DaemonPort
 from agentd.errors import ApiClientError
-from mcp_serve.daemon_port import DaemonPort
 from mcp_serve.task_handles import RELATED_TASK_META, created, legacy_task, modern_task, wants_task
 from mcp_serve.tools import Tools
 from mcp_serve.views import data_result, outcome

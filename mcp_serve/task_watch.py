@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 import anyio
 
+from agentd.api.async_port import DaemonPort
 from agentd.errors import ApiClientError
-from mcp_serve.daemon_port import DaemonPort
 from protocol.api import TaskView
 
 RETRY_S = 1.0

@@ -19,10 +19,10 @@ from mcp.server import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, JsonValue, ValidationError
 
+from agentd.api.async_port import DaemonPort
 from agentd.errors import ApiClientError
 from mcp_serve import arguments as a
 from mcp_serve.catalogue import BY_NAME
-from mcp_serve.daemon_port import DaemonPort
 from mcp_serve.elicitation import Asker, can_ask
 from mcp_serve.inside import REFUSAL
 from mcp_serve.subscriptions import Pulse

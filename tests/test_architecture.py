@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-PACKAGES = ("protocol", "processes", "subagent", "agentd", "mcp_serve")
+PACKAGES = ("protocol", "processes", "subagent", "agentd", "mcp_serve", "dashboard")
 
 # Third-party imports each top-level package may use (the standard library is always allowed).
 ALLOWED_THIRD_PARTY = {
@@ -60,6 +60,9 @@ ALLOWED_THIRD_PARTY = {
     # socket API through agentd's own client (never the daemon's code); `--http` serves the SDK's
     # app with uvicorn, which the `mcp` package brings.
     "mcp_serve": {"anyio", "pydantic", "pydantic_core", "mcp", "mcp_types", "uvicorn"},
+    # `agentd web`: an HTTP server of pages and JSON over the daemon's socket API, through agentd's
+    # own client; starlette and uvicorn are the `web` extra (docs/decisions.md).
+    "dashboard": {"anyio", "pydantic", "starlette", "uvicorn"},
 }
 # Which first-party packages each may import.
 ALLOWED_FIRST_PARTY = {
@@ -68,9 +71,14 @@ ALLOWED_FIRST_PARTY = {
     "subagent": {"subagent", "protocol", "processes"},
     "agentd": {"agentd", "protocol", "processes"},
     "mcp_serve": {"mcp_serve", "protocol", "agentd"},
+    "dashboard": {"dashboard", "protocol", "agentd"},
 }
 # The only agentd modules mcp_serve may import: the socket API's client and the errors it raises.
-MCP_SERVE_MAY_IMPORT_FROM_AGENTD = frozenset({"agentd.api.client", "agentd.errors"})
+# The only agentd modules the client programs (mcp_serve, dashboard) may import: the socket API's
+# clients and the errors they raise.
+CLIENT_PROGRAMS_MAY_IMPORT_FROM_AGENTD = frozenset(
+    {"agentd.api.client", "agentd.api.async_port", "agentd.errors"}
+)
 
 # agentd's floors, top to bottom: a module may import its own room and any room on a lower floor.
 FLOORS: tuple[frozenset[str], ...] = (
@@ -169,23 +177,26 @@ def test_each_package_imports_only_what_its_room_allows(package: str) -> None:
     assert wrong == []
 
 
-def test_mcp_serve_uses_only_the_api_client_of_agentd() -> None:
+@pytest.mark.parametrize("program", ["mcp_serve", "dashboard"])
+def test_the_client_programs_use_only_the_api_clients_of_agentd(program: str) -> None:
     reached = {
         target
         for module, imported in GRAPH.items()
-        if module.split(".")[0] == "mcp_serve"
+        if module.split(".")[0] == program
         for target in imported
         if target.split(".")[0] == "agentd"
     }
-    assert reached <= MCP_SERVE_MAY_IMPORT_FROM_AGENTD, reached - MCP_SERVE_MAY_IMPORT_FROM_AGENTD
+    assert reached <= CLIENT_PROGRAMS_MAY_IMPORT_FROM_AGENTD, reached - CLIENT_PROGRAMS_MAY_IMPORT_FROM_AGENTD
 
 
-def test_no_package_but_mcp_serve_imports_it() -> None:
-    # agentd runs it as a program of its own (`agentd mcp serve` execs `python -m mcp_serve`).
+@pytest.mark.parametrize("program", ["mcp_serve", "dashboard"])
+def test_no_package_imports_a_client_program_but_itself(program: str) -> None:
+    # agentd runs each as a program of its own (`agentd mcp serve` execs `python -m mcp_serve`,
+    # `agentd web` execs `python -m dashboard`).
     importers = {
         module
         for module, imported in GRAPH.items()
-        if module.split(".")[0] != "mcp_serve" and any(t.split(".")[0] == "mcp_serve" for t in imported)
+        if module.split(".")[0] != program and any(t.split(".")[0] == program for t in imported)
     }
     assert importers == set()
 

@@ -438,6 +438,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     m.add_argument("--timeout", metavar="DURATION", default="5m", help="give up after this long (default 5m)")
 
+    p = sub.add_parser(
+        "web",
+        help="a dashboard in the browser: tasks, trees, live events, approvals (docs/web.md)",
+        description="Serves a local dashboard that talks to the daemon as the user who started it, "
+        "and prints one URL carrying a one-time token. Needs the `web` extra (starlette, uvicorn).",
+    )
+    _socket_arg(p)
+    p.add_argument(
+        "--listen", metavar="HOST:PORT", default="127.0.0.1:8765", help="where to listen (%(default)s)"
+    )
+    p.add_argument("--no-open", action="store_true", help="print the URL only; do not open a browser")
+    p.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="let --listen name a non-loopback address (put TLS and authentication in front: docs/web.md)",
+    )
+
     p = sub.add_parser("demo", help="watch a task run on a private daemon (no API key needed)")
     p.add_argument("--keep", action="store_true", help="keep the temporary state directory")
     return parser
@@ -563,6 +580,12 @@ def run_command(argv: Sequence[str] | None = None) -> int:
             timeout_s=timeout_s,
             err=sys.stderr,
         )
+    if command == "web":
+        from agentd.cli.client_commands import resolve_socket
+        from agentd.cli.web_command import cmd_web, web_flags
+
+        flags = web_flags(args.listen, args.no_open, args.allow_remote)
+        return cmd_web(str(resolve_socket(args.socket)), flags)
     if command == "demo":
         from agentd.cli.demo import cmd_demo
 

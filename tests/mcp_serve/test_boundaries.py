@@ -17,7 +17,7 @@ import psutil
 import pytest
 from mcp import Client, MCPError
 
-from mcp_serve.daemon_port import DaemonPort
+from agentd.api.async_port import DaemonPort
 from mcp_serve.server import build_server
 from tests.support.as_user import forked_as
 from tests.support.daemon import running_daemon, scripted, start_daemon, write_config

@@ -13,7 +13,7 @@ import pytest
 from mcp import Client
 from mcp.shared.subscriptions import ResourcesListChanged, ResourceUpdated
 
-from mcp_serve.daemon_port import DaemonPort
+from agentd.api.async_port import DaemonPort
 from mcp_serve.server import build_server
 from tests.support.daemon import Daemon, running_daemon, scripted
 from tests.support.mcp_serve import open_client, open_http_client, start_http_server

@@ -55,12 +55,35 @@ class DaemonPort:
         with ApiClient(self.socket_path, timeout_s=CALL_TIMEOUT_S) as client:
             return client.call(request)
 
+    async def events(self, task_id: str) -> tuple[list[EventView], TaskView]:
+        """The task's events so far, and the task as it stands after them.
+
+        Raises:
+            ApiClientError: as for `call`.
+        """
+        return await anyio.to_thread.run_sync(self._events, task_id, abandon_on_cancel=True)
+
+    def _events(self, task_id: str) -> tuple[list[EventView], TaskView]:
+        events: list[EventView] = []
+        request = EventsRequest(params=EventsParams(task_id=task_id))
+        with ApiClient(self.socket_path, timeout_s=CALL_TIMEOUT_S) as client:
+            for item in client.stream(request, idle_timeout_s=CALL_TIMEOUT_S):
+                if isinstance(item, EventView):
+                    events.append(item)
+                else:
+                    return events, item
+        raise ApiClientError(TIMED_OUT, f"the events of {task_id} ended without the task")
+
     @asynccontextmanager
-    async def open_follow(self, task_id: str) -> AsyncIterator[MemoryObjectReceiveStream[Followed]]:
-        """A stream of the task's events, then the task as it ended (or an `ApiClientError`)."""
+    async def open_follow(
+        self, task_id: str, after_seq: int = 0
+    ) -> AsyncIterator[MemoryObjectReceiveStream[Followed]]:
+        """A stream of the task's events after `after_seq`, then the task as it ended (or an
+        `ApiClientError`)."""
         send, receive = anyio.create_memory_object_stream[Followed](max_buffer_size=math.inf)
         stop = threading.Event()
-        follower = _Follower(self.socket_path, task_id, send, stop, anyio.lowlevel.current_token())
+        token = anyio.lowlevel.current_token()
+        follower = _Follower(self.socket_path, task_id, send, stop, token, after_seq)
         thread = threading.Thread(target=follower.run, name=f"follow-{task_id}", daemon=True)
         thread.start()
         try:
@@ -131,13 +154,14 @@ class _Follower:
         send: MemoryObjectSendStream[Followed],
         stop: threading.Event,
         token: anyio.lowlevel.EventLoopToken,
+        after_seq: int = 0,
     ) -> None:
         self._path = path
         self._task_id = task_id
         self._send = send
         self._stop = stop
         self._token = token
-        self._after_seq = 0
+        self._after_seq = after_seq
 
     def run(self) -> None:
         with self._send:

@@ -1,0 +1,47 @@
+"""Serving the dashboard: the listening socket (bound before the URL is printed, so `--listen
+127.0.0.1:0` can name its port) and uvicorn on it until SIGINT or SIGTERM."""
+
+from __future__ import annotations
+
+import signal
+import socket
+
+import uvicorn
+
+from dashboard.access import Listen
+from dashboard.app import Gate
+
+
+def bind(listen: Listen) -> socket.socket:
+    """The listening socket (raises OSError: the address is taken or not ours)."""
+    family = socket.AF_INET6 if ":" in listen.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((listen.host, listen.port))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(False)
+    return sock
+
+
+def configured(app: Gate) -> uvicorn.Config:
+    """uvicorn's settings for the dashboard (loaded now, so nothing is imported while serving)."""
+    config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False)
+    config.load()
+    return config
+
+
+async def serve(config: uvicorn.Config, sock: socket.socket) -> None:
+    """Serve on `sock` until SIGINT or SIGTERM (a graceful stop, then a clean exit)."""
+    previous = signal.signal(signal.SIGTERM, _after_graceful_stop)
+    try:
+        await uvicorn.Server(config).serve(sockets=[sock])
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _after_graceful_stop(signum: int, frame: object) -> None:
+    """SIGTERM once uvicorn has stopped serving: nothing is left to do."""
