@@ -16,14 +16,24 @@ if [ ! -f "$npm_stamp" ] || [ "$npm_dir/package-lock.json" -nt "$npm_stamp" ]; t
   fi
 fi
 
-# Debian's systemd package brings systemd-analyze (unit verify and the security score) and
-# systemd-socket-activate for tests/systemd; both work without systemd running as PID 1.
+# Debian packages, installed together (one `apt-get update`) on the first run, as root:
+# - systemd brings systemd-analyze (unit verify and the security score) and systemd-socket-activate
+#   for tests/systemd; both work without systemd running as PID 1;
+# - chromium and chromium-driver: the headless browser the dashboard's page tests drive (tests/web),
+#   without recommended packages (fonts and the like the tests do not need).
+apt_missing=()
 if ! command -v systemd-analyze >/dev/null || ! command -v systemd-socket-activate >/dev/null; then
+  apt_missing+=(systemd)
+fi
+command -v chromium >/dev/null || apt_missing+=(chromium)
+command -v chromedriver >/dev/null || apt_missing+=(chromium-driver)
+if [ "${#apt_missing[@]}" -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
-    echo "== apt-get install systemd (systemd-analyze, systemd-socket-activate for tests/systemd; first run only)"
+    echo "== apt-get install ${apt_missing[*]} (for tests/systemd and tests/web; first run only)"
     DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends systemd >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${apt_missing[@]}" >/dev/null
   else
-    echo "note: systemd-analyze or systemd-socket-activate is missing (Debian package \`systemd\`): tests/systemd will skip those tests"
+    echo "note: missing Debian packages: ${apt_missing[*]} (systemd: tests/systemd skips those tests;" \
+      "chromium, chromium-driver: the browser tests of tests/web skip)"
   fi
 fi

@@ -19,6 +19,12 @@ export function el(tag, props, ...children) {
 }
 
 // A link to one of the dashboard's pages: the path is built from fixed parts and encoded ids.
+// Replace `node`'s children (null and false leave no trace, unlike replaceChildren's own).
+export function fill(node, ...children) {
+  node.replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined && c !== false));
+  return node;
+}
+
 export function pageLink(parts, text, query) {
   const path = '/' + parts.map((part) => encodeURIComponent(String(part))).join('/');
   const a = document.createElement('a');

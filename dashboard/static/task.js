@@ -2,7 +2,7 @@
 // calls and waits, its events as they are journaled (server-sent events), its result, each
 // node's transcript, and the buttons that cancel, fork and extend it.
 import { get, post } from './api.js';
-import { cost, el, notice, pageLink, statusClass, when } from './dom.js';
+import { cost, el, fill, notice, pageLink, statusClass, when } from './dom.js';
 import { drawTimeline } from './timeline.js';
 
 const REFRESH_MIN_MS = 500;
@@ -60,7 +60,7 @@ class TaskPage {
     this.sections.tree.replaceChildren(drawTree(summary.tree, (handle) => this.showTranscript(handle)));
     this.sections.timeline.replaceChildren(drawTimeline(summary.timeline, summary.task));
     this.sections.result.replaceChildren(drawResult(summary.task));
-    if (!this.transcriptShown) this.showTranscript(this.handle);
+    await this.showTranscript(this.handle);
   }
 
   // Refresh at most every REFRESH_MIN_MS while events arrive, and once after the last.
@@ -79,6 +79,8 @@ class TaskPage {
       this.sections.events.append(drawEvent(JSON.parse(message.data)));
       this.soon();
     };
+    // The stream ends with the task; a reconnect after that would replay it from the start.
+    source.onerror = () => { if (this.sections.events.dataset.ended) source.close(); };
     source.addEventListener('end', () => {
       source.close();
       this.sections.events.dataset.ended = 'true';
@@ -99,13 +101,13 @@ class TaskPage {
       origin.push('forked from ', pageLink(['tasks', task.forked_from.task_id], task.forked_from.task_id),
         ` at step ${task.forked_from.step}`);
     }
-    this.sections.head.replaceChildren(
+    fill(this.sections.head,
       el('h1', {}, 'Task ', el('span', { class: 'mono' }, task.task_id), ' ',
         el('span', { class: statusClass(task), id: 'task-state' }, task.status || task.state)),
       el('p', { class: 'instruction-full' }, task.instruction),
       el('p', { class: 'usage' },
         `${usage.steps} steps · ${usage.tokens_in + usage.tokens_out} tokens · ${cost(usage.cost_usd)} · `,
-        `${usage.model_calls} model calls · ${usage.tool_calls} tool calls · model ${task.model || '—'} · `,
+        `${usage.model_calls} model calls · ${usage.tool_calls} tool calls · model ${task.model || 'default'} · `,
         `submitted ${when(task.created_at)}`, task.ended_at ? ` · ended ${when(task.ended_at)}` : ''),
       origin.length ? el('p', { class: 'muted' }, origin) : null,
       task.throttled ? el('p', { class: 'wait' },
@@ -153,7 +155,6 @@ class TaskPage {
 
   async showTranscript(handle) {
     this.handle = handle;
-    this.transcriptShown = true;
     const box = this.sections.transcript;
     try {
       const view = await get(`${this.base}/transcript?handle=${encodeURIComponent(handle)}`);

@@ -30,7 +30,16 @@ import pytest
 from agentd.config.paths import SYSTEM_CONFIG
 
 REPO = Path(__file__).resolve().parents[2]
-SOURCES = ("pyproject.toml", "README.md", "protocol", "processes", "subagent", "agentd")
+SOURCES = (
+    "pyproject.toml",
+    "README.md",
+    "protocol",
+    "processes",
+    "subagent",
+    "agentd",
+    "mcp_serve",
+    "dashboard",
+)
 BUILD_TIMEOUT_S = 180.0
 COMMAND_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
@@ -153,6 +162,24 @@ def test_the_example_server_runs_as_a_module_as_the_trigger_recipe_says(installe
     )
     assert done.returncode == 0, done.stderr
     assert "--port" in done.stdout
+
+
+def test_the_dashboards_pages_ship_in_the_package(installed: Install) -> None:
+    # Served from the installed package (no build step): every file the checkout has.
+    python = installed.venv / "bin" / "python"
+    code = "import dashboard.app as a; print(*sorted(p.name for p in a.STATIC.iterdir()), a.STATIC)"
+    done = subprocess.run(
+        [str(python), "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=installed.cwd,
+        env=installed.env,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    *names, where = done.stdout.split()
+    assert Path(where).is_relative_to(installed.venv)
+    assert names == sorted(p.name for p in (REPO / "dashboard" / "static").iterdir())
 
 
 def test_demo_runs_the_bundled_server_and_script(installed: Install) -> None:

@@ -7,8 +7,11 @@ import select
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import httpx2
@@ -64,15 +67,48 @@ def start_web(socket: Path, *extra: str) -> WebServer:
     raise AssertionError(f"agentd web did not print its URL: {line!r} {err.decode()[-2000:]}")
 
 
-def signed_in(server: WebServer) -> httpx2.Client:
+@contextmanager
+def signed_in(server: WebServer) -> Iterator[httpx2.Client]:
     """An HTTP client holding the session cookie (it has used the one-time token)."""
-    client = httpx2.Client(base_url=server.base, timeout=START_TIMEOUT_S)
-    answer = client.get(f"/?token={server.token}")
-    assert answer.status_code == 303, answer.text
-    assert client.cookies.get(f"agentd_web_{server.port}"), answer.headers
-    return client
+    with httpx2.Client(base_url=server.base, timeout=START_TIMEOUT_S) as client:
+        answer = client.get(f"/?token={server.token}")
+        assert answer.status_code == 303, answer.text
+        assert client.cookies.get(f"agentd_web_{server.port}"), answer.headers
+        yield client
 
 
 def csrf(client: httpx2.Client) -> dict[str, str]:
     """The header a state-changing request needs."""
     return {"x-csrf-token": str(client.get("/api/session").json()["csrf"])}
+
+
+async def asgi_get(app: Any, path: str, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+    """One GET straight into an ASGI app, without a socket: its status, headers and body."""
+    target, _, query = path.partition("?")
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": target,
+        "raw_path": target.encode(),
+        "query_string": query.encode(),
+        "root_path": "",
+        "headers": [(name.lower().encode(), value.encode()) for name, value in headers.items()],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8765),
+    }
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await app(scope, receive, send)
+    start = sent[0]
+    answer_headers = {name.decode(): value.decode() for name, value in start["headers"]}
+    body = b"".join(message.get("body", b"") for message in sent[1:])
+    return start["status"], answer_headers, body

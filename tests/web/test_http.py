@@ -39,11 +39,8 @@ def server(daemon: Daemon) -> Iterator[WebServer]:
 
 @pytest.fixture(scope="module")
 def client(server: WebServer) -> Iterator[httpx2.Client]:
-    signed = signed_in(server)
-    try:
+    with signed_in(server) as signed:
         yield signed
-    finally:
-        signed.close()
 
 
 def test_the_printed_url_is_loopback_and_carries_a_token(server: WebServer) -> None:
