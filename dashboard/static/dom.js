@@ -11,7 +11,7 @@ export function el(tag, props, ...children) {
     else if (name === 'href') throw new Error('use pageLink for links');
     else node.setAttribute(name, String(value));
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
     node.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
@@ -21,7 +21,7 @@ export function el(tag, props, ...children) {
 // A link to one of the dashboard's pages: the path is built from fixed parts and encoded ids.
 // Replace `node`'s children (null and false leave no trace, unlike replaceChildren's own).
 export function fill(node, ...children) {
-  node.replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined && c !== false));
+  node.replaceChildren(...children.flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false));
   return node;
 }
 

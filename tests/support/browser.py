@@ -17,6 +17,14 @@ from typing import Any, TypeVar
 
 import pytest
 
+try:
+    from selenium.common.exceptions import StaleElementReferenceException as Stale
+except ImportError:  # without selenium every browser test skips (needs_browser)
+
+    class Stale(Exception):  # type: ignore[no-redef]
+        """An element the page replaced (never raised without selenium)."""
+
+
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
@@ -25,6 +33,8 @@ ARTEFACTS = Path(os.environ.get("AGENTD_TEST_ARTEFACTS", REPO / "build" / "test-
 WAIT_S = 30.0
 
 T = TypeVar("T")
+
+__all__ = ["Stale", "console", "needs_browser", "open_browser", "screenshot", "wait_for"]
 
 
 def needs_browser() -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.support.approvals import pending_request, record_turn, recorded_calls
-from tests.support.browser import console, open_browser, screenshot, wait_for
+from tests.support.browser import Stale, console, open_browser, screenshot, wait_for
 from tests.support.daemon import FIXTURES, Daemon, running_daemon
 from tests.support.leaks import wait_no_descendants
 from tests.support.web import WebServer, start_web
@@ -41,6 +41,13 @@ def _body(workdir: Path) -> str:
         },
         {"match": "^child: work", "turns": record_turn("demo", "child-work")},
         {"match": "^approve-me", "turns": record_turn("demo", "approve-me")},
+        {
+            "match": "^budget",
+            "turns": [
+                {"tool_calls": [{"name": "demo__echo", "arguments": {"text": "one"}}]},
+                {"text": "spent"},
+            ],
+        },
         {
             "match": "^hostile",
             "turns": [
@@ -76,8 +83,25 @@ class Site:
         return found
 
     def text(self, selector: str) -> str:
-        found = self.css(selector)
-        return str(found[0].text) if found else ""
+        """The first match's text ("" while none matches or while it is being redrawn)."""
+        try:
+            found = self.css(selector)
+            return str(found[0].text) if found else ""
+        except Stale:
+            return ""
+
+    def click(self, selector: str, what: str) -> None:
+        """Click the first match once it is there (a list that redraws itself may replace it
+        between finding and clicking: then find it again)."""
+
+        def clicked() -> bool:
+            found = self.css(selector)
+            if not found:
+                return False
+            found[0].click()
+            return True
+
+        wait_for(clicked, what)
 
 
 @pytest.fixture(scope="module")
@@ -180,11 +204,59 @@ def test_the_tasks_page_lists_tasks_with_links_and_filters_them_by_state(
     assert len(site.css("#task-list tbody tr")) >= 4
     screenshot(site.browser, "tasks")
     site.css("#filter-state")[0].send_keys("terminal")
-    site.css("#filters button[type=submit]")[0].click()
+    site.click("#filters button[type=submit]", "the filter button")
     wait_for(lambda: not site.css(f'tr[data-task="{running}"]'), "the list without the live task")
     states = {cell.text for cell in site.css("#task-list tbody tr td:nth-child(2)")}
     assert states and states <= {"completed", "cancelled", "crashed", "refused"}
     assert "state=terminal" in site.browser.current_url
-    site.css("#task-list tbody tr a")[0].click()
+    site.click("#task-list tbody tr a", "a task's link")
     wait_for(lambda: site.text("#task-state"), "a task's page from its link")
     site.daemon.cli("cancel", running)
+
+
+def test_cancel_fork_and_extend_from_the_task_page(site: Site, clean_console: None) -> None:
+    waiting = site.daemon.submit("approve-me, then cancel")
+    pending_request(site.daemon, waiting)
+    site.open(f"/tasks/{waiting}")
+    wait_for(lambda: site.text("#task-state") == "awaiting_approval", "the task waiting")
+    site.click("#cancel", "the cancel button")
+    wait_for(lambda: site.text("#task-state") == "cancelled", "the cancel, live")
+    site.css("#fork-step")[0].clear()
+    site.css("#fork-step")[0].send_keys("0")
+    site.click("#fork", "the fork button")
+    forked_link = wait_for(lambda: site.css("#action-message a"), "the fork's link")[0]
+    forked = str(forked_link.text)
+    assert site.daemon.call("task.get", {"task_id": forked}) is not None
+    site.daemon.cli("cancel", forked)
+
+    paused = site.daemon.submit("budget", limits={"max_steps": 1}, on_budget="pause")
+    site.open(f"/tasks/{paused}")
+    wait_for(lambda: site.text("#task-state") == "awaiting_budget", "the task waiting for budget")
+    wait_for(lambda: site.css("#extend:not([disabled])"), "the extend button")
+    site.css("#extend-steps")[0].send_keys("5")
+    site.click("#extend", "the extend button")
+    wait_for(lambda: site.text("#task-state") == "completed", "the extended task's end")
+    assert site.daemon.wait(paused, timeout_s=WAIT_S).result == "spent"
+
+
+def test_the_schedule_daemon_and_trigger_pages(site: Site, clean_console: None) -> None:
+    spec: dict[str, object] = {
+        "spec": {"instruction": "approve-me each morning"},
+        "trigger": {"kind": "cron", "cron": "0 7 * * 1-5"},
+    }
+    created = site.daemon.call("schedule.create", spec)
+    assert isinstance(created, dict)
+    schedule = created["schedule_id"]
+    site.open("/schedules")
+    row = f'tr[data-schedule="{schedule}"]'
+    site.click(f"{row} button.pause", "the active schedule")
+    site.click(f"{row} button.resume", "the paused schedule")
+    wait_for(lambda: site.css(f"{row} button.pause"), "the resumed schedule")
+    assert "active" in site.text(row)
+    site.daemon.call("schedule.delete", {"schedule_id": schedule})
+    site.open("/daemon")
+    wait_for(lambda: "max concurrent tasks" in site.text("dl.status"), "the daemon's status")
+    assert str(site.daemon.pid) in site.text("dl.status")
+    screenshot(site.browser, "daemon")
+    site.open("/triggers")
+    wait_for(lambda: "No triggers are configured" in site.text("#listing"), "the empty trigger list")
