@@ -15,6 +15,7 @@ import ipaddress
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from urllib.parse import quote
 
 from dashboard.errors import AccessError
 
@@ -166,6 +167,14 @@ class Exchange:
 Verdict = Admit | Exchange | Refusal
 
 
+def own_path(path: str) -> str:
+    """`path` (percent-encoded) if it can only name a page of this server, else `/`: browsers
+    read `//host` as another site (and a backslash as a slash, which the encoding escapes)."""
+    if not path.startswith("/") or path.startswith("//"):
+        return "/"
+    return quote(path, safe="/-._~!$&'()*+,;=:@")
+
+
 def decide(
     keys: Keys,
     origins: Origins,
@@ -184,11 +193,11 @@ def decide(
     if query_token is not None and method in SAFE_METHODS:
         if has_session:
             assert session is not None
-            return Exchange(session, path)  # a reload of the printed URL: drop the token from it
+            return Exchange(session, own_path(path))  # a reload of the printed URL: drop the token
         fresh = keys.redeem(query_token)
         if fresh is None:
             return Refusal(401, "the token is wrong or was already used; `agentd web` prints a new one")
-        return Exchange(fresh, path)
+        return Exchange(fresh, own_path(path))
     if not has_session or session is None:
         return Refusal(401, "open the URL `agentd web` printed (it carries a one-time token)")
     if method not in SAFE_METHODS and not keys.csrf_ok(session, headers.get(CSRF_HEADER)):

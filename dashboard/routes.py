@@ -238,7 +238,7 @@ class Api:
 
     async def schedule_switch(self, request: Request) -> Response:
         ref = ScheduleRef(schedule_id=request.path_params["schedule_id"])
-        if request.path_params["action"] == "pause":
+        if _action(request) == "pause":
             return JSONResponse(_dump(await self.port.call(SchedulePauseRequest(params=ref))))
         return JSONResponse(_dump(await self.port.call(ScheduleResumeRequest(params=ref))))
 
@@ -247,12 +247,19 @@ class Api:
 
     async def trigger_switch(self, request: Request) -> Response:
         ref = TriggerRef(name=request.path_params["name"])
-        if request.path_params["action"] == "pause":
+        if _action(request) == "pause":
             return JSONResponse(_dump(await self.port.call(TriggerPauseRequest(params=ref))))
         return JSONResponse(_dump(await self.port.call(TriggerResumeRequest(params=ref))))
 
     async def daemon(self, request: Request) -> Response:
         return JSONResponse(_dump(await self.port.call(StatusRequest())))
+
+
+def _action(request: Request) -> str:
+    action = str(request.path_params["action"])
+    if action not in ("pause", "resume"):
+        raise BadInput(f"{action!r}: expected pause or resume")
+    return action
 
 
 def _last_seq(events: list[EventView]) -> int:

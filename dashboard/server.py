@@ -11,6 +11,8 @@ import uvicorn
 from dashboard.access import Listen
 from dashboard.app import Gate
 
+STOP_GRACE_S = 1
+
 
 def bind(listen: Listen) -> socket.socket:
     """The listening socket (raises OSError: the address is taken or not ours)."""
@@ -29,7 +31,10 @@ def bind(listen: Listen) -> socket.socket:
 
 def configured(app: Gate) -> uvicorn.Config:
     """uvicorn's settings for the dashboard (loaded now, so nothing is imported while serving)."""
-    config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False)
+    # An open page holds its event stream open: a stop waits this long for it, then closes it.
+    config = uvicorn.Config(
+        app, lifespan="off", log_level="warning", access_log=False, timeout_graceful_shutdown=STOP_GRACE_S
+    )
     config.load()
     return config
 

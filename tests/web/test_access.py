@@ -126,3 +126,18 @@ def test_a_csrf_token_belongs_to_its_session_only() -> None:
     assert keys.csrf_ok(first, keys.csrf(first))
     assert not keys.csrf_ok("second-session", keys.csrf(first))
     assert not keys.csrf_ok(first, None)
+
+
+@pytest.mark.parametrize(
+    ("path", "location"),
+    [
+        pytest.param("/tasks/t_1", "/tasks/t_1", id="a-page"),
+        pytest.param("//evil.example/x", "/", id="protocol-relative"),
+        pytest.param("/\\evil.example", "/%5Cevil.example", id="backslash"),
+        pytest.param("/tasks/a b\r\nx", "/tasks/a%20b%0D%0Ax", id="spaces-and-newlines"),
+    ],
+)
+def test_the_exchange_sends_the_browser_only_to_a_page_of_this_server(path: str, location: str) -> None:
+    keys = Keys(launch_token=TOKEN)
+    verdict = decide(keys, LOCAL, method="GET", path=path, query_token=TOKEN, headers=_headers())
+    assert isinstance(verdict, Exchange) and verdict.location == location
