@@ -21,7 +21,7 @@ from agentd.api.async_port import DaemonPort
 from agentd.api.client import BAD_RESPONSE, CONNECTION_LOST, TIMED_OUT, UNREACHABLE, UNTRUSTED_DAEMON
 from agentd.errors import ApiClientError
 from dashboard.errors import BadInput
-from dashboard.views import timeline, tree
+from dashboard.task_cache import TaskSummaries
 from protocol.api import (
     FORBIDDEN,
     NOT_FOUND,
@@ -47,7 +47,6 @@ from protocol.api import (
     TaskView,
     TranscriptParams,
     TranscriptRequest,
-    TreeRequest,
     TriggerListRequest,
     TriggerPauseRequest,
     TriggerRef,
@@ -131,6 +130,7 @@ class Api:
 
     def __init__(self, port: DaemonPort) -> None:
         self.port = port
+        self.summaries = TaskSummaries(port)
 
     async def tasks_page(self, request: Request) -> Response:
         query = request.query_params
@@ -168,15 +168,8 @@ class Api:
         return found, cursor
 
     async def task(self, request: Request) -> Response:
-        task_id = request.path_params["task_id"]
-        ref = TaskRef(task_id=task_id)
-        task = await self.port.call(GetRequest(params=ref))
-        nodes = await self.port.call(TreeRequest(params=ref))
-        events, _ = await self.port.events(task_id)
-        spans = [span.as_json() for span in timeline(events)]
-        return JSONResponse(
-            {"task": _dump(task), "tree": tree(nodes), "timeline": spans, "last_seq": _last_seq(events)}
-        )
+        TaskRef(task_id=request.path_params["task_id"])  # a malformed id is a 400, not a read
+        return JSONResponse(await self.summaries.summary(request.path_params["task_id"]))
 
     async def events(self, request: Request) -> Response:
         """The task's events as server-sent events: those after `Last-Event-ID` (or `?after=`),
@@ -260,7 +253,3 @@ def _action(request: Request) -> str:
     if action not in ("pause", "resume"):
         raise BadInput(f"{action!r}: expected pause or resume")
     return action
-
-
-def _last_seq(events: list[EventView]) -> int:
-    return events[-1].seq if events else 0

@@ -55,17 +55,17 @@ class DaemonPort:
         with ApiClient(self.socket_path, timeout_s=CALL_TIMEOUT_S) as client:
             return client.call(request)
 
-    async def events(self, task_id: str) -> tuple[list[EventView], TaskView]:
-        """The task's events so far, and the task as it stands after them.
+    async def events(self, task_id: str, after_seq: int = 0) -> tuple[list[EventView], TaskView]:
+        """The task's events after `after_seq`, and the task as it stands after them.
 
         Raises:
             ApiClientError: as for `call`.
         """
-        return await anyio.to_thread.run_sync(self._events, task_id, abandon_on_cancel=True)
+        return await anyio.to_thread.run_sync(self._events, task_id, after_seq, abandon_on_cancel=True)
 
-    def _events(self, task_id: str) -> tuple[list[EventView], TaskView]:
+    def _events(self, task_id: str, after_seq: int) -> tuple[list[EventView], TaskView]:
         events: list[EventView] = []
-        request = EventsRequest(params=EventsParams(task_id=task_id))
+        request = EventsRequest(params=EventsParams(task_id=task_id, after_seq=after_seq))
         with ApiClient(self.socket_path, timeout_s=CALL_TIMEOUT_S) as client:
             for item in client.stream(request, idle_timeout_s=CALL_TIMEOUT_S):
                 if isinstance(item, EventView):

@@ -6,6 +6,7 @@ import { cost, el, fill, notice, pageLink, statusClass, when } from './dom.js';
 import { drawTimeline } from './timeline.js';
 
 const REFRESH_MIN_MS = 500;
+const TRANSCRIPT_MIN_MS = 2000;  // a live transcript is read again at most this often
 
 export function taskPage(main, taskId) {
   const page = new TaskPage(main, taskId);
@@ -42,7 +43,11 @@ class TaskPage {
       el('section', {}, el('h2', {}, 'Timeline'), s.timeline),
       el('section', {}, el('h2', {}, 'Transcript'), s.transcript),
       el('section', {}, el('h2', {}, 'Events'), s.events));
-    this.refresh().then(() => this.follow());
+    this.refresh().then(() => {
+      // When the task first stood drawn, in ms from the navigation's start (bench/web.py reads it).
+      document.body.dataset.firstRender = String(Math.round(performance.now()));
+      this.follow();
+    });
   }
 
   async refresh() {
@@ -60,7 +65,11 @@ class TaskPage {
     this.sections.tree.replaceChildren(drawTree(summary.tree, (handle) => this.showTranscript(handle)));
     this.sections.timeline.replaceChildren(drawTimeline(summary.timeline, summary.task));
     this.sections.result.replaceChildren(drawResult(summary.task));
-    await this.showTranscript(this.handle);
+    const ended = summary.task.state === 'terminal';
+    if (Date.now() - (this.transcriptAt || 0) >= TRANSCRIPT_MIN_MS || (ended && !this.transcriptEnded)) {
+      this.transcriptEnded = ended;
+      this.showTranscript(this.handle);  // not awaited: the page stands drawn without it
+    }
   }
 
   // Refresh at most every REFRESH_MIN_MS while events arrive, and once after the last.
@@ -155,6 +164,7 @@ class TaskPage {
 
   async showTranscript(handle) {
     this.handle = handle;
+    this.transcriptAt = Date.now();
     const box = this.sections.transcript;
     try {
       const view = await get(`${this.base}/transcript?handle=${encodeURIComponent(handle)}`);

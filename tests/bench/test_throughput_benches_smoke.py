@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.browser import needs_browser
 from tests.support.leaks import wait_no_descendants
 
 REPO = Path(__file__).resolve().parents[2]
@@ -92,6 +93,17 @@ def test_child_memory_bench_reads_every_live_subagent(tmp_path: Path) -> None:
     uss = results["uss_mib"]
     assert isinstance(uss, dict) and 0 < uss["median"] < 64
     assert results["left"] == 0
+
+
+def test_web_bench_draws_the_big_task_and_times_live_events_and_the_api(tmp_path: Path) -> None:
+    needs_browser()
+    results = run_bench("web.py", tmp_path / "web.json")
+    first_render = results["first_render"]
+    assert isinstance(first_render, dict) and first_render["count"] == 2 and first_render["p50_ms"] > 0
+    for key in ("event_delay", "api_alone", "api_with_pages"):
+        summary = results[key]
+        assert isinstance(summary, dict) and summary["count"] > 0, key
+    assert results["pages"] == 2 and results["left"] == 0
 
 
 def test_cli_latency_bench_times_status_list_and_submit(tmp_path: Path) -> None:

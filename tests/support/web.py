@@ -51,14 +51,14 @@ class WebServer:
                     stream.close()
 
 
-def start_web(socket: Path, *extra: str) -> WebServer:
+def start_web(socket: Path, *extra: str, timeout_s: float = START_TIMEOUT_S) -> WebServer:
     """`agentd web --no-open` on a free loopback port; waits (bounded) for the URL it prints."""
     command = [sys.executable, "-m", "agentd", "web", "--socket", str(socket), "--no-open"]
     command += ["--listen", "127.0.0.1:0", *extra]
     proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None
-    deadline = time.monotonic() + START_TIMEOUT_S
-    ready, _, _ = select.select([proc.stdout], [], [], START_TIMEOUT_S)
+    deadline = time.monotonic() + timeout_s
+    ready, _, _ = select.select([proc.stdout], [], [], timeout_s)
     line = proc.stdout.readline().decode().strip() if ready else ""
     if line.startswith("http://") and time.monotonic() < deadline:
         return WebServer(proc, line, [line])

@@ -66,6 +66,10 @@ def _body(workdir: Path) -> str:
         f'env = {{ AGENTD_TEST_SENTINEL_DIR = "{calls}" }}\n'
         'approval = ["record"]\napproval_timeout = "60s"\n'
         '[defaults]\nmodel = "play"\nmcp = ["demo"]\n'
+        # Quick ladders, but pings that let a loaded machine be slow: a child that misses three
+        # 200 ms pongs while the browser, the daemon and the servers share two cores is not stuck.
+        "[supervision]\nping_interval_s = 1.0\nmissed_pongs = 10\ncancel_grace_s = 0.5\n"
+        "term_grace_s = 0.5\nkill_reap_s = 2\neof_grace_s = 0.5\norphan_sweep_interval_s = 0.5\n"
     )
 
 
