@@ -20,6 +20,7 @@ from agentd.api.async_port import DaemonPort
 from dashboard.access import Keys, Origins, parse_listen
 from dashboard.app import build_app
 from dashboard.errors import AccessError
+from dashboard.fanout import TaskStreams
 from dashboard.server import bind, configured, serve
 
 USAGE_ERROR = 2
@@ -51,7 +52,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return USAGE_ERROR
     port = sock.getsockname()[1]
     keys = Keys(launch_token=secrets.token_urlsafe(32))
-    app = build_app(DaemonPort(args.socket), keys, Origins(listen, port, remote=args.allow_remote))
+    daemon = DaemonPort(args.socket)
+    streams = TaskStreams(daemon)
+    app = build_app(daemon, keys, Origins(listen, port, remote=args.allow_remote), streams)
     config = configured(app)
     url = f"http://{listen.url_host}:{port}/?token={keys.launch_token}"
     sys.stdout.write(url + "\n")
@@ -59,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.no_open:
         webbrowser.open(url)
     try:
-        anyio.run(partial(serve, config, sock))
+        anyio.run(partial(serve, config, sock, streams))
     except KeyboardInterrupt:
         return 130
     return 0

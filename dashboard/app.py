@@ -21,6 +21,7 @@ from starlette.staticfiles import StaticFiles
 
 from agentd.api.async_port import DaemonPort
 from dashboard.access import Admit, Exchange, Keys, Origins, Refusal, cookie_name, decide
+from dashboard.fanout import TaskStreams
 from dashboard.routes import Api, answers
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -97,9 +98,10 @@ async def _refuse(refusal: Refusal, send: Send) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def build_app(port: DaemonPort, keys: Keys, origins: Origins) -> Gate:
-    """The whole dashboard for the daemon behind `port`."""
-    api = Api(port)
+def build_app(port: DaemonPort, keys: Keys, origins: Origins, streams: TaskStreams | None = None) -> Gate:
+    """The whole dashboard for the daemon behind `port`; its pages' event streams share `streams`
+    (once the server attaches it to its task group)."""
+    api = Api(port, streams or TaskStreams(port))
 
     async def page(request: Request) -> Response:
         return FileResponse(STATIC / "index.html", media_type="text/html; charset=utf-8")

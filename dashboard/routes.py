@@ -21,6 +21,7 @@ from agentd.api.async_port import DaemonPort
 from agentd.api.client import BAD_RESPONSE, CONNECTION_LOST, TIMED_OUT, UNREACHABLE, UNTRUSTED_DAEMON
 from agentd.errors import ApiClientError
 from dashboard.errors import BadInput
+from dashboard.fanout import TaskStreams
 from dashboard.task_cache import TaskSummaries
 from protocol.api import (
     FORBIDDEN,
@@ -128,9 +129,10 @@ def _query_int(request: Request, name: str, default: int) -> int:
 class Api:
     """The routes over one daemon."""
 
-    def __init__(self, port: DaemonPort) -> None:
+    def __init__(self, port: DaemonPort, streams: TaskStreams) -> None:
         self.port = port
         self.summaries = TaskSummaries(port)
+        self.streams = streams
 
     async def tasks_page(self, request: Request) -> Response:
         query = request.query_params
@@ -186,16 +188,15 @@ class Api:
 
     async def _stream(self, task_id: str, after: int) -> AsyncIterator[str]:
         yield "retry: 2000\n\n"
-        async with self.port.open_follow(task_id, after) as followed:
-            async for item in followed:
-                if isinstance(item, EventView):
-                    yield f"id: {item.seq}\ndata: {item.model_dump_json()}\n\n"
-                elif isinstance(item, TaskView):
-                    yield f"event: end\ndata: {item.model_dump_json()}\n\n"
-                    return
-                else:
-                    yield f"event: failed\ndata: {json.dumps({'error': item.message})}\n\n"
-                    return
+        async for item in self.streams.follow(task_id, after):
+            if isinstance(item, EventView):
+                yield f"id: {item.seq}\ndata: {item.model_dump_json()}\n\n"
+            elif isinstance(item, TaskView):
+                yield f"event: end\ndata: {item.model_dump_json()}\n\n"
+                return
+            else:
+                yield f"event: failed\ndata: {json.dumps({'error': item.message})}\n\n"
+                return
 
     async def transcript(self, request: Request) -> Response:
         params = TranscriptParams.model_validate(

@@ -6,10 +6,12 @@ from __future__ import annotations
 import signal
 import socket
 
+import anyio
 import uvicorn
 
 from dashboard.access import Listen
 from dashboard.app import Gate
+from dashboard.fanout import TaskStreams
 
 STOP_GRACE_S = 1
 
@@ -39,11 +41,15 @@ def configured(app: Gate) -> uvicorn.Config:
     return config
 
 
-async def serve(config: uvicorn.Config, sock: socket.socket) -> None:
-    """Serve on `sock` until SIGINT or SIGTERM (a graceful stop, then a clean exit)."""
+async def serve(config: uvicorn.Config, sock: socket.socket, streams: TaskStreams) -> None:
+    """Serve on `sock` until SIGINT or SIGTERM (a graceful stop, then a clean exit); the shared
+    event streams' pumps run in a task group of the server's."""
     previous = signal.signal(signal.SIGTERM, _after_graceful_stop)
     try:
-        await uvicorn.Server(config).serve(sockets=[sock])
+        async with anyio.create_task_group() as group:
+            streams.attach(group)
+            await uvicorn.Server(config).serve(sockets=[sock])
+            group.cancel_scope.cancel()
     finally:
         signal.signal(signal.SIGTERM, previous)
 
