@@ -29,7 +29,8 @@ AgentdError
  │                         (agentd/api/connection.py)
  ├── ApiClientError        an API call failed, as the client sees it (agentd/api/client.py)
  ├── UsageError            a bad command-line flag value: exit 2 before anything is sent
- │                         (agentd/cli/flags.py)
+ ├── ShapeError            also a ValueError: a task the daemon sent lacks a field the CLI reads,
+ │                         or holds it with the wrong type (agentd/cli/task_facts.py)
  ├── SpecRejected          a submitted spec the daemon cannot run (agentd/admission.py)
  ├── CheckTimedOut         a check of client input outlived its time bound (agentd/off_loop.py)
  ├── TriggerError          also a ValueError: a schedule's cron, zone or interval cannot be
@@ -187,6 +188,10 @@ class ApiClientError(AgentdError):
         self.code = code
         self.message = message
         self.retryable = retryable
+
+
+class UsageError(AgentdError):
+    """A bad flag value: reported with exit code 2 before anything is sent."""
 
 
 class ExecutorUnavailable(AgentdError):

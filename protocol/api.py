@@ -1,8 +1,10 @@
 """The daemon's unix-socket API (docs/design.md §9): one request model per method, its params and its result.
 
 Same framing as the control channel (NDJSON JSON-RPC 2.0, envelope in `protocol.jsonrpc`) with a
-1 MiB frame cap. `REQUEST_ADAPTER` validates what a daemon may receive (the `method`-discriminated
-`ApiRequest`), `REPLY_ADAPTER` what a client may receive; each request type names its result type
+1 MiB frame cap (`MAX_API_FRAME`). The cap and the error codes are defined in `protocol.lines` and
+`protocol.envelope`, which a client reading plain JSON imports without these models.
+`REQUEST_ADAPTER` validates what a daemon may receive (the `method`-discriminated `ApiRequest`),
+`REPLY_ADAPTER` what a client may receive; each request type names its result type
 (`Request[ResultT]`), so server and client agree on every result's shape. A client names
 intelligence endpoints and MCP servers from the daemon's configuration; it never supplies a
 command line, a URL or a secret.
@@ -26,22 +28,19 @@ from pydantic import (
 )
 
 from protocol.contract import OutputContract
+from protocol.envelope import DRAINING as DRAINING
+from protocol.envelope import FORBIDDEN as FORBIDDEN
+from protocol.envelope import IDEMPOTENCY_CONFLICT as IDEMPOTENCY_CONFLICT
+from protocol.envelope import INVALID_SPEC as INVALID_SPEC
+from protocol.envelope import NOT_FOUND as NOT_FOUND
+from protocol.envelope import QUOTA_EXCEEDED as QUOTA_EXCEEDED
+from protocol.envelope import TOO_MANY_CONNECTIONS as TOO_MANY_CONNECTIONS
+from protocol.envelope import UNAVAILABLE as UNAVAILABLE
 from protocol.jsonrpc import ErrorResponse, Message, RequestId, Response, message_kind
+from protocol.lines import MAX_API_FRAME as MAX_API_FRAME
 from protocol.names import Handle, Name
 from protocol.result import AbortKind, RunError, RunUsage, TerminalStatus
 from protocol.transcript import StepItem
-
-MAX_API_FRAME = 1024 * 1024
-
-# Application error codes (JSON-RPC reserves -32768..-32000 for the protocol itself).
-NOT_FOUND = 1001
-FORBIDDEN = 1002
-UNAVAILABLE = 1003  # retryable: the journal could not commit (disk full, I/O error)
-DRAINING = 1004  # retryable elsewhere/later: the daemon is shutting down
-INVALID_SPEC = 1005  # the spec names something the config does not have, or breaks a limit
-TOO_MANY_CONNECTIONS = 1006
-QUOTA_EXCEEDED = 1007  # retryable: the caller is at a per-uid cap (the message names it)
-IDEMPOTENCY_CONFLICT = 1008  # the idempotency key was used for a different spec (the message names it)
 
 TaskState = Literal["queued", "starting", "running", "terminal"]
 # What a view shows: a running task (or node) holding a tool call for a person's approval is

@@ -3,23 +3,24 @@ socket API (`protocol.api`).
 
 Owns what a message has whatever its method: the version tag, the request id, responses and error
 responses, the standard error codes, and `message_kind`, the discriminator both channels' unions
-use to tell a method call (by its `method`) from a response (by `result` / `error`).
+use to tell a method call (by its `method`) from a response (by `result` / `error`). The codes and
+`message_kind` are defined in `protocol.envelope`, without pydantic, and re-exported here.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-RequestId = Annotated[int, Field(strict=True, ge=0)] | Annotated[str, Field(max_length=64)]
+from protocol.envelope import INTERNAL_ERROR as INTERNAL_ERROR
+from protocol.envelope import INVALID_PARAMS as INVALID_PARAMS
+from protocol.envelope import INVALID_REQUEST as INVALID_REQUEST
+from protocol.envelope import METHOD_NOT_FOUND as METHOD_NOT_FOUND
+from protocol.envelope import PARSE_ERROR as PARSE_ERROR
+from protocol.envelope import message_kind as message_kind
 
-# The standard error codes (JSON-RPC reserves -32768..-32000 for the protocol itself).
-PARSE_ERROR = -32700  # not UTF-8, or not JSON
-INVALID_REQUEST = -32600  # JSON, but not a request object
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
+RequestId = Annotated[int, Field(strict=True, ge=0)] | Annotated[str, Field(max_length=64)]
 
 MAX_ERROR_MESSAGE = 4000  # characters of `ErrorData.message`
 
@@ -62,24 +63,3 @@ class ErrorResponse(Message):
     # None: the receiver could not tell which request the error answers (a frame fault).
     id: RequestId | None
     error: ErrorData
-
-
-def message_kind(value: Any) -> str:
-    """A union discriminator: a message's `method`, else `"error"` or `"result"` for a response.
-
-    Called by pydantic both on raw input (a dict) and on a model instance (when serialising).
-    A dict that is neither a call nor a response is `"unknown"`, which no union tags.
-    """
-    if isinstance(value, dict):
-        method = value.get("method")
-        if isinstance(method, str):
-            return method
-        if "error" in value:
-            return "error"
-        if "result" in value:
-            return "result"
-        return "unknown"
-    method = getattr(value, "method", None)
-    if isinstance(method, str):
-        return method
-    return "error" if isinstance(value, ErrorResponse) else "result"

@@ -1,6 +1,7 @@
 """Terminal statuses, the run result a subagent reports, and the exit-code mapping.
 
-`TerminalStatus` is the closed set of docs/design.md §12; no other module may introduce a status.
+`TerminalStatus` (defined in `protocol.status`, without pydantic) is the closed set of docs/design.md
+§12; no other module may introduce a status.
 `interrupted_status` is the one rule for a run stopped from outside (cancelled beats deadline),
 shared by the loop, its driver and the supervisor's exit classifier. `exit_code` is docs/design.md §12
 (docs/exit-codes.md): the single place a status becomes a process exit code.
@@ -8,27 +9,12 @@ shared by the loop, its driver and the supervisor's exit classifier. `exit_code`
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from protocol.exit_codes import ExitCode
-
-
-class TerminalStatus(StrEnum):
-    """Why a run ended. Exactly one per run (docs/loop.md, "A run")."""
-
-    COMPLETED = "completed"
-    REFUSED = "refused"
-    EXHAUSTED_STEPS = "exhausted_steps"
-    EXHAUSTED_TOKENS = "exhausted_tokens"
-    DEADLINE = "deadline"
-    STALLED = "stalled"
-    LOOP_DETECTED = "loop_detected"
-    CANCELLED = "cancelled"
-    CRASHED = "crashed"
-
+from protocol.status import TerminalStatus as TerminalStatus
 
 AbortKind = Literal["intelligence", "mcp"]
 """The two fatal-infrastructure aborts (docs/loop.md, "Errors: observations, retries, aborts").

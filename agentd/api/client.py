@@ -1,9 +1,12 @@
 """A small synchronous client of the daemon API, for the CLI (docs/design.md §9).
 
 Standard-library sockets and no event loop, so `agentd submit` starts fast. A call sends one of
-`protocol.api`'s request models and returns that method's result model, validated. One connection
-is reused across calls; every read is bounded in size and in time; every failure, a reply that
-breaks the protocol included, is an `ApiClientError` whose message tells a person what to do next.
+`protocol.api`'s request models and returns that method's result model, validated; a plain call
+(`call_plain`) sends a method and its params as plain JSON and returns the result as JSON, so a
+command that reads little (`agentd status`) never imports pydantic or the API's models
+(docs/decisions.md, "A read path without the models"). Both ride one transport: one connection
+reused across calls; every read bounded in size and in time; every failure, a reply that breaks
+the protocol included, an `ApiClientError` whose message tells a person what to do next.
 """
 
 from __future__ import annotations
@@ -19,28 +22,21 @@ import stat
 import time
 from collections import deque
 from collections.abc import Iterator
+from dataclasses import dataclass
 from types import TracebackType
-from typing import TypeVar
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentd.api.peercred import peer_credentials
 from agentd.errors import ApiClientError
-from protocol.api import (
-    MAX_API_FRAME,
-    REPLY_ADAPTER,
-    REPLY_KINDS,
-    ApiReply,
-    EventNotification,
-    EventsRequest,
-    EventView,
-    Request,
-    TaskChangedNotification,
-    TaskView,
-    WatchRequest,
-)
-from protocol.framing import LineSplitter, Oversize, encode
-from protocol.jsonrpc import INVALID_REQUEST, ErrorData, ErrorResponse, Response, message_kind
+from protocol.envelope import INVALID_REQUEST, message_kind
+from protocol.lines import MAX_API_FRAME, LineSplitter, Oversize
+
+if TYPE_CHECKING:
+    from protocol.api import ApiReply, EventsRequest, EventView, Request, TaskView, WatchRequest
+    from protocol.jsonrpc import ErrorResponse, Response
+
+# The models are imported where a model call needs them, never at import: a plain call's command
+# must not pay for pydantic (docs/decisions.md, "A read path without the models").
 
 # Local error codes: outside JSON-RPC's reserved range and the daemon's 1xxx codes.
 UNREACHABLE = 2001  # no daemon at the path, stale socket, or permission denied
@@ -54,6 +50,10 @@ DAEMON_USER = "agentd"  # the system service's user (systemd/agentd.sysusers.con
 DEFAULT_TIMEOUT_S = 30.0
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024  # a list of many tasks; anything larger is a broken daemon
 READ_CHUNK = 256 * 1024
+EVENT_NOTIFICATION = "task.event"  # `protocol.api.EventNotification`'s method
+TASK_CHANGED = "task.changed"  # `protocol.api.TaskChangedNotification`'s method
+# as `protocol.api.REPLY_KINDS`
+REPLY_KINDS = frozenset({EVENT_NOTIFICATION, TASK_CHANGED, "result", "error"})
 
 ResultT = TypeVar("ResultT")
 
@@ -116,13 +116,42 @@ class ApiClient:
             ApiClientError: the daemon's error (its code, message and retryable flag), or a local
                 failure (`UNREACHABLE`, `TIMED_OUT`, `BAD_RESPONSE`, `CONNECTION_LOST`).
         """
+        from protocol.api import EventNotification, TaskChangedNotification
+
         budget = self._timeout_s if timeout_s is None else timeout_s
         deadline = time.monotonic() + budget
         sent = self._send(request, deadline)
         while True:
-            reply = self._receive(sent.method, deadline, budget)
-            if isinstance(reply, Response | ErrorResponse):
+            reply = self._reply(*self._receive(sent.method, deadline, budget))
+            if not isinstance(reply, EventNotification | TaskChangedNotification):
                 return self._result_of(reply, sent)
+
+    def call_plain(
+        self, method: str, params: dict[str, Any], *, timeout_s: float | None = None
+    ) -> PlainResult:
+        """Send `method` with `params` as plain JSON; its result as JSON, not validated against
+        the models (the caller checks the shape it reads). `task.event` notifications are skipped.
+
+        Raises:
+            ApiClientError: as for `call`.
+        """
+        budget = self._timeout_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + budget
+        request_id = self._next_id
+        self._next_id += 1
+        request = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        self._send_frame(_plain_frame(request), method, deadline)
+        while True:
+            message, line = self._receive(method, deadline, budget)
+            kind = message_kind(message)
+            if kind in (EVENT_NOTIFICATION, TASK_CHANGED):
+                continue
+            if message.get("id") not in (request_id, None):
+                raise self._bad_response("an answer to another request")
+            if kind == "error":
+                error = _error_of(message.get("error"))
+                raise error if error is not None else self._bad_response("a malformed error message")
+            return PlainResult(message["result"], _result_text(line, request_id))
 
     def stream(
         self, request: EventsRequest, *, idle_timeout_s: float = math.inf
@@ -135,11 +164,14 @@ class ApiClient:
         Raises:
             ApiClientError: as for `call`.
         """
+        from protocol.api import EventNotification, TaskChangedNotification
+
         sent = self._send(request, time.monotonic() + self._timeout_s)
         finished = False
         try:
             while True:
-                reply = self._receive(sent.method, time.monotonic() + idle_timeout_s, idle_timeout_s)
+                line = self._receive(sent.method, time.monotonic() + idle_timeout_s, idle_timeout_s)
+                reply = self._reply(*line)
                 if isinstance(reply, EventNotification):
                     yield reply.params
                     continue
@@ -161,11 +193,13 @@ class ApiClient:
         Raises:
             ApiClientError: as for `call` (`CONNECTION_LOST` once shut down).
         """
+        from protocol.api import EventNotification, TaskChangedNotification
+
         sent = self._send(request, time.monotonic() + self._timeout_s)
         finished = False
         try:
             while True:
-                reply = self._receive(sent.method, math.inf, math.inf)
+                reply = self._reply(*self._receive(sent.method, math.inf, math.inf))
                 if isinstance(reply, TaskChangedNotification):
                     yield reply.params
                 elif isinstance(reply, EventNotification):
@@ -191,9 +225,15 @@ class ApiClient:
 
     def _send(self, request: Request[ResultT], deadline: float) -> Request[ResultT]:
         """Number the request, write it, and return it as sent."""
+        from protocol.framing import encode
+
         numbered = request.model_copy(update={"id": self._next_id})
         self._next_id += 1
-        frame = encode(numbered)
+        self._send_frame(encode(numbered), request.method, deadline)
+        return numbered
+
+    def _send_frame(self, frame: bytes, method: str, deadline: float) -> None:
+        """Write one request line (its newline included), connecting first if need be."""
         if len(frame) - 1 > MAX_API_FRAME:  # the newline is not part of the frame
             raise ApiClientError(
                 INVALID_REQUEST,
@@ -207,7 +247,7 @@ class ApiClient:
             self.close()
             raise ApiClientError(
                 TIMED_OUT,
-                f"agentd at {self._path} did not take the {request.method} request in time",
+                f"agentd at {self._path} did not take the {method} request in time",
                 retryable=True,
             ) from None
         except OSError as exc:
@@ -222,7 +262,6 @@ class ApiClient:
                 f"agentd at {self._path} closed the connection ({exc.strerror}); is it restarting?",
                 retryable=True,
             ) from exc
-        return numbered
 
     def _waiting_error(self, sock: socket.socket) -> ApiClientError | None:
         try:
@@ -231,11 +270,11 @@ class ApiClient:
         except OSError:
             return None
         try:
-            reply = REPLY_ADAPTER.validate_json(data.split(b"\n", 1)[0])
-        except ValidationError:
+            message = json.loads(data.split(b"\n", 1)[0])
+        except ValueError:
             return None
-        if isinstance(reply, ErrorResponse) and reply.id is None:
-            return _error_of(reply.error)
+        if isinstance(message, dict) and message_kind(message) == "error" and message.get("id") is None:
+            return _error_of(message.get("error"))
         return None
 
     def _connection(self, deadline: float) -> socket.socket:
@@ -299,8 +338,8 @@ class ApiClient:
             )
         return ApiClientError(UNREACHABLE, f"cannot connect to agentd at {path}: {exc.strerror or exc}")
 
-    def _receive(self, method: str, deadline: float, budget: float) -> ApiReply:
-        """The next message from the daemon: an event, a result or an error."""
+    def _receive(self, method: str, deadline: float, budget: float) -> tuple[dict[str, Any], bytes]:
+        """The next message from the daemon (an event, a result or an error) as JSON, with its line."""
         sock = self._sock
         assert sock is not None  # _send connected
         while not self._lines:
@@ -339,20 +378,32 @@ class ApiClient:
             raise self._bad_response("a message that is not JSON") from None
         if not isinstance(message, dict):
             raise self._bad_response("a message that is not a JSON object")
-        kind = message_kind(message)
-        if kind not in REPLY_KINDS:
+        if message_kind(message) not in REPLY_KINDS:
             raise self._bad_response("a message that is neither a result nor an error")
+        return message, line
+
+    def _reply(self, message: dict[str, Any], _line: bytes) -> ApiReply:
+        """A received message as its model."""
+        from pydantic import ValidationError
+
+        from protocol.api import REPLY_ADAPTER
+
         try:
             return REPLY_ADAPTER.validate_python(message)
         except ValidationError:
-            raise self._bad_response(f"a malformed {kind} message") from None
+            raise self._bad_response(f"a malformed {message_kind(message)} message") from None
 
     def _result_of(self, reply: Response | ErrorResponse, request: Request[ResultT]) -> ResultT:
+        from pydantic import ValidationError
+
+        from protocol.jsonrpc import ErrorResponse
+
         # id null: the daemon could not tie its error to a request (a frame fault, a refusal).
         if reply.id not in (request.id, None):
             raise self._bad_response("an answer to another request")
         if isinstance(reply, ErrorResponse):
-            raise _error_of(reply.error)
+            error = reply.error
+            raise ApiClientError(error.code, error.message, retryable=_retryable(error.data))
         try:
             return request.validate_result(reply.result)
         except ValidationError:
@@ -363,11 +414,44 @@ class ApiClient:
         return ApiClientError(BAD_RESPONSE, f"agentd at {self._path} sent {what}")
 
 
-def _error_of(error: ErrorData) -> ApiClientError:
-    """The daemon's JSON-RPC error object as an exception."""
-    data = error.data
-    retryable = isinstance(data, dict) and data.get("retryable") is True
-    return ApiClientError(error.code, error.message, retryable=retryable)
+@dataclass(frozen=True, slots=True)
+class PlainResult:
+    """A plain call's result: its JSON `value`, and `text`, the result as the daemon wrote it (None
+    when the reply was not in the daemon's own form, `agentd.api.frames`). Printed as it is, that
+    text is what the result's model would print (`model_dump_json`), every float spelled the same."""
+
+    value: Any
+    text: str | None
+
+
+def _plain_frame(request: dict[str, Any]) -> bytes:
+    """A request as one compact JSON line, newline included (UTF-8, as the models write it)."""
+    return json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+
+
+def _result_text(line: bytes, request_id: int) -> str | None:
+    """The result's own text in a result frame of the daemon's form, else None."""
+    head = b'{"jsonrpc":"2.0","id":%d,"result":' % request_id
+    if not (line.startswith(head) and line.endswith(b"}")):
+        return None
+    try:
+        return line[len(head) : -1].decode()
+    except UnicodeDecodeError:  # JSON in another encoding: parsed, but not the daemon's own form
+        return None
+
+
+def _retryable(data: object) -> bool:
+    return isinstance(data, dict) and data.get("retryable") is True
+
+
+def _error_of(error: object) -> ApiClientError | None:
+    """The daemon's JSON-RPC error object as an exception; None when it is not one."""
+    if not isinstance(error, dict):
+        return None
+    code, message = error.get("code"), error.get("message")
+    if type(code) is not int or not isinstance(message, str):
+        return None
+    return ApiClientError(code, message, retryable=_retryable(error.get("data")))
 
 
 def _remaining(deadline: float) -> float | None:

@@ -1,7 +1,9 @@
 """Client commands against a running daemon: the table of commands, where the socket is, and
 what every command shares — task ids a person may shorten (`agentd.cli.task_ids`), and errors
-as one line on stderr with exit 2 (usage) or 1. The commands themselves are in
+as one line on stderr with exit 2 (usage) or 1. A command runs without the models when
+`plain_commands` can answer it (`agentd status`, a plain `list` or `submit`); the others are in
 `task_commands` (one task), `listing_commands` (lists), `resume_commands`, `approval_commands`.
+This module imports no model: only a command that needs them does.
 """
 
 from __future__ import annotations
@@ -11,20 +13,16 @@ import importlib
 import os
 import stat
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from pydantic import ValidationError
-
 from agentd.api.client import ApiClient
-from agentd.cli.flag_errors import flag_problem, spec_problem
-from agentd.cli.flags import PREFLIGHT, UsageError
+from agentd.cli.flag_errors import spec_problem
+from agentd.cli.plain_commands import Runner, plain_runner
 from agentd.cli.task_ids import resolve
-from agentd.errors import ApiClientError
-from protocol.api import IDEMPOTENCY_CONFLICT, INVALID_SPEC
+from agentd.errors import ApiClientError, UsageError
+from protocol.envelope import IDEMPOTENCY_CONFLICT, INVALID_PARAMS, INVALID_SPEC
 from protocol.exit_codes import ExitCode
-from protocol.jsonrpc import INVALID_PARAMS
 
 
 def resolve_socket(flag: str | None, config: str | None = None) -> Path:
@@ -99,12 +97,34 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def command_function(command: str) -> Callable[[ApiClient, argparse.Namespace, TextIO], int]:
-    """The function that runs `command`, its module imported now."""
+def command_function(command: str) -> Runner:
+    """The function that runs `command` with the models, its module imported now."""
     module_name, function = COMMANDS[command]
     module = importlib.import_module(f"agentd.cli.{module_name}")
-    run: Callable[[ApiClient, argparse.Namespace, TextIO], int] = getattr(module, function)
+    run: Runner = getattr(module, function)
     return run
+
+
+def model_runner(command: str, args: argparse.Namespace) -> Runner:
+    """`command` on the model path: its flags checked (a bad value is a UsageError naming the
+    flag), and a value the method's params refuse (`--limit 0`) reported the same way."""
+    from pydantic import ValidationError
+
+    from agentd.cli.flag_errors import flag_problem
+    from agentd.cli.flags import PREFLIGHT
+
+    preflight = PREFLIGHT.get(command)
+    if preflight is not None:
+        preflight(args)
+    run = command_function(command)
+
+    def checked(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
+        try:
+            return run(client, args, out)
+        except ValidationError as exc:
+            raise UsageError(flag_problem(exc, {})) from None
+
+    return checked
 
 
 # The arguments that name a task, as the person typed them: any unique start of an id will do.
@@ -121,18 +141,13 @@ def resolve_task_arguments(client: ApiClient, args: argparse.Namespace) -> None:
 
 def dispatch(command: str, args: argparse.Namespace) -> int:
     try:
-        preflight = PREFLIGHT.get(command)
-        if preflight is not None:
-            preflight(args)
+        run = plain_runner(command, args) or model_runner(command, args)
         path = resolve_socket(args.socket)
         with ApiClient(path) as client:
             resolve_task_arguments(client, args)
-            return command_function(command)(client, args, sys.stdout)
+            return run(client, args, sys.stdout)
     except UsageError as exc:
         sys.stderr.write(f"agentd {command}: {exc}\n")
-        return ExitCode.USAGE
-    except ValidationError as exc:  # a flag value the method's params refuse (`--limit 0`)
-        sys.stderr.write(f"agentd {command}: {flag_problem(exc, {})}\n")
         return ExitCode.USAGE
     except ApiClientError as exc:
         text = spec_problem(str(exc)) if exc.code == INVALID_SPEC else str(exc)

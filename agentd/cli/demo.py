@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import TextIO
 
 from agentd.api.client import ApiClient
+from agentd.cli.plain_commands import print_result
 from agentd.cli.progress import follow
-from agentd.cli.task_commands import print_result
 from agentd.cli.task_text import describe
 from agentd.config.bundled import DEMO_SCRIPT, DEMO_SERVER
 from agentd.errors import ApiClientError

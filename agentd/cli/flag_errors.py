@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from pydantic import ValidationError
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 # A task spec's fields as the flags of `agentd submit` and `agentd run` that set them.
 TASK_FLAGS: Mapping[str, str] = {

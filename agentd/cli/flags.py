@@ -14,13 +14,9 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from agentd.cli.flag_errors import TASK_FLAGS, flag_problem
-from agentd.errors import AgentdError
+from agentd.errors import UsageError as UsageError
 from protocol.api import ScheduleSpec, SpecLimits, TaskSpec
 from protocol.contract import OutputContract
-
-
-class UsageError(AgentdError):
-    """A bad flag value: reported with exit code 2 before anything is sent."""
 
 
 def spec_from_args(args: argparse.Namespace, *, model: str | None, mcp: list[str]) -> TaskSpec:

@@ -6,17 +6,14 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import shutil
 import time
 from typing import TextIO
 
 from agentd.api.client import ApiClient
+from agentd.cli import plain_commands
 from agentd.cli.display import human_age, one_line, plural
-from agentd.cli.task_ids import short_ids
-from agentd.cli.task_text import list_lines
 from protocol.api import (
     ListParams,
-    ListRequest,
     ScheduleDeleteRequest,
     ScheduleGetRequest,
     ScheduleListParams,
@@ -38,41 +35,15 @@ LABEL = 13  # `schedules show`'s label column
 SCHEDULE_PAGE = 500  # schedules asked for at a time
 
 
-def terminal_width() -> int:
-    """The terminal's width in cells ($COLUMNS first; 80 when stdout is not a terminal)."""
-    return shutil.get_terminal_size().columns
-
-
 def cmd_list(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
-    params = ListParams(
+    """Flags the plain path would not send: the models word what is wrong with them."""
+    ListParams(
         state=args.state or None,
         limit=args.limit,
         before=args.before,
         schedule_id=getattr(args, "schedule", None),
     )
-    views = client.call(ListRequest(params=params))
-    if args.json:
-        for view in views:
-            out.write(view.model_dump_json() + "\n")
-        return ExitCode.OK
-    if not views:
-        out.write(_nothing(args) + "\n")
-        return ExitCode.OK
-    for line in list_lines(views, now=time.time(), width=terminal_width()):
-        out.write(line + "\n")
-    if len(views) == args.limit:
-        last = short_ids(v.task_id for v in views)[views[-1].task_id]
-        out.write(f"(more: agentd list --before {last})\n")
-    return ExitCode.OK
-
-
-def _nothing(args: argparse.Namespace) -> str:
-    what = f"no {args.state} tasks" if args.state else "no tasks"
-    if getattr(args, "schedule", None):
-        what += f" of schedule {args.schedule}"
-    if args.before:
-        what += f" submitted before {args.before}"
-    return what
+    return plain_commands.cmd_list(client, args, out)
 
 
 # ---- schedules ---------------------------------------------------------------------------------

@@ -464,7 +464,7 @@ def _socket_from_config(command: str, args: argparse.Namespace) -> int | None:
     """A client command's `--config FILE`: the socket it names becomes `--socket`. Returns the
     exit code of a usage error, else None."""
     from agentd.cli.client_commands import resolve_socket
-    from agentd.cli.flags import UsageError
+    from agentd.errors import UsageError
 
     try:
         args.socket = str(resolve_socket(None, args.config))

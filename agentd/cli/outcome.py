@@ -2,14 +2,18 @@
 
 `agentd run`, `agentd submit --wait` and `--follow` keep stdout for results; a person (or a log
 collector) reading stderr gets the status, the abort kind and the error message without parsing
-JSON. Pure: a `TaskView` in, a line (or None for exit 0) out.
+JSON. Pure: a `TaskLike` in, a line (or None for exit 0) out.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from agentd.cli.display import one_line, plural
-from protocol.api import TaskView
-from protocol.result import TerminalStatus
+from protocol.status import TerminalStatus
+
+if TYPE_CHECKING:
+    from agentd.cli.task_like import TaskLike
 
 MAX_LINE_CHARS = 600
 MAX_DETAIL_CHARS = 300
@@ -25,11 +29,11 @@ def _one_line(text: str, limit: int = MAX_DETAIL_CHARS) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def _partial(view: TaskView, where: str) -> str:
+def _partial(view: TaskLike, where: str) -> str:
     return f"; the partial result is {where}" if view.partial else "; no usable result"
 
 
-def _what_happened(view: TaskView, where: str) -> str:
+def _what_happened(view: TaskLike, where: str) -> str:
     """Why the task ended, in words, for the statuses that carry no error of their own."""
     status = view.status
     usage = view.usage
@@ -56,7 +60,7 @@ def _what_happened(view: TaskView, where: str) -> str:
     return "the task did not complete"
 
 
-def outcome_line(command: str, view: TaskView) -> str | None:
+def outcome_line(command: str, view: TaskLike) -> str | None:
     """`agentd run: task t_… exhausted_steps (exit 3): the step budget ran out …`, or None for 0.
 
     The status, the abort kind (if any) and the error's kind and message (if any), on one line.
@@ -74,7 +78,7 @@ def outcome_line(command: str, view: TaskView) -> str | None:
     return _one_line(f"{head}: {ending_reason(view)}", MAX_LINE_CHARS)
 
 
-def ending_reason(view: TaskView, *, result_where: str = "on stdout") -> str:
+def ending_reason(view: TaskLike, *, result_where: str = "on stdout") -> str:
     """Why a terminal task ended, in words: the abort or what its status means, then its error's
     kind and message (`the deadline passed after 5.0 s; no usable result — deadline: …`).
     `result_where` says where a partial result is shown."""

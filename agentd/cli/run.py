@@ -25,7 +25,7 @@ from agentd.admission import SpecRejected, check_spec
 from agentd.cli.flag_errors import spec_problem
 from agentd.cli.flags import UsageError, spec_from_args
 from agentd.cli.outcome import outcome_line
-from agentd.cli.task_commands import print_result
+from agentd.cli.plain_commands import print_result
 from agentd.config.file import AgentdFile
 from agentd.config.load import Config, ConfigError, default_model, load_config, merge_tables
 from agentd.journal.store import open_journal

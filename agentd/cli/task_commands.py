@@ -7,19 +7,19 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-import time
 from typing import TextIO
 
 from agentd.api.client import ApiClient
+from agentd.cli import plain_commands
 from agentd.cli.outcome import outcome_line
+from agentd.cli.plain_commands import print_result
 from agentd.cli.progress import detached, follow, render_event
-from agentd.cli.task_text import cancel_line, cost_text, describe, result_text, status_lines
+from agentd.cli.task_text import cancel_line, cost_text, describe
 from protocol.api import (
     CancelParams,
     CancelRequest,
     EventsParams,
     EventsRequest,
-    GetRequest,
     ScheduleCreateParams,
     ScheduleCreateRequest,
     SubmitParams,
@@ -33,13 +33,6 @@ from protocol.api import (
     WaitRequest,
 )
 from protocol.exit_codes import ExitCode
-
-
-def print_result(view: TaskView, out: TextIO) -> None:
-    """The result on `out`: JSON when structured, else the text itself (escaped on a terminal)."""
-    text = result_text(view, terminal=out.isatty())
-    if text is not None:
-        out.write(text)
 
 
 def cmd_submit(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
@@ -106,15 +99,9 @@ def _announce(submitted: SubmitResult, out: TextIO, *, as_json: bool) -> None:
 
 
 def cmd_status(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
-    view = client.call(GetRequest(params=TaskRef(task_id=args.task)))
-    if args.json:
-        out.write(view.model_dump_json() + "\n")
-        return ExitCode.OK
-    out.write("\n".join(status_lines(view, now=time.time())) + "\n")
-    if view.result is not None:
-        out.write("result (partial):\n" if view.partial else "result:\n")
-        print_result(view, out)
-    return ExitCode.OK
+    """A TASK the plain path would not send: the models word what is wrong with it."""
+    TaskRef(task_id=args.task)
+    return plain_commands.cmd_status(client, args, out)
 
 
 def cmd_cancel(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:

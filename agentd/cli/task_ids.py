@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from agentd.api.client import ApiClient
-from agentd.cli.flags import UsageError
-from agentd.errors import ApiClientError
-from protocol.api import NOT_FOUND, MatchParams, MatchRequest
+from agentd.api.client import BAD_RESPONSE, ApiClient
+from agentd.errors import ApiClientError, UsageError
+from protocol.envelope import NOT_FOUND
 
 PREFIX = "t_"
 ID_CHARS = 26
@@ -63,6 +62,11 @@ def is_full(task_id: str) -> bool:
     )
 
 
+def _could_start_an_id(text: str) -> bool:
+    body = text[len(PREFIX) :]
+    return text.startswith(PREFIX) and len(body) <= ID_CHARS and set(body) <= _CROCKFORD
+
+
 def resolve(client: ApiClient, text: str, *, name: str) -> str:
     """The task id `text` names: itself when whole, else the one task whose id starts with it.
 
@@ -70,10 +74,9 @@ def resolve(client: ApiClient, text: str, *, name: str) -> str:
     when several do (naming a few and how to tell them apart). `name` is what the person typed it
     as (`TASK`, `--before`)."""
     wanted = normalised(text)
-    if is_full(wanted) or not wanted.startswith(PREFIX) or not set(wanted[len(PREFIX) :]) <= _CROCKFORD:
+    if is_full(wanted) or not _could_start_an_id(wanted):
         return wanted  # a full id, or not an id at all: the command's own answer says so
-    request = MatchRequest(params=MatchParams(prefix=wanted, limit=SHOWN_MATCHES + 1))
-    matches = client.call(request).task_ids
+    matches = _matches(client, wanted)
     if len(matches) == 1:
         return matches[0]
     if not matches:
@@ -84,3 +87,14 @@ def resolve(client: ApiClient, text: str, *, name: str) -> str:
         f"{name}: {text!r} is the start of several task ids ({named}{more}); type more of the id "
         "(`agentd list` shows them)"
     )
+
+
+def _matches(client: ApiClient, prefix: str) -> list[str]:
+    """`task.match`, a plain call (`agentd status` reads no model): the ids that start with `prefix`."""
+    answer = client.call_plain("task.match", {"prefix": prefix, "limit": SHOWN_MATCHES + 1}).value
+    task_ids = answer.get("task_ids") if isinstance(answer, dict) else None
+    if not isinstance(task_ids, list) or not all(isinstance(task_id, str) for task_id in task_ids):
+        raise ApiClientError(
+            BAD_RESPONSE, f"agentd at {client.path} sent a task.match result of the wrong shape"
+        )
+    return task_ids

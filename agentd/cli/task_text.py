@@ -7,19 +7,22 @@ from __future__ import annotations
 import datetime
 import json
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from agentd.cli.columns import Column, render
 from agentd.cli.display import human_age, one_line, plural, safe
 from agentd.cli.outcome import ending_reason
 from agentd.cli.task_ids import short_ids
-from protocol.api import TaskView
-from protocol.result import TerminalStatus
+from protocol.status import TerminalStatus
+
+if TYPE_CHECKING:
+    from agentd.cli.task_like import TaskLike
 
 INSTRUCTION_CHARS = 300  # of the instruction `status` shows on its line (`--json` has it whole)
 LABEL = 13  # `status`'s label column
 
 
-def state_of(view: TaskView) -> str:
+def state_of(view: TaskLike) -> str:
     """The terminal status, or the state of a task that has not ended (a queued task a daily cap
     holds back is `deferred`)."""
     if view.status is not None:
@@ -27,7 +30,7 @@ def state_of(view: TaskView) -> str:
     return "deferred" if view.state == "queued" and view.deferred is not None else view.state
 
 
-def usage_text(view: TaskView) -> str:
+def usage_text(view: TaskLike) -> str:
     usage = view.usage
     text = f"{plural(usage.steps, 'step')} · {plural(usage.tokens, 'token')}"
     return text + (f" · {cost_text(usage.cost_usd)}" if usage.cost_usd else "")
@@ -38,7 +41,7 @@ def cost_text(usd: float) -> str:
     return f"${usd:.4f}"
 
 
-def describe(view: TaskView) -> str:
+def describe(view: TaskLike) -> str:
     """One line: id, state (and exit code), usage — how a followed task ends."""
     exit_code = f" (exit {view.exit_code})" if view.exit_code is not None else ""
     return f"{view.task_id}  {state_of(view)}{exit_code}  {usage_text(view)}"
@@ -49,7 +52,7 @@ def _when(at: float, now: float) -> str:
     return f"{stamp}, {human_age(now - at)} ago"
 
 
-def _why(view: TaskView) -> str | None:
+def _why(view: TaskLike) -> str | None:
     """Why a task ended, or why a live one waits; None when there is nothing to say."""
     if view.status is not None:
         return ending_reason(view, result_where="below")
@@ -69,7 +72,7 @@ def _why(view: TaskView) -> str | None:
     return None
 
 
-def _origin(view: TaskView) -> str | None:
+def _origin(view: TaskLike) -> str | None:
     parts = []
     if view.forked_from is not None:
         parts.append(f"forked from {view.forked_from.task_id} step {view.forked_from.step}")
@@ -80,7 +83,7 @@ def _origin(view: TaskView) -> str | None:
     return "; ".join(parts) or None
 
 
-def _timing(view: TaskView, now: float) -> str | None:
+def _timing(view: TaskLike, now: float) -> str | None:
     if view.started_at is None:
         return None
     if view.ended_at is not None:
@@ -88,14 +91,14 @@ def _timing(view: TaskView, now: float) -> str | None:
     return f"running for {human_age(now - view.started_at)}"
 
 
-def _executor(view: TaskView) -> str | None:
+def _executor(view: TaskLike) -> str | None:
     """Where a task ran, when that is not this daemon's own host."""
     if view.executor in (None, "local"):
         return None
     return one_line(f"{view.executor} on {view.worker or '?'}")
 
 
-def status_lines(view: TaskView, *, now: float) -> list[str]:
+def status_lines(view: TaskLike, *, now: float) -> list[str]:
     """What `agentd status` prints before the result: one `label  value` line each."""
     state = state_of(view)
     if view.exit_code is not None:
@@ -125,7 +128,7 @@ def status_lines(view: TaskView, *, now: float) -> list[str]:
     return [f"{label:<{LABEL}}{value}" for label, value in rows if value is not None]
 
 
-def result_text(view: TaskView, *, terminal: bool) -> str | None:
+def result_text(view: TaskLike, *, terminal: bool) -> str | None:
     """The result as printed: JSON when structured, else the text itself, escaped for a
     `terminal` (a pipe gets it exact); None when there is none."""
     if view.result is None:
@@ -145,7 +148,7 @@ LIST_COLUMNS = (
 )
 
 
-def list_lines(views: Sequence[TaskView], *, now: float, width: int) -> list[str]:
+def list_lines(views: Sequence[TaskLike], *, now: float, width: int) -> list[str]:
     """`agentd list`'s table: short id, age, state, model, the start of the instruction, fitted
     to `width` cells."""
     short = short_ids(v.task_id for v in views)
@@ -162,7 +165,7 @@ def list_lines(views: Sequence[TaskView], *, now: float, width: int) -> list[str
     return render(LIST_COLUMNS, rows, width)
 
 
-def cancel_line(view: TaskView) -> str:
+def cancel_line(view: TaskLike) -> str:
     """What `agentd cancel` did, from the task as the daemon answered."""
     task_id = view.task_id
     if view.status is TerminalStatus.CANCELLED:

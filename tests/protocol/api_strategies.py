@@ -30,6 +30,7 @@ from protocol.api import (
     EventView,
     ExtendParams,
     ExtendRequest,
+    ForkOrigin,
     ForkParams,
     ForkRequest,
     GetRequest,
@@ -63,6 +64,7 @@ from protocol.api import (
     TaskSpec,
     TaskState,
     TaskView,
+    ThrottleView,
     TranscriptParams,
     TranscriptRequest,
     TranscriptStep,
@@ -213,6 +215,7 @@ run_usages = st.builds(
     steps=non_negative,
     model_calls=non_negative,
     tool_calls=non_negative,
+    cost_usd=st.floats(min_value=0.0, max_value=1e6),
 )
 statuses = _maybe(st.sampled_from(TerminalStatus))
 
@@ -240,6 +243,13 @@ task_views = st.builds(
     schedule_id=_maybe(task_ids),
     trigger=_maybe(short_text),
     uri=_maybe(short_text),
+    executor=_maybe(short_text),
+    worker=_maybe(short_text),
+    resumes=non_negative,
+    forked_from=_maybe(st.builds(ForkOrigin, task_id=task_ids, step=non_negative)),
+    throttled=_maybe(
+        st.builds(ThrottleView, endpoint=short_text, blocked_by=short_text, waiting_s=positive_floats)
+    ),
     deferred=_maybe(st.builds(DeferralView, until=finite_floats, reason=short_text)),
 )
 fork_requests = st.builds(
