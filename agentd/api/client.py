@@ -122,7 +122,8 @@ class ApiClient:
         deadline = time.monotonic() + budget
         sent = self._send(request, deadline)
         while True:
-            reply = self._reply(*self._receive(sent.method, deadline, budget))
+            message, _ = self._receive(sent.method, deadline, budget)
+            reply = self._reply(message)
             if not isinstance(reply, EventNotification | TaskChangedNotification):
                 return self._result_of(reply, sent)
 
@@ -170,8 +171,8 @@ class ApiClient:
         finished = False
         try:
             while True:
-                line = self._receive(sent.method, time.monotonic() + idle_timeout_s, idle_timeout_s)
-                reply = self._reply(*line)
+                message, _ = self._receive(sent.method, time.monotonic() + idle_timeout_s, idle_timeout_s)
+                reply = self._reply(message)
                 if isinstance(reply, EventNotification):
                     yield reply.params
                     continue
@@ -199,7 +200,8 @@ class ApiClient:
         finished = False
         try:
             while True:
-                reply = self._reply(*self._receive(sent.method, math.inf, math.inf))
+                message, _ = self._receive(sent.method, math.inf, math.inf)
+                reply = self._reply(message)
                 if isinstance(reply, TaskChangedNotification):
                     yield reply.params
                 elif isinstance(reply, EventNotification):
@@ -382,7 +384,7 @@ class ApiClient:
             raise self._bad_response("a message that is neither a result nor an error")
         return message, line
 
-    def _reply(self, message: dict[str, Any], _line: bytes) -> ApiReply:
+    def _reply(self, message: dict[str, Any]) -> ApiReply:
         """A received message as its model."""
         from pydantic import ValidationError
 

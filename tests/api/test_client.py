@@ -74,6 +74,30 @@ async def test_an_error_answer_raises_with_the_daemons_code_message_and_retryabl
 
 
 @pytest.mark.anyio
+async def test_a_plain_call_answers_the_json_and_the_text_the_result_model_dumps(server: Server) -> None:
+    def session() -> tuple[object, str | None, TaskView]:
+        with ApiClient(server.path) as client:
+            submitted = client.call_plain("task.submit", {"spec": {"instruction": "plain"}})
+            answer = client.call_plain("task.get", {"task_id": submitted.value["task_id"]})
+            return answer.value, answer.text, client.call(_get(submitted.value["task_id"]))
+
+    value, text, view = await anyio.to_thread.run_sync(session)
+    assert text == view.model_dump_json()
+    assert TaskView.model_validate(value) == view
+
+
+@pytest.mark.anyio
+async def test_a_plain_call_raises_the_daemons_error_as_a_model_call_does(server: Server) -> None:
+    def attempt() -> ApiClientError:
+        with ApiClient(server.path) as client, pytest.raises(ApiClientError) as failed:
+            client.call_plain("task.get", {"task_id": "t404"})
+        return failed.value
+
+    missing = await anyio.to_thread.run_sync(attempt)
+    assert (missing.code, missing.message, missing.retryable) == (NOT_FOUND, "no task 't404'", False)
+
+
+@pytest.mark.anyio
 async def test_stream_yields_each_event_then_the_final_task(server: Server) -> None:
     async with await RawConnection.open(server.path) as owner:
         task_id = (await owner.request("task.submit", {"spec": {"instruction": "x"}}))["result"]["task_id"]
