@@ -48,7 +48,7 @@ IDEMPOTENCY_KEY_MAX = 128  # SubmitParams.idempotency_key
 # `submit` flags that make a schedule (agentd.cli.flags.SCHEDULE_FLAGS): the model path's.
 SCHEDULE_FLAGS = (
     *("cron", "every", "loop", "tz", "interval", "max_runs"),
-    *("missed", "overlap", "max_failures", "max_total_tokens"),
+    *("missed", "overlap", "max_failures", "max_total_tokens", "daily_cost"),
 )
 
 
