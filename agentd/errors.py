@@ -28,6 +28,8 @@ AgentdError
  ├── _ConnectionLost       (private) an API client can no longer be written to
  │                         (agentd/api/connection.py)
  ├── ApiClientError        an API call failed, as the client sees it (agentd/api/client.py)
+ ├── ListenError           also a ValueError: a client program's `HOST:PORT` cannot be served
+ │                         (agentd/api/listen_address.py)
  ├── UsageError            a bad command-line flag value: exit 2 before anything is sent
  ├── ShapeError            also a ValueError: a task the daemon sent lacks a field the CLI reads,
  │                         or holds it with the wrong type (agentd/cli/task_facts.py)

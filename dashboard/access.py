@@ -11,57 +11,34 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
+from agentd.api import listen_address
+from agentd.api.listen_address import Listen, ListenError
 from dashboard.errors import AccessError
 
-LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 CSRF_HEADER = "x-csrf-token"
 SAFE_METHODS = frozenset({"GET", "HEAD"})
 
 
-@dataclass(frozen=True, slots=True)
-class Listen:
-    """Where the server listens: `host` as a socket takes it (no brackets), and the port."""
-
-    host: str
-    port: int
-
-    @property
-    def url_host(self) -> str:
-        return f"[{self.host}]" if ":" in self.host else self.host
-
-
 def parse_listen(value: str, *, allow_remote: bool) -> Listen:
-    """`HOST:PORT` (`[::1]:PORT` for IPv6) as given to `--listen`.
+    """`HOST:PORT` as given to `--listen` (`listen_address.parse_listen`).
 
     Raises:
         AccessError: not HOST:PORT, or not a loopback address without `--allow-remote`.
     """
-    host, sep, port_text = value.rpartition(":")
-    if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
-        raise AccessError(f"--listen {value!r}: expected HOST:PORT, e.g. 127.0.0.1:8765")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    if not allow_remote and not is_loopback(host):
-        raise AccessError(
-            f"--listen {value!r}: {host} is not a loopback address; add --allow-remote to listen "
-            "beyond this machine (and put TLS and authentication in front: docs/web.md)"
-        )
-    return Listen(host, int(port_text))
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
     try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+        return listen_address.parse_listen(
+            value,
+            flag="--listen",
+            allow_remote=allow_remote,
+            remote_advice="and put TLS and authentication in front: docs/web.md",
+        )
+    except ListenError as exc:
+        raise AccessError(str(exc)) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +58,7 @@ class Origins:
     remote: bool = False
 
     def hosts(self) -> frozenset[str]:
-        names = {*LOOPBACK_NAMES, self.listen.url_host}
-        return frozenset(f"{name}:{self.port}" for name in names)
+        return self.listen.hosts(self.port)
 
     def refusal(self, headers: Mapping[str, str]) -> Refusal | None:
         """Why this request's `Host` or `Origin` is refused, or None. `headers` keys are lower case."""

@@ -9,7 +9,7 @@ import socket
 import anyio
 import uvicorn
 
-from dashboard.access import Listen
+from agentd.api.listen_address import Listen
 from dashboard.app import Gate
 from dashboard.fanout import TaskStreams
 

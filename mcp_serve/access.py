@@ -9,11 +9,12 @@ and a missing or wrong token is anyone else. The token is compared in constant t
 from __future__ import annotations
 
 import hmac
-import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+from agentd.api import listen_address
+from agentd.api.listen_address import Listen, ListenError
+
 MIN_TOKEN_CHARS = 16
 
 
@@ -21,47 +22,25 @@ class AccessError(ValueError):
     """A flag's value that cannot be served; the message names the flag."""
 
 
-@dataclass(frozen=True, slots=True)
-class Listen:
-    """Where the server listens: `host` as a socket takes it (no brackets), and the port."""
-
-    host: str
-    port: int
-
-    @property
-    def url_host(self) -> str:
-        return f"[{self.host}]" if ":" in self.host else self.host
-
-    def url(self, port: int | None = None) -> str:
-        return f"http://{self.url_host}:{self.port if port is None else port}/mcp"
+def mcp_url(listen: Listen, port: int) -> str:
+    return f"http://{listen.url_host}:{port}/mcp"
 
 
 def parse_listen(value: str, *, allow_remote: bool) -> Listen:
-    """`HOST:PORT` (`[::1]:PORT` for IPv6) as given to `--http`.
+    """`HOST:PORT` as given to `--http` (`listen_address.parse_listen`).
 
     Raises:
         AccessError: not HOST:PORT, or not a loopback address without `--allow-remote`.
     """
-    host, sep, port_text = value.rpartition(":")
-    if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
-        raise AccessError(f"--http {value!r}: expected HOST:PORT, e.g. 127.0.0.1:8765")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    if not allow_remote and not is_loopback(host):
-        raise AccessError(
-            f"--http {value!r}: {host} is not a loopback address; add --allow-remote to listen "
-            "beyond this machine (and put TLS in front: docs/mcp-server.md)"
-        )
-    return Listen(host, int(port_text))
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
     try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+        return listen_address.parse_listen(
+            value,
+            flag="--http",
+            allow_remote=allow_remote,
+            remote_advice="and put TLS in front: docs/mcp-server.md",
+        )
+    except ListenError as exc:
+        raise AccessError(str(exc)) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,12 +65,10 @@ class Gate:
     remote: bool = False
 
     def origins(self) -> frozenset[str]:
-        names = {*LOOPBACK_NAMES, self.listen.url_host}
-        return frozenset(f"http://{name}:{self.port}" for name in names)
+        return frozenset(f"http://{host}" for host in self.hosts())
 
     def hosts(self) -> frozenset[str]:
-        names = {*LOOPBACK_NAMES, self.listen.url_host}
-        return frozenset(f"{name}:{self.port}" for name in names)
+        return self.listen.hosts(self.port)
 
     def refusal(self, headers: Mapping[str, str]) -> Refusal | None:
         """Why this request is refused, or None to let it in. `headers` keys are lower case."""

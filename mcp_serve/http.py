@@ -19,7 +19,8 @@ import uvicorn
 from mcp.server import Server
 from mcp.server.transport_security import TransportSecuritySettings
 
-from mcp_serve.access import Gate, Listen
+from agentd.api.listen_address import Listen
+from mcp_serve.access import Gate, mcp_url
 
 PATH = "/mcp"
 
@@ -83,7 +84,7 @@ async def serve_http(
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
     config = uvicorn.Config(GatedApp(inner, gate), lifespan="on", log_level="warning", access_log=False)
-    sys.stderr.write(f"agentd mcp serve: listening on {listen.url(port)}\n")
+    sys.stderr.write(f"agentd mcp serve: listening on {mcp_url(listen, port)}\n")
     sys.stderr.flush()
     # uvicorn shuts down gracefully on SIGTERM, then raises it again for the handler it found:
     # by then the work is done, so SIGTERM is a clean exit (status 0), as systemd expects.

@@ -77,7 +77,7 @@ ALLOWED_FIRST_PARTY = {
 # The only agentd modules the client programs (mcp_serve, dashboard) may import: the socket API's
 # clients and the errors they raise.
 CLIENT_PROGRAMS_MAY_IMPORT_FROM_AGENTD = frozenset(
-    {"agentd.api.client", "agentd.api.async_port", "agentd.errors"}
+    {"agentd.api.client", "agentd.api.async_port", "agentd.api.listen_address", "agentd.errors"}
 )
 
 # agentd's floors, top to bottom: a module may import its own room and any room on a lower floor.

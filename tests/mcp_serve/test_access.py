@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mcp_serve.access import AccessError, Gate, Listen, parse_listen
+from agentd.api.listen_address import Listen
+from mcp_serve.access import AccessError, Gate, parse_listen
 
 TOKEN = "t" * 43
 

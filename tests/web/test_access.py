@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from dashboard.access import Admit, Exchange, Keys, Listen, Origins, Refusal, decide, parse_listen
+from agentd.api.listen_address import Listen
+from dashboard.access import Admit, Exchange, Keys, Origins, Refusal, decide, parse_listen
 from dashboard.errors import AccessError
 
 PORT = 8765

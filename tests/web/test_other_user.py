@@ -13,7 +13,8 @@ import pytest
 
 from agentd.api.async_port import DaemonPort
 from agentd.api.client import ApiClient
-from dashboard.access import Keys, Listen, Origins, cookie_name
+from agentd.api.listen_address import Listen
+from dashboard.access import Keys, Origins, cookie_name
 from dashboard.app import build_app
 from protocol.api import SubmitParams, SubmitRequest, TaskSpec
 from tests.support.as_user import NOGROUP, forked_as
