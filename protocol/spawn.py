@@ -66,6 +66,8 @@ class EndpointSpec(_Wire):
     tool_mode: Literal["native", "json", "auto"] = "auto"
     context_window: int = Field(default=128_000, ge=1024)
     max_output_tokens: int | None = Field(default=None, ge=1)
+    # Sent with every request when set; unset leaves the server's own default.
+    temperature: float | None = Field(default=None, ge=0, le=2)
     request_timeout_s: float = Field(default=120.0, gt=0)
     # Non-streaming: once the response has begun, the longest silence between body chunks.
     read_idle_timeout_s: float = Field(default=30.0, gt=0)

@@ -134,6 +134,7 @@ class Config:
             tool_mode=section.tool_mode,
             context_window=section.context_window,
             max_output_tokens=section.max_output_tokens,
+            temperature=section.temperature,
             request_timeout_s=section.request_timeout_s,
             read_idle_timeout_s=section.read_idle_timeout_s,
             first_token_timeout_s=section.first_token_timeout_s,

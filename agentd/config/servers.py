@@ -113,6 +113,13 @@ class IntelligenceSection(Section):
         default=128_000, ge=1024, description="Model context window in tokens (drives compaction)."
     )
     max_output_tokens: int | None = Field(default=None, ge=1, description="Cap on tokens per reply.")
+    temperature: float | None = Field(
+        default=None,
+        ge=0,
+        le=2,
+        description="Sampling temperature sent with every request (0: the most likely token each time). "
+        "Unset: none is sent and the server's default applies.",
+    )
     request_timeout_s: Seconds = Field(
         default=_endpoint_default("request_timeout_s"), gt=0, description="One model request, at most."
     )

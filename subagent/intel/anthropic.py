@@ -197,6 +197,8 @@ class AnthropicMessages:
             "model": self._spec.model,
             "max_tokens": request.max_output_tokens or self._spec.max_output_tokens or DEFAULT_MAX_TOKENS,
         }
+        if self._spec.temperature is not None:
+            head["temperature"] = self._spec.temperature
         if request.system:
             head["system"] = request.system
         if request.json_actions:

@@ -71,6 +71,8 @@ class OpenAIChat:
         max_tokens = request.max_output_tokens or self._spec.max_output_tokens
         if max_tokens is not None:
             head["max_tokens"] = max_tokens
+        if self._spec.temperature is not None:
+            head["temperature"] = self._spec.temperature
         if self._spec.stream:
             head["stream"] = True
             head["stream_options"] = {"include_usage": True}

@@ -38,6 +38,14 @@ ACTION_FORMAT = (
     '  {"action": "final", "result": <your answer>}                     when the task is done;\n'
     '  {"action": "refuse", "reason": "<why>"}                          if the task cannot be done.'
 )
+# Where facts come from: a small model otherwise answers from its imagination instead of calling
+# the tool that knows (the contents of a file, a directory's listing, a tool's computed result).
+GROUNDING = (
+    "Facts about files, directories, servers and other systems come only from tool results: call "
+    "the tool that reports them, read its result in the next message, then answer from it. Never "
+    "guess or invent them. Take a tool's result over what you expected. If the task needs an "
+    "action that none of the tools can perform, refuse instead of claiming it was done."
+)
 
 
 @dataclass(frozen=True, slots=True)

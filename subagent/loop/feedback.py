@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from subagent.loop.action import ACTION_FORMAT
+from subagent.loop.action import ACTION_FORMAT, GROUNDING
 
 MARK = "[agentd]"
 # Sentences shorter than this are too common to tell an echo from an answer.
@@ -87,4 +87,6 @@ def _normal(text: str) -> str:
 
 
 # The standing instructions of every JSON-action request (the system prompt carries them too).
-INSTRUCTIONS = sentences(ACTION_FORMAT.replace("<", "(").replace(">", ")")) + sentences(REASK)
+INSTRUCTIONS = (
+    sentences(ACTION_FORMAT.replace("<", "(").replace(">", ")")) + sentences(GROUNDING) + sentences(REASK)
+)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from subagent.loop.action import ACTION_FORMAT
+from subagent.loop.json_prompt import json_tools_section
 from subagent.loop.state import LoopConfig
 from subagent.messages import ToolSpec
 
@@ -71,21 +71,11 @@ def _limits_section(config: LoopConfig) -> str:
     )
 
 
-def _json_tools_section(tools: tuple[ToolSpec, ...]) -> str:
-    lines = ["## tools", "Call tools by replying with a JSON action. Available tools:"]
-    for t in tools:
-        lines.append(f"- {t.name}: {t.description}")
-        lines.append(f"  arguments schema: {json.dumps(t.input_schema, sort_keys=True)}")
-    lines.append("")
-    lines.append(ACTION_FORMAT)
-    return "\n".join(lines)
-
-
 def system_prompt(config: LoopConfig, *, resources: str, tools: tuple[ToolSpec, ...]) -> str:
     """Assemble the system text for one request."""
     sections = [BASE]
     if config.tool_mode == "json":
-        sections.append(_json_tools_section(tools))
+        sections.append(json_tools_section(tools))
     if resources:
         sections.append("## resources\n" + resources)  # the catalogue carries its own header
     sections.append(_output_section(config))

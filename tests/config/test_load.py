@@ -356,3 +356,10 @@ def test_importing_the_config_loads_no_mcp_or_http_client() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO, check=True
     )
     assert json.loads(done.stdout) == []
+
+
+def test_an_endpoints_temperature_reaches_its_spec(load: Load) -> None:
+    text = "[intelligence.local]\nkind = 'openai'\nmodel = 'm'\nbase_url = 'http://127.0.0.1:1/v1'\n"
+    (unset,) = load(text).endpoint_chain("local")
+    (cold,) = load(text + "temperature = 0\n").endpoint_chain("local")
+    assert (unset.temperature, cold.temperature) == (None, 0.0)

@@ -197,6 +197,12 @@ STDIO = '\n[mcp.fs]\ncommand = "mcp-fs"\n'
             id="output-over-window",
         ),
         pytest.param(
+            "[intelligence.a]\nkind = 'openai'\nmodel = 'm'\ntemperature = 3\n",
+            "intelligence.a.temperature",
+            "must be at most 2",
+            id="temperature-out-of-range",
+        ),
+        pytest.param(
             "[intelligence.'a b']\nkind = 'openai'\n",
             'intelligence."a b"',
             "this name is not allowed",
