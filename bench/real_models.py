@@ -22,6 +22,7 @@ import os
 import platform
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -39,6 +40,9 @@ RESULTS = REPO / "bench" / "results" / "real_models.json"
 NPM_PACKAGES = REPO / "tests" / "npm" / "node_modules" / "@modelcontextprotocol"
 # Slack past the task's own deadline before the run is killed from here.
 KILL_SLACK_S = 60.0
+# `--via daemon`: how long `agentd serve` may take to listen, and to drain on SIGTERM.
+DAEMON_START_S = 60.0
+DAEMON_STOP_S = 40.0
 
 
 def server_argv(package: str, directory: Path) -> list[str]:
@@ -70,6 +74,10 @@ def config_text(args: argparse.Namespace, task: Task, directory: Path) -> str:
         f"request_timeout_s = {args.deadline_s}",
         f"read_idle_timeout_s = {args.deadline_s}",
     ]
+    if args.tool_mode:
+        lines.append(f"tool_mode = {json.dumps(args.tool_mode)}")
+    if args.temperature is not None:
+        lines.append(f"temperature = {args.temperature:g}")
     for name in task.servers:
         package, tools = SERVERS[name]
         lines += [
@@ -90,28 +98,19 @@ def run_once(args: argparse.Namespace, task: Task) -> dict[str, Any]:
         instruction = task.prepare(directory)
         config = Path(tmp) / "agentd.toml"
         config.write_text(config_text(args, task, directory))
-        argv = [*args.agentd, "run", "--config", str(config), "--model", "bench"]
-        argv += ["--max-steps", str(task.max_steps), "--deadline", f"{args.deadline_s:g}s"]
-        if args.tool_mode:
-            argv += ["--tool-mode", args.tool_mode]
+        options = ["--config", str(config), "--model", "bench", "--max-steps", str(task.max_steps)]
+        options += ["--deadline", f"{args.deadline_s:g}s"]
         for name in task.servers:
-            argv += ["--mcp", name]
+            options += ["--mcp", name]
         if task.schema is not None:
             schema = Path(tmp) / "schema.json"
             schema.write_text(json.dumps(task.schema))
-            argv += ["--output-schema", str(schema)]
+            options += ["--output-schema", str(schema)]
         started = time.monotonic()
-        try:
-            done = subprocess.run(
-                [*argv, instruction],
-                capture_output=True,
-                text=True,
-                timeout=args.deadline_s + KILL_SLACK_S,
-                cwd=tmp,
-            )
-            exit_code, stdout, stderr = done.returncode, done.stdout, done.stderr
-        except subprocess.TimeoutExpired as exc:
-            exit_code, stdout, stderr = -9, _text(exc.stdout), _text(exc.stderr)
+        if args.via == "daemon":
+            exit_code, stdout, stderr = through_daemon(args, Path(tmp), [*options, "--wait", instruction])
+        else:
+            exit_code, stdout, stderr = command(args, [*args.agentd, "run", *options, instruction], tmp)
         seconds = time.monotonic() - started
         outcome = outcome_of(exit_code, stdout.strip(), stderr, seconds)
         passed = task.check(outcome, directory)
@@ -125,6 +124,59 @@ def run_once(args: argparse.Namespace, task: Task) -> dict[str, Any]:
         "error": outcome.error,
         "result": outcome.stdout[:500],
     }
+
+
+def command(args: argparse.Namespace, argv: list[str], cwd: str) -> tuple[int, str, str]:
+    """Exit code, stdout and stderr of `argv`, killed past the task's deadline and its slack."""
+    try:
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=args.deadline_s + KILL_SLACK_S, cwd=cwd
+        )
+    except subprocess.TimeoutExpired as exc:
+        return -9, _text(exc.stdout), _text(exc.stderr)
+    return done.returncode, done.stdout, done.stderr
+
+
+def through_daemon(args: argparse.Namespace, tmp: Path, submit: list[str]) -> tuple[int, str, str]:
+    """`agentd submit --wait` to an `agentd serve` of the run's own config, socket and state; the
+    daemon's log stands in for `run`'s stderr (it carries the subagent's `loop.final`)."""
+    socket_path, log_path = tmp / "agentd.sock", tmp / "daemon.log"
+    serve = [*args.agentd, "serve", "--config", submit[1], "--socket", str(socket_path)]
+    serve += ["--state-dir", str(tmp / "state"), "--log-format", "json"]
+    with log_path.open("w") as log:
+        daemon = subprocess.Popen(serve, stdout=subprocess.DEVNULL, stderr=log, cwd=tmp)
+        try:
+            if not listening(socket_path, daemon):
+                return daemon.wait(), "", log_path.read_text()
+            argv = [*args.agentd, "submit", "--socket", str(socket_path), *submit[2:]]
+            exit_code, stdout, stderr = command(args, argv, str(tmp))
+        finally:
+            stop(daemon)
+    return exit_code, stdout, stderr + log_path.read_text()
+
+
+def listening(socket_path: Path, daemon: subprocess.Popen[bytes]) -> bool:
+    """Whether the daemon accepts connections within DAEMON_START_S (False: it exited or hung)."""
+    deadline = time.monotonic() + DAEMON_START_S
+    while time.monotonic() < deadline and daemon.poll() is None:
+        with socket.socket(socket.AF_UNIX) as probe:
+            try:
+                probe.connect(str(socket_path))
+                return True
+            except OSError:
+                time.sleep(0.2)
+    return False
+
+
+def stop(daemon: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, the drain's time, then SIGKILL."""
+    if daemon.poll() is None:
+        daemon.terminate()
+        try:
+            daemon.wait(timeout=DAEMON_STOP_S)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+            daemon.wait()
 
 
 def _text(value: str | bytes | None) -> str:
@@ -192,10 +244,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--tool-mode",
         choices=("auto", "native", "json"),
         default="",
-        help="agentd run --tool-mode (default: auto)",
+        help="the endpoint's `tool_mode` key (default: unset, agentd's default)",
+    )
+    parser.add_argument(
+        "--temperature",
+        type=float,
+        default=None,
+        help="the endpoint's `temperature` key (default: unset, the server's own; older agentd lacks it)",
     )
     parser.add_argument(
         "--agentd", default="", help="the agentd command to run (default: this interpreter's)"
+    )
+    parser.add_argument(
+        "--via",
+        choices=("run", "daemon"),
+        default="run",
+        help="`run`: each task through `agentd run`; `daemon`: through `agentd serve` and "
+        "`agentd submit --wait` (default run)",
     )
     parser.add_argument("--label", default="", help="a word for this measurement in the JSON (e.g. before)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where to write the JSON")
@@ -219,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
         "intelligence": args.intelligence,
         "model": args.model,
         "tool_mode": args.tool_mode or "auto",
+        "temperature": args.temperature,
+        "via": args.via,
         "repeat": args.repeat,
         "context_window": args.context_window,
         "machine_before": machine(),

@@ -29,7 +29,8 @@ def a_model_that_knows(request: Recorded) -> Behaviour:
     return chat(tool_calls=[tool_call("task_refuse", {"reason": "I have no tool that sends email."})])
 
 
-def test_the_real_model_bench_runs_its_tasks_and_writes_pass_rates(tmp_path: Path) -> None:
+@pytest.mark.parametrize("via", ["run", "daemon"])
+def test_the_real_model_bench_runs_its_tasks_and_writes_pass_rates(tmp_path: Path, via: str) -> None:
     out = tmp_path / "real.json"
     with FakeLLM(default=Respond(a_model_that_knows)) as fake:
         done = subprocess.run(
@@ -47,6 +48,10 @@ def test_the_real_model_bench_runs_its_tasks_and_writes_pass_rates(tmp_path: Pat
                 "60",
                 "--out",
                 str(out),
+                "--via",
+                via,
+                "--temperature",
+                "0",
             ],
             cwd=REPO,
             capture_output=True,
@@ -56,6 +61,8 @@ def test_the_real_model_bench_runs_its_tasks_and_writes_pass_rates(tmp_path: Pat
     assert done.returncode == 0, done.stderr[-3000:]
     assert not wait_no_descendants(timeout_s=10)
     results = json.loads(out.read_text())
+    assert (results["via"], results["temperature"]) == (via, 0)
+    assert all(r.json["temperature"] == 0 for r in fake.requests if isinstance(r.json, dict))
     assert results["pass_rate"] == 1.0
     assert set(results["tasks"]) == {"arithmetic", "must_refuse"}
     arithmetic = results["tasks"]["arithmetic"]
