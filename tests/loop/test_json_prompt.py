@@ -16,7 +16,10 @@ READ = ToolSpec(
     description="Read a file as text.",
     input_schema={
         "type": "object",
-        "properties": {"path": {"type": "string"}, "head": {"type": "number", "description": "first N lines"}},
+        "properties": {
+            "path": {"type": "string"},
+            "head": {"type": "number", "description": "first N lines"},
+        },
         "required": ["path"],
     },
 )

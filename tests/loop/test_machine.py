@@ -276,7 +276,7 @@ def test_json_action_mode_parses_tool_final_and_refuse_actions() -> None:
     run = drive(start("json"), replies, {"t": lambda c: ok(str(next(counter)))})
     assert run.terminal is not None and run.terminal.result == "all good"
     assert run.requests[0].tools == ()
-    assert "## tools" in run.requests[0].system and "- t:" in run.requests[0].system
+    assert "## tools" in run.requests[0].system and "\n- t {" in run.requests[0].system
     run = drive(start("json"), [reply('{"action": "refuse", "reason": "impossible"}')])
     assert run.terminal is not None and run.terminal.status is S.REFUSED
 
