@@ -198,7 +198,9 @@ def outcome_of(exit_code: int, stdout: str, stderr: str, seconds: float) -> Outc
             if event.get("event") == "loop.final" and str(event.get("handle", "0")) == "0":
                 final = event
     status = str(final.get("status") or ("killed" if exit_code == -9 else "unknown"))
-    error = final.get("error") or final.get("abort")
+    # Without a `loop.final` the command's own outcome line (the one line not JSON) says why.
+    said = [line for line in stderr.splitlines() if line.strip() and not line.startswith("{")]
+    error = final.get("error") or final.get("abort") or (said[-1][:500] if said and not final else None)
     return Outcome(
         exit_code=exit_code,
         status=status,

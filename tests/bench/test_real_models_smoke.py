@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from bench.real_models import outcome_of
 from tests.support.fake_llm import Behaviour, FakeLLM, Recorded, Respond, chat, tool_call
 from tests.support.leaks import wait_no_descendants
 
@@ -82,3 +83,11 @@ def test_an_unknown_task_is_a_usage_error_naming_the_flag() -> None:
     )
     assert done.returncode == 2
     assert "--tasks: unknown task juggling" in done.stderr
+
+
+def test_a_run_without_a_final_event_keeps_the_commands_own_outcome_line() -> None:
+    line = "agentd run: task t_1 crashed, abort mcp (exit 6): the server fs did not connect"
+    outcome = outcome_of(6, "", '{"event": "loop.start"}\n' + line + "\n", 1.0)
+    assert (outcome.status, outcome.error) == ("unknown", line)
+    final = '{"event": "loop.final", "handle": "0", "status": "completed", "steps": 1}\n'
+    assert outcome_of(0, "x", final + "agentd run: done\n", 1.0).error is None
