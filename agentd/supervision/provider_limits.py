@@ -1,7 +1,7 @@
 """Provider limits as decisions (pure): which waiting model requests to one endpoint may start now.
 
 One `Gate` per configured endpoint holds what the daemon knows of it — requests in flight, the
-starts and tokens of the last 60 s, a shared backoff — and the requests waiting for a slot, taken
+starts and tokens of the last `WINDOW_S`, a shared backoff — and the requests waiting for a slot, taken
 round-robin across owners and, within an owner, across tasks (as the task queue is), so one busy
 task cannot starve another. No I/O and no clock reads: `now` is an argument; the desk
 (`agentd.supervision.provider_desk`) drives it.
@@ -13,7 +13,11 @@ import collections
 from dataclasses import dataclass
 from typing import Literal
 
-WINDOW_S = 60.0
+# The provider's window is a minute of arrivals; the gate counts a start when it grants it, and
+# the request arrives later (the child's wake-up, the connection, a loaded machine). Holding each
+# start for a little longer than the minute keeps the gate's minute inside the provider's, at a cost
+# of at most 1/31 of the allowed rate.
+WINDOW_S = 60.0 + 2.0
 
 Blocker = Literal["max_concurrent_requests", "requests_per_minute", "tokens_per_minute", "backoff"]
 
