@@ -19,7 +19,7 @@ import pytest
 from agentd.cli.main import main
 from agentd.config.paths import SYSTEM_SOCKET
 from protocol.result import TerminalStatus
-from tests.support.as_user import NOBODY, NOGROUP, forked_as
+from tests.support.as_user import NOBODY, NOGROUP, forked_as, preload
 from tests.support.daemon import running_daemon, scripted
 
 pytestmark = [
@@ -46,6 +46,7 @@ def test_a_socket_group_member_reaches_the_system_daemon_without_settings(tmp_pa
         with running_daemon(
             tmp_path, body, daemon_lines=f'socket_group = "{NOGROUP}"\n', socket=SYSTEM_SOCKET
         ) as daemon:
+            preload("agentd.cli")  # the command's modules, loaded before the fork drops privileges
             seen = forked_as(_as_group_member, cwd="/", groups=[NOGROUP], env={"HOME": "/nonexistent"})
             assert seen["code"] == 0, seen["output"]
             view = json.loads(str(seen["output"]))

@@ -14,8 +14,10 @@ on the test's own event loop.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
+import pkgutil
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -119,3 +121,11 @@ def fork_as_nobody(
 ) -> dict[str, Any]:
     """Run `scenario` (default `ownership_scenario`) as nobody in a forked child; return what it saw."""
     return forked_as(lambda: (scenario or ownership_scenario)(root_task, path), cwd=cwd, groups=extra_groups)
+
+
+def preload(package: str) -> None:
+    """Import every module of `package` now: a forked child that has become another user cannot
+    read the interpreter's files, and the CLI imports a command's module only when it runs it."""
+    root = importlib.import_module(package)
+    for module in pkgutil.walk_packages(root.__path__, prefix=f"{package}."):
+        importlib.import_module(module.name)

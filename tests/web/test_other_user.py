@@ -15,7 +15,7 @@ from agentd.api.async_port import DaemonPort
 from agentd.api.client import ApiClient
 from agentd.api.listen_address import Listen
 from dashboard.access import Keys, Origins, cookie_name
-from dashboard.app import build_app
+from dashboard.app import Gate, build_app
 from protocol.api import SubmitParams, SubmitRequest, TaskSpec
 from tests.support.as_user import NOGROUP, forked_as
 from tests.support.daemon import Daemon, scripted, start_daemon, write_config
@@ -42,13 +42,13 @@ def daemon(tmp_path: Path) -> Iterator[Daemon]:
         assert wait_no_descendants(timeout_s=10.0) == []
 
 
-def _as_nobody(root_task: str) -> dict[str, Any]:
+def _as_nobody(root_task: str, app: Gate, keys: Keys) -> dict[str, Any]:
     """Submit a task as this user, then ask a dashboard of this user's what it shows (in process:
-    the interpreter's files are closed to this uid, so nothing new may be imported)."""
+    the interpreter's files are closed to this uid, so nothing new may be imported, and the app
+    was built before the fork: its page files are closed to this uid too). The app's port opens
+    a connection per call, so every call it makes here is this user's."""
     with ApiClient("agentd.sock", timeout_s=10) as client:
         mine = client.call(SubmitRequest(params=SubmitParams(spec=TaskSpec(instruction="nobody's")))).task_id
-    keys = Keys(launch_token="t" * 43)
-    app = build_app(DaemonPort("agentd.sock"), keys, Origins(Listen("127.0.0.1", 8765), 8765))
 
     async def look() -> dict[str, Any]:
         status, headers, _ = await asgi_get(app, f"/?token={keys.launch_token}", HOST)
@@ -65,7 +65,9 @@ def test_another_users_dashboard_shows_only_its_tasks_and_roots_shows_all(daemon
     root_task = daemon.submit("root's own")
     anyio.run(anyio.sleep, 0)  # the event loop's modules, loaded before the fork drops privileges
     assert cookie_name(8765)
-    seen = forked_as(lambda: _as_nobody(root_task), cwd=daemon.socket.parent)
+    keys = Keys(launch_token="t" * 43)
+    app = build_app(DaemonPort("agentd.sock"), keys, Origins(Listen("127.0.0.1", 8765), 8765))
+    seen = forked_as(lambda: _as_nobody(root_task, app, keys), cwd=daemon.socket.parent)
     assert [task["task_id"] for task in seen["listed"]] == [seen["mine"]]
     assert seen["foreign"] == 404
     web = start_web(daemon.socket)
