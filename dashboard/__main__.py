@@ -17,11 +17,12 @@ from functools import partial
 import anyio
 
 from agentd.api.async_port import DaemonPort
+from agentd.api.listen_address import bind
 from dashboard.access import Keys, Origins, parse_listen
 from dashboard.app import build_app
 from dashboard.errors import AccessError
 from dashboard.fanout import TaskStreams
-from dashboard.server import bind, configured, serve
+from dashboard.server import configured, serve
 
 USAGE_ERROR = 2
 DEFAULT_LISTEN = "127.0.0.1:8765"

@@ -9,26 +9,10 @@ import socket
 import anyio
 import uvicorn
 
-from agentd.api.listen_address import Listen
 from dashboard.app import Gate
 from dashboard.fanout import TaskStreams
 
 STOP_GRACE_S = 1
-
-
-def bind(listen: Listen) -> socket.socket:
-    """The listening socket (raises OSError: the address is taken or not ours)."""
-    family = socket.AF_INET6 if ":" in listen.host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((listen.host, listen.port))
-        sock.listen(128)
-    except OSError:
-        sock.close()
-        raise
-    sock.set_inheritable(False)
-    return sock
 
 
 def configured(app: Gate) -> uvicorn.Config:

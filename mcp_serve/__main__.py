@@ -56,7 +56,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _serve_http(server: Server[Served], args: argparse.Namespace) -> int:
-    from mcp_serve.http import bind, serve_http  # uvicorn and starlette: only when serving HTTP
+    from agentd.api.listen_address import bind
+    from mcp_serve.http import serve_http  # uvicorn and starlette: only when serving HTTP
 
     try:
         listen = parse_listen(args.http, allow_remote=args.allow_remote)

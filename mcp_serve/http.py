@@ -56,21 +56,6 @@ class GatedApp:
         await self._app(scope, receive, send)
 
 
-def bind(listen: Listen) -> socket.socket:
-    """The listening socket (raises OSError: the address is taken or not ours)."""
-    family = socket.AF_INET6 if ":" in listen.host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((listen.host, listen.port))
-        sock.listen(128)
-    except OSError:
-        sock.close()
-        raise
-    sock.set_inheritable(False)
-    return sock
-
-
 async def serve_http(
     server: Server[Any], listen: Listen, sock: socket.socket, token: str, *, remote: bool
 ) -> None:

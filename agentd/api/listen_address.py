@@ -1,12 +1,14 @@
-"""Where a client program's HTTP server listens (pure): `agentd mcp serve --http` and `agentd web`
-both take `HOST:PORT`, bind loopback unless told `--allow-remote`, and answer only to the loopback
-names of the port they bound (a web page that reaches a loopback port through DNS rebinding names
-its own host). Each program adds its own gate on top: a bearer token, or a session cookie.
+"""Where a client program's HTTP server listens: `agentd mcp serve --http` and `agentd web` both
+take `HOST:PORT`, bind loopback unless told `--allow-remote`, and answer only to the loopback names
+of the port they bound (a web page that reaches a loopback port through DNS rebinding names its own
+host). Each program adds its own gate on top: a bearer token, or a session cookie. All of it is
+pure but `bind`.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import socket
 from dataclasses import dataclass
 
 from agentd.errors import AgentdError
@@ -62,3 +64,18 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def bind(listen: Listen) -> socket.socket:
+    """The listening socket (raises OSError: the address is taken or not ours)."""
+    family = socket.AF_INET6 if ":" in listen.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((listen.host, listen.port))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(False)
+    return sock
