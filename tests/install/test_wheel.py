@@ -61,6 +61,17 @@ class Install:
     cwd: Path
     env: dict[str, str]
 
+    def python(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """The installed environment's interpreter with `args`, from outside the checkout."""
+        return subprocess.run(
+            [str(self.venv / "bin" / "python"), *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=self.cwd,
+            env=self.env,
+        )
+
     def agentd(self, *args: str, timeout_s: float = COMMAND_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [str(self.venv / "bin" / "agentd"), *args],
@@ -136,45 +147,21 @@ def installed() -> Iterator[Install]:
 
 
 def test_agentd_is_imported_from_the_fresh_environment_not_the_checkout(installed: Install) -> None:
-    python = installed.venv / "bin" / "python"
-    code = "import agentd, subagent; print(agentd.__file__); print(subagent.__file__)"
-    done = subprocess.run(
-        [str(python), "-c", code],
-        capture_output=True,
-        text=True,
-        cwd=installed.cwd,
-        env=installed.env,
-        timeout=60,
-    )
+    done = installed.python("-c", "import agentd, subagent; print(agentd.__file__); print(subagent.__file__)")
     assert done.returncode == 0, done.stderr
     assert all(Path(line).is_relative_to(installed.venv) for line in done.stdout.splitlines()), done.stdout
 
 
 def test_the_example_server_runs_as_a_module_as_the_trigger_recipe_says(installed: Install) -> None:
-    python = installed.venv / "bin" / "python"
-    done = subprocess.run(
-        [str(python), "-m", "agentd.examples.mcp_demo_server", "--help"],
-        capture_output=True,
-        text=True,
-        cwd=installed.cwd,
-        env=installed.env,
-        timeout=60,
-    )
+    done = installed.python("-m", "agentd.examples.mcp_demo_server", "--help")
     assert done.returncode == 0, done.stderr
     assert "--port" in done.stdout
 
 
 def test_the_dashboards_pages_ship_in_the_package(installed: Install) -> None:
     # Served from the installed package (no build step): every file the checkout has.
-    python = installed.venv / "bin" / "python"
-    code = "import dashboard.app as a; print(*sorted(p.name for p in a.STATIC.iterdir()), a.STATIC)"
-    done = subprocess.run(
-        [str(python), "-c", code],
-        capture_output=True,
-        text=True,
-        cwd=installed.cwd,
-        env=installed.env,
-        timeout=60,
+    done = installed.python(
+        "-c", "import dashboard.app as a; print(*sorted(p.name for p in a.STATIC.iterdir()), a.STATIC)"
     )
     assert done.returncode == 0, done.stderr
     *names, where = done.stdout.split()
