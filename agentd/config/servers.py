@@ -157,13 +157,14 @@ class IntelligenceSection(Section):
         default=None,
         ge=1,
         le=1_000_000,
-        description="Provider limit for the whole daemon: requests started in any 60 s window.",
+        description="Provider limit for the whole daemon: requests started in any minute (counted over "
+        "62 s: a request reaches the provider after its grant).",
     )
     tokens_per_minute: int | None = Field(
         default=None,
         ge=1,
         description="Provider limit for the whole daemon: tokens (input estimate plus max output, "
-        "corrected by the reply's usage) in any 60 s window.",
+        "corrected by the reply's usage) in any minute (counted over 62 s).",
     )
     script: ConfigPath | None = Field(
         default=None,
