@@ -75,19 +75,22 @@ class QueueCache:
     def begin_read(self) -> None:
         self._reading, self._arrived, self._lost = True, [], False
 
-    def end_read(self, read: tuple[TaskRecord, ...] | None, per_owner: int) -> None:
-        """The read's result (`per_owner` each at most), or None when it failed."""
+    def end_read(self, read: tuple[TaskRecord, ...] | None, per_owner: int) -> bool:
+        """The read's result (`per_owner` each at most), or None when it failed. True when the
+        read may be started from: not when it went stale in flight, since a task it lists may
+        have left the queue meanwhile."""
         self._reading = False
         arrived, self._arrived = self._arrived, []
         if read is None or self._lost:
             self._owners = None
-            return
+            return False
         self._owners, self._position = {}, {}
         for record in read:
             self._add(record)
         self._cut = {owner for owner, queued in self._owners.items() if len(queued) >= per_owner}
         for record in arrived:
             self.submitted(record)
+        return True
 
     def submitted(self, record: TaskRecord) -> None:
         """`record` was just committed `queued`: the newest task of its owner. The caller

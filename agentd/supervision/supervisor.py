@@ -372,7 +372,12 @@ class Supervisor:
         try:
             read = await self.journal.tasks.next_queued(size, day_now=self.daily.now())
         finally:
-            self._queue.end_read(read, size)
+            usable = self._queue.end_read(read, size)
+        if not usable:
+            # A task it lists was forgotten or cancelled meanwhile: start nothing from it, and
+            # pick again at once from a fresh read.
+            self._wake.set()
+            return ()
         return first_per_owner(read, per_owner)[0]
 
     async def _held_for_the_day(self, record: TaskRecord) -> bool:

@@ -87,7 +87,7 @@ def test_anything_unseen_makes_it_read_again_even_during_a_read() -> None:
     assert cache.pick(4) is None
     cache.begin_read()
     cache.stale()  # e.g. a schedule fired while the read was in flight
-    cache.end_read((rec(),), 64)
+    assert not cache.end_read((rec(),), 64)  # nothing is started from what it listed
     assert cache.pick(4) is None
 
 
@@ -96,7 +96,7 @@ def test_a_submit_acknowledged_during_a_read_is_kept_and_a_failed_read_keeps_not
     old, new = rec(), rec()
     cache.begin_read()
     cache.submitted(new)  # committed after the read's snapshot
-    cache.end_read((old,), 64)
+    assert cache.end_read((old,), 64)
     assert cache.pick(4) == (old, new)
     cache.begin_read()
     cache.end_read(None, 64)
@@ -227,6 +227,52 @@ async def test_a_task_forgotten_while_held_back_is_not_started_from_the_copy(jou
         assert await journal.tasks.forget_queued(held_id)
         supervisor.queue_changed()
         supervisor.accepting.discard(held_id)
+        after = await submit(journal, supervisor, owner_uid=1)
+        (await wait_run_started(executor, after.task_id)).finish.set()
+        with anyio.fail_after(BOUND_S):
+            await supervisor.terminal_event(after.task_id).wait()
+        assert held_id not in executor.runs
+        supervisor.drain()
+        with anyio.fail_after(BOUND_S):
+            await supervisor.wait_drained()
+        tg.cancel_scope.cancel()
+
+
+@pytestmark_anyio
+async def test_a_read_that_went_stale_in_flight_is_not_started_from(
+    journal: Journal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The read lists a held-back task; while it is in flight the task is forgotten and let go.
+    The read's result is then a copy of a queue that no longer exists: nothing starts from it."""
+    real = journal.tasks.next_queued
+    reading, release = anyio.Event(), anyio.Event()
+
+    async def slow(per_owner: int, day_now: float | None = None) -> Any:
+        read = await real(per_owner, day_now)
+        if not release.is_set():
+            reading.set()
+            await release.wait()
+        return read
+
+    executor = FakeExecutor()
+    supervisor = Supervisor(
+        journal,
+        placeholder_payload,
+        ExecSpawner(),
+        SupervisorOptions(max_concurrent_tasks=1),
+        executor=executor,
+    )
+    supervisor.accepting.add(held_id := new_task_id())
+    await journal.tasks.submit(TaskSpec(instruction="held"), owner_uid=1, task_id=held_id)
+    monkeypatch.setattr(journal.tasks, "next_queued", slow)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(supervisor.serve)
+        with anyio.fail_after(BOUND_S):
+            await reading.wait()  # the scheduler's read has listed the held-back task
+        assert await journal.tasks.forget_queued(held_id)
+        supervisor.queue_changed()
+        supervisor.accepting.discard(held_id)
+        release.set()
         after = await submit(journal, supervisor, owner_uid=1)
         (await wait_run_started(executor, after.task_id)).finish.set()
         with anyio.fail_after(BOUND_S):
