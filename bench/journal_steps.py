@@ -83,9 +83,10 @@ class RssSampler:
         return self.samples
 
 
-def daemon_cpu_s(pid: int) -> float:
+def daemon_cpu_s(pid: int) -> tuple[float, float]:
+    """The daemon's CPU seconds so far: (user, system)."""
     times = psutil.Process(pid).cpu_times()
-    return float(times.user + times.system)
+    return float(times.user), float(times.system)
 
 
 def journal_bytes(state_dir: Path) -> dict[str, int]:
@@ -122,7 +123,7 @@ def run(
             steps_at_ready = journal_bytes(workdir / "state")["steps"]
             outcome = wait_all_terminal(bench.socket, ids, timeout_s=steps * delay_s * 20 + 300)
             done = time.monotonic()
-            daemon_cpu = daemon_cpu_s(bench.pid) - cpu_at_ready
+            user, system = (b - a for a, b in zip(cpu_at_ready, daemon_cpu_s(bench.pid), strict=True))
             probe = prober.finish()
             samples = rss.finish()
         finally:
@@ -132,6 +133,7 @@ def run(
             bench.stop()
         machine = meter.stop()
     journal = journal_bytes(workdir / "state")
+    new_steps = max(journal["steps"] - steps_at_ready, 1)
     running = [mb for t, mb in samples if all_ready <= t <= done]
     return {
         "tasks": tasks,
@@ -150,7 +152,11 @@ def run(
             "at_end": round(running[-1], 1) if running else None,
         },
         "journal": journal,
-        "daemon_cpu_ms_per_step": round(1000 * daemon_cpu / max(journal["steps"] - steps_at_ready, 1), 2),
+        "daemon_cpu_ms_per_step": round(1000 * (user + system) / new_steps, 2),
+        "daemon_cpu_split_ms_per_step": {
+            "user": round(1000 * user / new_steps, 2),
+            "system": round(1000 * system / new_steps, 2),
+        },
         "subagent_nice": nice,
         "bytes_per_step": round(journal["bytes"] / max(journal["steps"], 1)),
         "strays": len(strays([bench.pid])),
@@ -181,7 +187,12 @@ def rows(result: dict[str, object]) -> list[tuple[str, str, str, bool | None]]:
             f"≤ {DAEMON_RSS_TARGET_MB:g} MiB",
             rss["peak"] is not None and float(rss["peak"]) <= DAEMON_RSS_TARGET_MB,
         ),
-        ("daemon CPU per step journaled while all run", f"{result['daemon_cpu_ms_per_step']} ms", "—", None),
+        (
+            "daemon CPU per step journaled while all run",
+            f"{result['daemon_cpu_ms_per_step']} ms ({result['daemon_cpu_split_ms_per_step']})",
+            "—",
+            None,
+        ),
         ("journal bytes per step", f"{result['bytes_per_step']} B", "—", None),
     ]
 

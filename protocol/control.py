@@ -125,6 +125,26 @@ class Usage(Message):
     params: UsageParams
 
 
+# Events, and usage reports, one frame carries at most (`ev/batch`, or riding on a `sup/record`).
+MAX_NOTES_PER_FRAME = 256
+
+
+class NotesParams(_Params):
+    """Events and usage reports sent in one frame: the events in the order they happened, then
+    the usage reports (deltas, so where they fall among the events does not matter)."""
+
+    events: list[EventParams] = Field(default_factory=list, max_length=MAX_NOTES_PER_FRAME)
+    usage: list[UsageParams] = Field(default_factory=list, max_length=MAX_NOTES_PER_FRAME)
+
+
+class Batch(Message):
+    """What a subagent reported since its last frame, in one frame: its events and usage reports
+    are handled as `ev/event` and `ev/usage` frames would be, in order (docs/decisions.md)."""
+
+    method: Literal["ev/batch"] = "ev/batch"
+    params: NotesParams
+
+
 class TurnParams(_Params):
     """A warm session's turn ended: the answer to the injection `seq`, its status and usage.
 
@@ -228,9 +248,11 @@ class ApproveResult(_Params):
     call: str | None = Field(default=None, max_length=64)
 
 
-class RecordParams(_Params):
+class RecordParams(NotesParams):
     """Transcript items to journal (protocol/transcript.py); answered once they are committed,
-    so the child acts on a step (runs a tool, shows a result to its model) only after that."""
+    so the child acts on a step (runs a tool, shows a result to its model) only after that.
+    The events and usage reports that came before the items ride along: they are handled first,
+    so they are journaled no later than the items (in the same group commit, or an earlier one)."""
 
     items: list[StepItem] = Field(min_length=1, max_length=MAX_ITEMS_PER_RECORD)
 
@@ -311,6 +333,7 @@ UpMessage = Annotated[
     Annotated[Ready, Tag("ev/ready")]
     | Annotated[Event, Tag("ev/event")]
     | Annotated[Usage, Tag("ev/usage")]
+    | Annotated[Batch, Tag("ev/batch")]
     | Annotated[Turn, Tag("ev/turn")]
     | Annotated[Result, Tag("ev/result")]
     | Annotated[SupSpawn, Tag("sup/spawn")]

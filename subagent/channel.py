@@ -29,6 +29,7 @@ from protocol import control, jsonrpc
 from protocol.events import EventName
 from protocol.framing import MAX_FRAME, FrameError, LineSplitter, Oversize, decode, encode
 from subagent.errors import AgentError
+from subagent.notes import NoteBuffer
 
 READ_CHUNK = 1 << 16
 MAX_FAULTS_LOGGED = 5
@@ -55,6 +56,9 @@ class ControlChannel:
         self._early = list(early_lines or [])
         self._write_lock = threading.Lock()
         self._closed = False
+        # Events and usage reports not sent yet. Invariant: touched only under `_write_lock`, and
+        # whenever it went from empty to not, a wake byte followed (so `serve` sends it soon).
+        self._notes = NoteBuffer()
         # Set by the control thread; read by the loop at its check points (docs/loop.md, "Stop checks").
         self.cancel_requested = threading.Event()
         # Also told every event, on the emitting task (the traces: subagent/tracing.py).
@@ -79,26 +83,62 @@ class ControlChannel:
         return self._fd_out
 
     def send(self, message: BaseModel) -> bool:
-        """Write one frame; False once the supervisor's end is closed."""
-        data = encode(message)
+        """Write one frame, after the notes not sent yet (a `sup/record` carries them); False once
+        the supervisor's end is closed."""
         with self._write_lock:
             if self._closed:
                 return False
-            view = memoryview(data)
-            try:
-                while view:
-                    written = os.write(self._fd_out, view)
-                    view = view[written:]
-            except OSError:
-                self._closed = True
-                return False
-        return True
+            return self._write_locked(self._with_notes(message))
 
     def emit(self, event: EventName, fields: dict[str, JsonValue]) -> None:
-        """`EventSink`: report an event to the supervisor as `ev/event` (and to the observer)."""
+        """`EventSink`: report an event to the supervisor (and to the observer) with the next frame."""
         if self.observer is not None:
             self.observer(event, fields)
-        self.send(control.Event(params=control.EventParams(event=event, fields=fields)))
+        self._note(control.EventParams(event=event, fields=fields))
+
+    def report_usage(self, usage: control.UsageParams) -> None:
+        """Report one model call's usage to the supervisor with the next frame."""
+        self._note(usage)
+
+    def flush_notes(self) -> None:
+        """Send the notes not sent yet, alone (`ev/batch`)."""
+        with self._write_lock:
+            notes = self._notes.take()
+            if notes is not None and not self._closed:
+                self._write_locked(encode(control.Batch(params=notes)))
+
+    def _note(self, note: control.EventParams | control.UsageParams) -> None:
+        with self._write_lock:
+            if self._closed:
+                return
+            first = self._notes.empty
+            if self._notes.add(note):
+                notes = self._notes.take()
+                assert notes is not None
+                self._write_locked(encode(control.Batch(params=notes)))
+                return
+        if first:
+            self._wake()  # the loop's `serve` sends them at the end of its turn, unless a frame took them
+
+    def _with_notes(self, message: BaseModel) -> bytes:
+        notes = self._notes.take()
+        if notes is None:
+            return encode(message)
+        if isinstance(message, control.SupRecord):
+            params = message.params.model_copy(update={"events": notes.events, "usage": notes.usage})
+            return encode(message.model_copy(update={"params": params}))
+        return encode(control.Batch(params=notes)) + encode(message)
+
+    def _write_locked(self, data: bytes) -> bool:
+        view = memoryview(data)
+        try:
+            while view:
+                written = os.write(self._fd_out, view)
+                view = view[written:]
+        except OSError:
+            self._closed = True
+            return False
+        return True
 
     # ---- the control thread ----------------------------------------------------------------
 
@@ -176,6 +216,7 @@ class ControlChannel:
             # After the drain: a probe whose wake byte was just read is cleared; one posted after
             # the drain left its byte in the pipe and wakes the loop again.
             self._probe_at = None
+            self.flush_notes()
             if self.cancel_requested.is_set():
                 on_cancel()
             while True:
@@ -222,6 +263,7 @@ class ControlChannel:
             waiting[0].set()
 
     def close(self) -> None:
+        self.flush_notes()
         with self._write_lock:
             self._closed = True
         for fd in (self._wake_r, self._wake_w):

@@ -215,7 +215,7 @@ class Driver:
             reported=reply.usage is not None and not reply.usage.estimated,
         )
         # A replayed reply's usage is sent too: the supervisor's tree counts the run from its start.
-        self.channel.send(control.Usage(params=usage))
+        self.channel.report_usage(usage)
         self.emit_notes()
 
     def _on_overflow(self, action: CallModel) -> bool:

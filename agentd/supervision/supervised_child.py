@@ -201,7 +201,9 @@ class SupervisedChild(SupervisedProcess):
         self.listener.on_ready(self)
 
     def _on_frame(self, message: BaseModel) -> None:
-        if isinstance(message, control.Event):
+        if isinstance(message, control.Batch):
+            self._on_notes(message.params)
+        elif isinstance(message, control.Event):
             self.listener.on_event(self, message.params)
         elif isinstance(message, control.Usage):
             self.listener.on_usage(self, message.params)
@@ -219,10 +221,20 @@ class SupervisedChild(SupervisedProcess):
         elif isinstance(message, control.SupSlot) and self._answer_slot_now(message):
             pass  # answered in this turn
         elif isinstance(message, SupRequest):
+            if isinstance(message, control.SupRecord):
+                self._on_notes(message.params)  # what came before the items, handled first
             assert self._tg is not None
             self._tg.start_soon(self._answer, message)
         else:
             self.faults += 1  # the up union holds nothing else
+
+    def _on_notes(self, notes: control.NotesParams) -> None:
+        """A frame's events in their order, then its usage reports: as if each had come alone."""
+        listener = self.listener
+        for event in notes.events:
+            listener.on_event(self, event)
+        for usage in notes.usage:
+            listener.on_usage(self, usage)
 
     def _answer_slot_now(self, request: control.SupSlot) -> bool:
         """Answer a slot that is free now in the turn that read its ask: a task started for it

@@ -14,6 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from protocol.api import TranscriptParams, TranscriptRequest
 from protocol.result import TerminalStatus as S
 from tests.support.daemon import running_daemon, scripted
 from tests.support.rogue_daemon import rogue_daemon, signals_used
@@ -131,3 +132,29 @@ def test_a_child_that_never_reads_its_channel_is_killed_when_a_write_times_out(t
         assert view.error is not None
         assert view.error.kind == "protocol"
         assert signals_used(daemon, task_id)[0] == "sigterm"
+
+
+def test_bad_event_batches_are_faults_that_lose_nothing_already_journaled(tmp_path: Path) -> None:
+    with running_daemon(tmp_path, rogue_daemon(tmp_path)) as daemon:
+        task_id = daemon.submit("bad-batch")
+        view = daemon.wait(task_id)
+        # Two faults stay under the detector's threshold: the child goes on and completes.
+        assert view.status is S.COMPLETED, view.error
+        assert view.result == '{"seq": 1}'  # the step was answered once it was journaled
+        with daemon.client() as client:
+            page = client.call(TranscriptRequest(params=TranscriptParams(task_id=task_id)))
+        assert [s.item.kind for s in page.steps] == ["reply"]
+        steps = [e["fields"] for e in daemon.events(task_id) if e["event"] == "loop.step"]
+        assert steps == [
+            {"handle": "0", "step": 1, "before": True},
+            {"handle": "0", "step": 2, "after": True},
+        ]
+        faults = [
+            str(line.get("line"))
+            for line in daemon.log()
+            if line.get("event") == "log.stderr" and "bad control frame" in str(line.get("line"))
+        ]
+        assert faults == [
+            "[agentd] bad control frame: shape: 1 validation error(s); first: too_long at ev/batch.params.events",
+            "[agentd] bad control frame: shape: 1 validation error(s); first: dict_type at ev/batch.params.events.0.fields",
+        ]

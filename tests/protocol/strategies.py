@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from pydantic import JsonValue, SecretStr
 
 from protocol.control import (
+    Batch,
     Cancel,
     CancelParams,
     Event,
@@ -19,6 +20,7 @@ from protocol.control import (
     HandleParams,
     Inject,
     InjectParams,
+    NotesParams,
     Ping,
     PingParams,
     Ready,
@@ -218,6 +220,14 @@ usages = st.builds(
     Usage,
     params=st.builds(
         UsageParams, tokens_in=non_negative, tokens_out=non_negative, steps=non_negative, model=short_text
+    ),
+)
+batches = st.builds(
+    Batch,
+    params=st.builds(
+        NotesParams,
+        events=st.lists(events.map(lambda e: e.params), max_size=4),
+        usage=st.lists(usages.map(lambda u: u.params), max_size=2),
     ),
 )
 turns = st.builds(Turn, params=st.builds(TurnParams, result=json_values))

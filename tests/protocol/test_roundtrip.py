@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, TypeAdapter
 
 from protocol import framing
-from protocol.control import DOWN_ADAPTER, UP_ADAPTER, Ping, PingParams, Spawn
+from protocol.control import DOWN_ADAPTER, MAX_NOTES_PER_FRAME, UP_ADAPTER, Ping, PingParams, Spawn
+from protocol.framing import FrameError, decode
 from protocol.spawn import REVEAL_SECRETS
 from tests.protocol import strategies as s
 
@@ -57,6 +58,7 @@ def test_spawn_round_trips_with_its_secrets_when_encoded_revealing_them(message:
         pytest.param(s.readies, id="ev/ready"),
         pytest.param(s.events, id="ev/event"),
         pytest.param(s.usages, id="ev/usage"),
+        pytest.param(s.batches, id="ev/batch"),
         pytest.param(s.turns, id="ev/turn"),
         pytest.param(s.results, id="ev/result"),
         pytest.param(s.sup_spawns, id="sup/spawn"),
@@ -108,3 +110,14 @@ def test_an_encoded_frame_is_one_json_object_speaking_jsonrpc_2_0(message: BaseM
 def test_an_encoded_frame_is_compact_json() -> None:
     line = framing.encode(Ping(id=7, params=PingParams(seq=1)))
     assert line == b'{"jsonrpc":"2.0","id":7,"method":"ctrl/ping","params":{"seq":1}}\n'
+
+
+def test_a_batch_over_the_notes_cap_is_a_shape_fault_naming_where() -> None:
+    events = [{"event": "loop.step", "fields": {}}] * (MAX_NOTES_PER_FRAME + 1)
+    line = json.dumps({"jsonrpc": "2.0", "method": "ev/batch", "params": {"events": events}}).encode()
+    error = decode(line, UP_ADAPTER)
+    assert isinstance(error, FrameError)
+    assert (error.kind, error.detail) == (
+        "shape",
+        "1 validation error(s); first: too_long at ev/batch.params.events",
+    )

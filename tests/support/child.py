@@ -30,9 +30,21 @@ REPO = Path(__file__).resolve().parents[2]
 SupHandler = Callable[[control.SupSpawn | control.SupWait | control.SupStatus | control.SupCancel], JsonValue]
 
 
+def unbatched(message: control.UpMessage) -> list[control.UpMessage]:
+    """`message` as the frames its notes would have been alone: its events, its usage, then itself
+    (a record) or nothing more (a batch)."""
+    if not isinstance(message, control.Batch | control.SupRecord):
+        return [message]
+    notes: list[control.UpMessage] = [control.Event(params=e) for e in message.params.events]
+    notes.extend(control.Usage(params=u) for u in message.params.usage)
+    return [*notes, message] if isinstance(message, control.SupRecord) else notes
+
+
 class ChildHarness:
     def __init__(self, process: anyio.abc.Process, sup_handler: SupHandler | None) -> None:
         self.process = process
+        # Every frame as sent, and as the tests read them: a batch's notes (and a record's) one by one.
+        self.wire_frames: list[control.UpMessage] = []
         self.frames: list[control.UpMessage] = []
         self.steps: list[StepItem] = []
         self.bad_frames: list[FrameError] = []
@@ -72,7 +84,8 @@ class ChildHarness:
         if isinstance(message, FrameError):
             self.bad_frames.append(message)
         else:
-            self.frames.append(message)
+            self.wire_frames.append(message)
+            self.frames.extend(unbatched(message))
         self._notify()
 
     async def _answer(
