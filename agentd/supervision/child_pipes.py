@@ -19,7 +19,17 @@ from protocol.framing import LineSplitter, Oversize
 async def write_all(fd: int, data: bytes, timeout_s: float) -> bool:
     """Write all of `data` to the non-blocking `fd` within `timeout_s`; False when the child is gone
     or not reading. One frame at a time: the caller holds its write lock around this."""
-    view = memoryview(data)
+    # Most frames go into the pipe at once: only a rest waits, under the timer (arming and
+    # cancelling one costs several times the write itself, and every journaled step is answered).
+    try:
+        written = os.write(fd, data)
+    except BlockingIOError:
+        written = 0
+    except OSError:
+        return False
+    if written == len(data):
+        return True
+    view = memoryview(data)[written:]
     with anyio.move_on_after(timeout_s):
         while view:
             try:
