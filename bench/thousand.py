@@ -55,6 +55,7 @@ from protocol.api import (
     TaskRef,
     TaskSpec,
 )
+from protocol.result import TerminalStatus
 from tests.support.daemon import start_daemon, write_config
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -373,7 +374,7 @@ def wait_all_ready(daemon: BenchDaemon, ids: list[str], timeout_s: float) -> int
 
 
 def wait_all_terminal(socket: Path, ids: list[str], timeout_s: float) -> dict[str, str]:
-    """Each task's final status (or its state when the bound passed)."""
+    """Each task's final status (or its state when the bound passed); a crash names its kind."""
     deadline = time.monotonic() + timeout_s
     outcome: dict[str, str] = {}
     with ApiClient(socket, timeout_s=30) as api:
@@ -385,6 +386,8 @@ def wait_all_terminal(socket: Path, ids: list[str], timeout_s: float) -> dict[st
         for task_id in ids:
             view = api.call(GetRequest(params=TaskRef(task_id=task_id)))
             outcome[task_id] = view.status.value if view.status is not None else view.state
+            if view.status is TerminalStatus.CRASHED and view.error is not None:
+                outcome[task_id] += f" ({view.error.kind})"  # why, for a run that lost tasks
     return outcome
 
 
