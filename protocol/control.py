@@ -312,6 +312,47 @@ class SlotDone(Message):
     params: SlotDoneParams
 
 
+class LeaseParams(_Params):
+    """A standing slot, handed out before it is asked for while the endpoint is far from its limits
+    (docs/budgets.md, "Standing slots"): the child may start one request to `endpoint` under
+    `ticket` without asking, when its estimate is at most `tokens` (None: any size); it reports the
+    start (`ev/slot-start`) and the end (`ev/slot`) under that ticket."""
+
+    endpoint: Name
+    ticket: int = Field(ge=1)
+    tokens: int | None = Field(default=None, ge=0)
+
+
+class Lease(Message):
+    method: Literal["ctrl/lease"] = "ctrl/lease"
+    params: LeaseParams
+
+
+class UnleaseParams(_Params):
+    """Give a standing slot back if no request has started under it (`ev/slot`, no status)."""
+
+    endpoint: Name
+    ticket: int = Field(ge=1)
+
+
+class Unlease(Message):
+    method: Literal["ctrl/unlease"] = "ctrl/unlease"
+    params: UnleaseParams
+
+
+class SlotStartParams(_Params):
+    """A request started under a standing slot, with its estimate (as `SlotParams.tokens`)."""
+
+    endpoint: Name
+    ticket: int = Field(ge=1)
+    tokens: int = Field(default=0, ge=0)
+
+
+class SlotStart(Message):
+    method: Literal["ev/slot-start"] = "ev/slot-start"
+    params: SlotStartParams
+
+
 class SupCancel(Message):
     id: RequestId
     method: Literal["sup/cancel"] = "sup/cancel"
@@ -324,6 +365,8 @@ DownMessage = Annotated[
     | Annotated[Cancel, Tag("ctrl/cancel")]
     | Annotated[Inject, Tag("ctrl/inject")]
     | Annotated[Go, Tag("ctrl/go")]
+    | Annotated[Lease, Tag("ctrl/lease")]
+    | Annotated[Unlease, Tag("ctrl/unlease")]
     | Annotated[Response, Tag("result")]
     | Annotated[ErrorResponse, Tag("error")],
     Discriminator(message_kind),
@@ -344,6 +387,7 @@ UpMessage = Annotated[
     | Annotated[SupRecord, Tag("sup/record")]
     | Annotated[SupSlot, Tag("sup/slot")]
     | Annotated[SlotDone, Tag("ev/slot")]
+    | Annotated[SlotStart, Tag("ev/slot-start")]
     | Annotated[Response, Tag("result")]
     | Annotated[ErrorResponse, Tag("error")],
     Discriminator(message_kind),
