@@ -8,7 +8,9 @@ seen it). An idle child therefore wakes only when pinged: a loop that stamped a 
 100 ms cost each parked child ≈ 4 ms of CPU a second, i.e. two cores for a thousand of them.
 Everything else is handed to the event loop through an inbox and the same wake pipe, so the
 thread never blocks on the loop: `ctrl/cancel` sets a flag first, then wakes the loop, which
-cancels the operation in flight.
+cancels the operation in flight. A standing slot (`ctrl/lease`, `ctrl/unlease`) is handed to its
+holder by the thread itself, so a request finds it without a turn of the loop; one that comes
+before the holder is set keeps until it is.
 """
 
 from __future__ import annotations
@@ -74,6 +76,10 @@ class ControlChannel:
         self._ids = itertools.count(1)
         self._waiting: dict[int, tuple[anyio.Event, list[Any]]] = {}
         self._thread: threading.Thread | None = None
+        # Who holds standing slots (`set_lease_handler`), and the frames read before it was set.
+        self._lease_lock = threading.Lock()
+        self._lease_handler: Callable[[control.Lease | control.Unlease], None] | None = None
+        self._early_leases: list[control.Lease | control.Unlease] = []
 
     # ---- writing (any thread) --------------------------------------------------------------
 
@@ -178,11 +184,29 @@ class ControlChannel:
             self.send(jsonrpc.Response(id=message.id, result=result))
         elif isinstance(message, control.Cancel):
             self._request_cancel(message.params.reason)
+        elif isinstance(message, control.Lease | control.Unlease):
+            self._on_lease(message)
         elif isinstance(message, control.Spawn):
             self._fault(FrameError("shape", "ctrl/spawn after the first frame", 0))
         else:
             self._inbox.put(message)
             self._wake()
+
+    def set_lease_handler(self, handler: Callable[[control.Lease | control.Unlease], None]) -> None:
+        """Hand standing slots to `handler` (called on the control thread), those read so far first."""
+        with self._lease_lock:
+            self._lease_handler = handler
+            for message in self._early_leases:
+                handler(message)
+            self._early_leases.clear()
+
+    def _on_lease(self, message: control.Lease | control.Unlease) -> None:
+        # Under the lock: a call-back never overtakes the hand-out it calls back.
+        with self._lease_lock:
+            if self._lease_handler is None:
+                self._early_leases.append(message)
+            else:
+                self._lease_handler(message)
 
     def _fault(self, error: FrameError) -> None:
         self.faults += 1

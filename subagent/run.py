@@ -355,7 +355,7 @@ class ChannelLink:
         # The tool call (or model request) that makes the request bounds it by the run's deadline.
         return await self._channel.request(method, params, timeout_s=math.inf)
 
-    def notify(self, message: control.SlotDone) -> None:
+    def notify(self, message: control.SlotDone | control.SlotStart) -> None:
         self._channel.send(message)
 
 
@@ -394,6 +394,8 @@ class _Run:
         )
         self.release = Release(held=payload.hold_s is not None)
         self.first_request = FirstRequest()
+        self.slots = Slots(ChannelLink(channel))
+        channel.set_lease_handler(self.slots.on_lease)
         # Injections reach only a warm session; any other run ignores them (nothing to append them to).
         self.inbox = Inbox()
         # Bounds connecting by the deadline; once connected, a cancel or the deadline aborts single
@@ -462,7 +464,7 @@ class _Run:
                     capture_content=payload.telemetry.capture_content,
                     on_sent=self.first_request.on_sent,
                     turns_played=driver.replay.turns,
-                    slots=Slots(ChannelLink(self.channel)),
+                    slots=self.slots,
                 )
             )
             if hold_s is not None and not all_hinted and not await self.released(hold_s):

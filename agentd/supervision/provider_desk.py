@@ -3,7 +3,10 @@
 One desk per supervisor (so, on Temporal, one per worker) holds a `Gate` per limited endpoint
 (`agentd.supervision.provider_limits` decides). A waiter is woken when a release or a rate window
 frees room; a waiter that is cancelled (its task ended) leaves the queue, and a slot handed to it
-just then is given back. What each task waits for is readable (`throttled`) for `status`/`top`.
+just then is given back. Standing slots are handed out while an endpoint is far from its limits,
+and called back (their holders told to give back any not yet used) once a request has to wait, a
+provider asks for a hold, or the limits change. What each task waits for is readable
+(`throttled`) for `status`/`top`.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from dataclasses import dataclass
 
 import anyio
 
-from agentd.supervision.provider_limits import Ask, Blocker, EndpointLimits, Gate
+from agentd.supervision.provider_limits import Ask, Blocker, EndpointLimits, Gate, LeaseGrant
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +64,9 @@ class ProviderDesk:
         self._waiters: dict[int, _Waiter] = {}
         # When a rate window of each gate next frees room (None: only a release does).
         self._wake_at: dict[str, float | None] = {}
+        # ticket -> (endpoint, how to call it back) of each standing slot handed out and neither
+        # used, given back nor called back yet.
+        self._leases: dict[int, tuple[str, Callable[[int], None]]] = {}
 
     def configure(self, limits: Mapping[str, EndpointLimits]) -> None:
         """New limits (a reload): a known endpoint keeps its state and queue under them; one no
@@ -73,6 +79,7 @@ class ProviderDesk:
         for name in list(self._gates):
             if name not in limits:
                 self._gates[name].limits = EndpointLimits()
+            self._call_back_leases(name)
             self._pump(name)
 
     def limited(self, endpoint: str) -> bool:
@@ -93,6 +100,24 @@ class ProviderDesk:
             return Grant(ask.ticket, 0.0, None)
         gate.withdraw(ask.ticket)
         return None
+
+    def lease(self, endpoint: str, call_back: Callable[[int], None]) -> LeaseGrant | None:
+        """A standing slot of `endpoint` while it is far from its limits (None otherwise);
+        `call_back(ticket)` is told, once, when its holder must give it back if still unused."""
+        gate = self._gates.get(endpoint)
+        if gate is None:
+            return None
+        grant = gate.lease(next(self._tickets), self._clock())
+        if grant is not None:
+            self._leases[grant.ticket] = (endpoint, call_back)
+        return grant
+
+    def start_leased(self, endpoint: str, ticket: int, tokens: int) -> None:
+        """A request started under a standing slot (one called back, too: its start crossed the call)."""
+        gate = self._gates.get(endpoint)
+        self._leases.pop(ticket, None)
+        if gate is not None:
+            gate.start_leased(ticket, max(tokens, 0), self._clock())
 
     async def acquire(self, endpoint: str, *, owner: int, task_id: str, tokens: int) -> Grant:
         """Wait for a slot of `endpoint` (cancellable); raise `KeyError` for an unlimited one."""
@@ -126,16 +151,19 @@ class ProviderDesk:
     def release(self, endpoint: str, ticket: int, *, tokens_used: int | None) -> None:
         """The request of `ticket` ended (or never will start): its slot goes to the next waiter."""
         gate = self._gates.get(endpoint)
+        self._leases.pop(ticket, None)
         if gate is None or ticket not in gate.in_flight:
             return
         gate.done(ticket, tokens_used)
         self._pump(endpoint)
 
     def hold(self, endpoint: str, until: float) -> None:
-        """Start no request to `endpoint` before `until` (monotonic), whoever asks."""
+        """Start no request to `endpoint` before `until` (monotonic), whoever asks; standing slots
+        not yet used are called back, so their holders ask (and wait) too."""
         gate = self._gates.get(endpoint)
         if gate is not None:
             gate.hold(until)
+            self._call_back_leases(endpoint)
             self._set_wake(endpoint, gate.hold_until)
 
     def throttled(self, task_id: str) -> Waiting | None:
@@ -156,10 +184,18 @@ class ProviderDesk:
         if admission.blocked_by is None:
             self._wake_at[endpoint] = None
             return
+        # A request waits: the room idle standing slots hold is its.
+        self._call_back_leases(endpoint)
         self._set_wake(endpoint, admission.wake_at)
         for waiter in self._waiters.values():
             if waiter.endpoint == endpoint and not waiter.granted and waiter.blocked_by is None:
                 waiter.blocked_by = admission.blocked_by
+
+    def _call_back_leases(self, endpoint: str) -> None:
+        unused = [ticket for ticket, (name, _) in self._leases.items() if name == endpoint]
+        for ticket in unused:
+            _, call_back = self._leases.pop(ticket)
+            call_back(ticket)
 
     def _set_wake(self, endpoint: str, wake_at: float | None) -> None:
         """Record when `endpoint`'s window frees room. Only an earlier time than the one known

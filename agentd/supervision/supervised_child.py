@@ -54,6 +54,7 @@ class ChildListener(Protocol):
     def on_event(self, child: SupervisedChild, params: control.EventParams) -> None: ...
     def on_usage(self, child: SupervisedChild, params: control.UsageParams) -> None: ...
     def on_slot_done(self, child: SupervisedChild, params: control.SlotDoneParams) -> None: ...
+    def on_slot_start(self, child: SupervisedChild, params: control.SlotStartParams) -> None: ...
     def slot_nowait(self, child: SupervisedChild, params: control.SlotParams) -> JsonValue | None: ...
     def on_result(self, child: SupervisedChild, result: RunResult) -> None: ...
     def on_turn(self, child: SupervisedChild, params: control.TurnParams) -> None: ...
@@ -78,6 +79,9 @@ class _Detached:
         pass
 
     def on_slot_done(self, child: SupervisedChild, params: control.SlotDoneParams) -> None:
+        pass
+
+    def on_slot_start(self, child: SupervisedChild, params: control.SlotStartParams) -> None:
         pass
 
     def slot_nowait(self, child: SupervisedChild, params: control.SlotParams) -> JsonValue | None:
@@ -209,6 +213,8 @@ class SupervisedChild(SupervisedProcess):
             self.listener.on_usage(self, message.params)
         elif isinstance(message, control.SlotDone):
             self.listener.on_slot_done(self, message.params)
+        elif isinstance(message, control.SlotStart):
+            self.listener.on_slot_start(self, message.params)
         elif isinstance(message, control.Result):
             if self.result is not None:
                 self.faults += 1
@@ -243,11 +249,15 @@ class SupervisedChild(SupervisedProcess):
         result = self.listener.slot_nowait(self, request.params)
         if result is None:
             return False
-        response = jsonrpc.Response(id=request.id, result=result)
-        if not self.send_nowait(response):
-            assert self._tg is not None
-            self._tg.start_soon(self.send, response)
+        self.tell(jsonrpc.Response(id=request.id, result=result))
         return True
+
+    def tell(self, message: BaseModel) -> None:
+        """Send `message` without waiting: now when it can go whole, else from a task."""
+        if self.exited or self._tg is None:
+            return
+        if not self.send_nowait(message):
+            self._tg.start_soon(self.send, message)
 
     async def _answer(self, request: SupRequest) -> None:
         try:

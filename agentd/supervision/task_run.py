@@ -125,6 +125,10 @@ class NodeListener:
         self.run.ports.metrics.subagent_ready(anyio.current_time() - child.spawned_at)
         self.log.info("subagent.ready", pid=child.pid, dur_ms=ready_ms)
         self._journal("subagent.ready", {"pid": child.pid, "dur_ms": ready_ms})
+        # Its first model request may start without a round trip.
+        primary = self.node.payload.intelligence[:1]
+        if primary and primary[0].limited:
+            self.node.slots.offer(primary[0].name, child.tell)
 
     def on_event(self, child: SupervisedChild, params: control.EventParams) -> None:
         if params.event == "intel.call":
@@ -174,6 +178,11 @@ class NodeListener:
 
     def on_slot_done(self, child: SupervisedChild, params: control.SlotDoneParams) -> None:
         self.node.slots.done(params)
+        # Its next request (the next turn) may start without a round trip.
+        self.node.slots.offer(params.endpoint, child.tell)
+
+    def on_slot_start(self, child: SupervisedChild, params: control.SlotStartParams) -> None:
+        self.node.slots.started(params)
 
     def slot_nowait(self, child: SupervisedChild, params: control.SlotParams) -> JsonValue | None:
         return self.node.slots.take_nowait(params)
