@@ -45,7 +45,7 @@ from subagent.intel.classify import ConstraintRejected, EndpointFatal, ToolCallU
 from subagent.intel.endpoint import Endpoint, Prepared, Sent
 from subagent.intel.rate_headers import capturing
 from subagent.intel.retry import RetryPolicy, retry_delay_s
-from subagent.intel.slots import Slots
+from subagent.intel.slots import SlotOutcome, Slots
 from subagent.intel.tool_memory import rejects_constraints, remember_unconstrained
 from subagent.messages import ModelReply, ModelRequest, ToolCall
 from subagent.telemetry import EventSink, describe
@@ -92,9 +92,9 @@ class FailoverIntelligence:
         self._rng = rng or random.Random()
         self._clock = clock
         # The daemon's provider limits: a limited endpoint's request waits for a slot first; how
-        # long the last attempt's slot took (reported in `intel.result` as `slot_ms`).
+        # the last attempt's slot came (`intel.result`'s `slot_ms` and `slot_standing`).
         self._slots = slots
-        self._slot_s: float | None = None
+        self._slot: SlotOutcome | None = None
         self._breakers = [Breaker() for _ in self._endpoints]
         self._last_failure: list[_EndpointFailure | None] = [None for _ in self._endpoints]
 
@@ -210,8 +210,9 @@ class FailoverIntelligence:
                 "tokens_in": reply.usage.tokens_in if reply.usage else None,
                 "tokens_out": reply.usage.tokens_out if reply.usage else None,
             }
-            if self._slot_s is not None:
-                fields["slot_ms"] = round(self._slot_s * 1000, 3)
+            if self._slot is not None and self._slot.waited_s is not None:
+                fields["slot_ms"] = round(self._slot.waited_s * 1000, 3)
+                fields["slot_standing"] = self._slot.standing
             if reply.finish_reason is not None:
                 fields["finish_reason"] = reply.finish_reason
             if reply.tool_calls:
@@ -226,11 +227,11 @@ class FailoverIntelligence:
 
     async def _send(self, endpoint: Endpoint, prepared: Prepared) -> Sent:
         """One attempt, holding a slot of the endpoint's provider limits when it has any."""
-        self._slot_s = None
+        self._slot = None
         if self._slots is None:
             return await endpoint.send(prepared)
         async with self._slots.held(endpoint.spec, prepared.size_bytes) as outcome:
-            self._slot_s = outcome.waited_s
+            self._slot = outcome
             with capturing() as rate_headers:
                 try:
                     sent = await endpoint.send(prepared)

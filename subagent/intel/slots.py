@@ -36,9 +36,11 @@ class SlotLink(Protocol):
 @dataclass
 class SlotOutcome:
     """What the request that held a slot came to; filled in by the caller before the slot ends.
-    `waited_s` is how long the slot took to come, the round trip to the supervisor included."""
+    `waited_s` is how long the slot took to come, the round trip to the supervisor included;
+    `standing`: it was a standing slot (no round trip)."""
 
     waited_s: float | None = None
+    standing: bool = False
     tokens_used: int | None = None
     status: int | None = None
     retry_after_s: float | None = None
@@ -104,6 +106,7 @@ class Slots:
         tokens = estimate_tokens(spec, request_bytes)
         asked = time.perf_counter()
         ticket = self._take_standing(spec, tokens)
+        outcome.standing = ticket is not None
         if ticket is None:
             ticket = await self._ask(spec, tokens)
         outcome.waited_s = time.perf_counter() - asked
