@@ -1,18 +1,20 @@
 """Provider limits against a provider that enforces its own: a real daemon, real subagents, and a
-fake OpenAI-compatible server that answers 429 with Retry-After over N in flight or M a minute."""
+fake OpenAI-compatible server that answers 429 with Retry-After over N in flight or M a minute;
+standing slots among them."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.daemon import FAST_SUPERVISION, Daemon, running_daemon
-from tests.support.fake_llm import FakeLLM, ProviderLimits, Reply, chat, error
+from tests.support.daemon import FAST_SUPERVISION, LEAN_SERVER, Daemon, running_daemon
+from tests.support.fake_llm import FakeLLM, ProviderLimits, Recorded, Reply, Respond, chat, error, tool_call
 
 pytestmark = pytest.mark.processes
 
@@ -146,3 +148,84 @@ def test_the_wait_for_a_slot_counts_against_the_tasks_deadline(tmp_path: Path) -
         requests = len(fake.requests)
     assert ended.status is not None and ended.status.value == "deadline"
     assert requests == 1  # the second never reached the provider
+
+
+def intel_results(daemon: Daemon, task_id: str) -> list[dict[str, Any]]:
+    return [dict(e["fields"]) for e in daemon.events(task_id) if e["event"] == "intel.result"]
+
+
+def test_standing_slots_in_play_never_pass_the_concurrency_limit(tmp_path: Path) -> None:
+    slow = dataclasses.replace(chat("done"), delay_s=0.2)
+    provider = ProviderLimits(max_in_flight=4, retry_after="0.2")
+    # Sixteen children boot at once: a loaded machine may pause one past the fast pong bound.
+    supervision = FAST_SUPERVISION.replace("missed_pongs = 3", "missed_pongs = 25")
+    with FakeLLM(slow, limits=provider) as fake:
+        lines = "max_concurrent_tasks = 16\n"
+        body = config(fake, "max_concurrent_requests = 4\n") + supervision
+        with running_daemon(tmp_path, body, daemon_lines=lines) as daemon:
+            statuses = run_all(daemon, 16)
+        rejected = fake.rejected
+    assert statuses == ["completed"] * 16
+    # The provider saw at most 4 in flight at every instant (it answers 429 past them).
+    assert rejected == 0
+
+
+def test_far_from_the_limits_a_request_starts_under_a_standing_slot(tmp_path: Path) -> None:
+    turns = [chat("", tool_calls=[tool_call("subagent_status", {"handle": "0"}, f"c{i}")]) for i in range(3)]
+    with FakeLLM(chat("done")) as fake:
+        fake.enqueue(*turns)
+        with running_daemon(tmp_path, config(fake, "max_concurrent_requests = 8\n")) as daemon:
+            task_id = daemon.submit("several turns")
+            view = daemon.wait(task_id)
+            standing = [fields["slot_standing"] for fields in intel_results(daemon, task_id)]
+    assert view.status is not None and view.status.value == "completed"
+    assert len(standing) == 4
+    # Each request's end hands the next one a standing slot: it starts without asking.
+    assert True in standing[1:], standing
+
+
+def test_a_429_calls_back_the_standing_slot_another_task_holds(tmp_path: Path) -> None:
+    calls = tmp_path / "calls"
+    calls.mkdir()
+    server = f'command = ["{sys.executable}", "{LEAN_SERVER}"]\ntrust = []\n'
+    server += f'env = {{ AGENTD_TEST_SENTINEL_DIR = "{calls}" }}\n'
+    tool_s, retry_after_s = 4.0, 5.0
+    answered: set[str] = set()
+
+    def choose(request: Recorded) -> Reply:
+        text = json.dumps(request.json)
+        if "other" in text:
+            # The other task: a slow tool call first (its standing slot idles meanwhile), then done.
+            if '"role": "tool"' in text:
+                return chat("done")
+            return chat("", tool_calls=[tool_call("demo__slow_record", {"text": "b", "seconds": tool_s})])
+        if "held" in answered:
+            return chat("done")
+        answered.add("held")
+        return error(429, headers={"retry-after": str(retry_after_s)})
+
+    with FakeLLM(Respond(choose)) as fake:
+        body = config(fake, "max_concurrent_requests = 8\n") + f"[mcp.demo]\n{server}"
+        with running_daemon(tmp_path, body) as daemon:
+            other = daemon.submit("other", mcp=["demo"])
+            wait_file(calls / "started-b")
+            held = daemon.submit("held")
+            views = [daemon.wait(task_id) for task_id in (held, other)]
+            throttled = [e["fields"] for e in daemon.events(other) if e["event"] == "intel.throttled"]
+        requests = fake.requests
+    assert [v.status.value if v.status else None for v in views] == ["completed"] * 2
+    first_other, rejected, *_ = requests
+    later_other = [r for r in requests[2:] if "other" in json.dumps(r.json)]
+    assert "held" in json.dumps(rejected.json)
+    # The 429 came while the other task's tool ran, holding its standing slot.
+    assert rejected.at < first_other.at + tool_s
+    # Its next request waited out the hold (asked for, not started under the called-back slot).
+    assert [r.at >= rejected.at + retry_after_s for r in later_other] == [True]
+    assert [t["blocked_by"] for t in throttled] == ["backoff"]
+
+
+def wait_file(path: Path, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.02)
