@@ -13,6 +13,7 @@ from agentd import logs
 from agentd.errors import JournalError
 from agentd.journal.records import TaskRecord
 from agentd.supervision.ports import RunJournal, StepJournal
+from agentd.supervision.pricing import to_micros
 from agentd.supervision.tree import Budget, Tree
 from protocol import control
 from protocol.result import RunResult, RunUsage, TerminalStatus
@@ -52,6 +53,9 @@ class Resumption:
         self._journaled: dict[str, str | None] | None = None
         # What those of them that ended spent (handle → usage), carried into the task's usage.
         self._earlier: dict[str, RunUsage] = {}
+        # What each node that ended in an earlier run cost, the root included (handle → USD): a
+        # resumed node replays its steps unpriced, so what it cost before is carried in its usage.
+        self._earlier_cost_usd: dict[str, float] = {}
 
     async def record_steps(self, handle: str, params: control.RecordParams) -> JsonValue:
         """Journal a node's new transcript items; answered once committed."""
@@ -72,7 +76,9 @@ class Resumption:
             nodes = await self.journal.tasks.nodes(self.record.task_id)
         except JournalError:
             return
-        self._earlier = {n.handle: n.usage for n in nodes if n.handle != "0" and n.state == "terminal"}
+        ended = [n for n in nodes if n.state == "terminal"]
+        self._earlier = {n.handle: n.usage for n in ended if n.handle != "0"}
+        self._earlier_cost_usd = {n.handle: n.usage.cost_usd for n in ended}
         if self.steps is not None:
             # Nodes with a transcript but no journaled node ran under another host's supervisor
             # (a Temporal worker's earlier attempt): what they spent is what their replies say.
@@ -85,7 +91,12 @@ class Resumption:
             except JournalError:
                 pass
         spent = sum(self._earlier.values(), RunUsage())
-        self.tree.record_usage("0", Budget(spent.steps, spent.tokens))
+        cost = to_micros(sum(self._earlier_cost_usd.values()))
+        self.tree.record_usage("0", Budget(spent.steps, spent.tokens, cost))
+
+    def earlier_cost_usd(self, handle: str) -> float:
+        """What node `handle` cost in the earlier runs (0 for a node new in this run)."""
+        return self._earlier_cost_usd.get(handle, 0.0)
 
     def earlier_usage(self, live: Mapping[str, object]) -> RunUsage:
         """What the earlier runs' ended nested nodes that this run did not resume spent."""

@@ -391,10 +391,12 @@ class TaskRun:
         return result
 
     def _node_usage(self, node: NodeRun) -> RunUsage:
+        # What a resumed node cost before (its replayed steps are not priced again), and this run.
+        cost_usd = self.resumption.earlier_cost_usd(node.handle) + node.counted.cost_usd
         if node.result is not None and node.result.error is None:
             # The child counts its own tokens; only the supervisor prices them.
-            return node.result.usage.model_copy(update={"cost_usd": node.counted.cost_usd})
-        return node.counted
+            return node.result.usage.model_copy(update={"cost_usd": cost_usd})
+        return node.counted.model_copy(update={"cost_usd": cost_usd})
 
     # ---- stopping --------------------------------------------------------------------------
 

@@ -97,3 +97,30 @@ def test_a_task_that_spends_its_cost_budget_pauses_with_on_budget_pause(tmp_path
         daemon.cli("cancel", task_id)
     assert "awaiting_budget" in shown.stdout, shown.stdout
     assert "cost budget" in shown.stdout, shown.stdout
+
+
+def test_a_task_resumed_by_extend_counts_the_cost_before_its_pause_once(tmp_path: Path) -> None:
+    counter = itertools.count(1)
+
+    def two_notes_then_done(_: Recorded) -> Reply:
+        call = next(counter)
+        return (
+            chat("done") if call > 2 else chat(tool_calls=[tool_call("note_write", {"text": f"note {call}"})])
+        )
+
+    with FakeLLM(Respond(two_notes_then_done)) as fake, running_daemon(tmp_path, config(fake)) as daemon:
+        task_id = daemon.submit("two notes", limits={"max_steps": 2}, on_budget="pause")
+        deadline = time.monotonic() + 60
+        while (view := daemon.call("task.get", {"task_id": task_id})) and view["state"] != "awaiting_budget":  # type: ignore[index]
+            assert time.monotonic() < deadline, view
+            time.sleep(0.1)
+        paused_usd = view["usage"]["cost_usd"]  # type: ignore[index]
+        extended = daemon.cli("extend", task_id, "--steps", "5")
+        assert extended.returncode == 0, extended.stderr
+        ended = daemon.wait(task_id)
+        calls = len(fake.requests)
+    assert paused_usd == pytest.approx(2 * CALL_USD)
+    assert ended.status is not None and ended.status.value == "completed", ended
+    assert calls == 3
+    # Each call priced once: the two before the pause and the one after.
+    assert ended.usage.cost_usd == pytest.approx(3 * CALL_USD)
