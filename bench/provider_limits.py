@@ -3,10 +3,11 @@ answers 429 + Retry-After over them), 200 one-turn tasks at a concurrency of 8, 
 the daemon's `[intelligence.NAME]` limits.
 
 Reported per run: the provider's 429 count (target with limits: ≤ 1 % of requests), tasks
-completed, wall time, and the slot overhead per request — `slot_ms` of `intel.result`, the time
-from asking the supervisor for a slot to getting it — p50 in a third run whose limits never bind
-(target ≤ 1 ms). `--quick` is the CI smoke size. Prints a table and writes JSON to
-`bench/results/provider_limits.json`.
+completed, wall time, and the slot overhead per request — `slot_ms` of `intel.result`, measured in
+the subagent from asking for a slot to holding it: the round trip to the supervisor, or taking a
+standing slot and reporting its start — p50 in a third run whose limits never bind (target
+≤ 1 ms), with how many requests started under a standing slot. `--quick` is the CI smoke size.
+Prints a table and writes JSON to `bench/results/provider_limits.json`.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ class Run:
     rejected_429: int
     wall_s: float
     slot: Summary
+    standing: int
 
 
 def endpoint(fake: FakeLLM, limits: str) -> str:
@@ -59,15 +61,16 @@ def endpoint(fake: FakeLLM, limits: str) -> str:
     )
 
 
-def run_tasks(daemon: Daemon, count: int) -> tuple[int, list[float]]:
-    """Submit `count` tasks and wait for all; how many completed, and every `slot_ms` seen."""
+def run_tasks(daemon: Daemon, count: int) -> tuple[int, list[float], int]:
+    """Submit `count` tasks and wait for all; how many completed, every `slot_ms` seen, and how
+    many requests started under a standing slot."""
     with daemon.client(timeout_s=WAIT_S + 30) as client:
         ids = [
             client.call(SubmitRequest(params=SubmitParams(spec=TaskSpec(instruction=f"task {i}")))).task_id
             for i in range(count)
         ]
 
-    def wait(task_id: str) -> tuple[bool, list[float]]:
+    def wait(task_id: str) -> tuple[bool, list[float], int]:
         with daemon.client(timeout_s=WAIT_S + 30) as client:
             view = client.call(WaitRequest(params=WaitParams(task_id=task_id, timeout_s=WAIT_S)))
             events = [
@@ -82,11 +85,13 @@ def run_tasks(daemon: Daemon, count: int) -> tuple[int, list[float]]:
             for e in events
             if e.event == "intel.result" and isinstance(slot := e.fields.get("slot_ms"), int | float)
         ]
-        return view.status is not None and view.status.value == "completed", slots
+        standing = sum(e.event == "intel.result" and e.fields.get("slot_standing") is True for e in events)
+        return view.status is not None and view.status.value == "completed", slots, standing
 
     with ThreadPoolExecutor(max_workers=16) as pool:
         results = list(pool.map(wait, ids))
-    return sum(ok for ok, _ in results), [s for _, slots in results for s in slots]
+    slots = [s for _, task_slots, _ in results for s in task_slots]
+    return sum(ok for ok, _, _ in results), slots, sum(standing for _, _, standing in results)
 
 
 def one_run(name: str, args: argparse.Namespace, provider: ProviderLimits, limits: str, workdir: Path) -> Run:
@@ -98,11 +103,11 @@ def one_run(name: str, args: argparse.Namespace, provider: ProviderLimits, limit
         # tests' 0.6 s pong bound judged children unresponsive whenever the loaded machine paused.
         with open_daemon(workdir / name, endpoint(fake, limits), daemon_lines=lines, fast=False) as bench:
             started = time.monotonic()
-            completed, slots = run_tasks(bench.daemon, args.tasks)
+            completed, slots, standing = run_tasks(bench.daemon, args.tasks)
             wall_s = time.monotonic() - started
-        return Run(
-            name, args.tasks, completed, len(fake.requests), fake.rejected, round(wall_s, 2), summarize(slots)
-        )
+        requests, rejected = len(fake.requests), fake.rejected
+        wall = round(wall_s, 2)
+        return Run(name, args.tasks, completed, requests, rejected, wall, summarize(slots), standing)
 
 
 def main() -> int:
@@ -128,13 +133,13 @@ def main() -> int:
             one_run("limits never binding", args, ProviderLimits(), generous, workdir),
         ]
     head = f"{'run':<22} {'tasks':>5} {'done':>5} {'requests':>8} {'429s':>5} {'429 %':>6} {'wall s':>7}"
-    print(f"{head} {'slot p50 ms':>11}")
+    print(f"{head} {'slot p50 ms':>11} {'standing':>8}")
     for run in runs:
         share = 100 * run.rejected_429 / max(run.requests, 1)
         slot = f"{run.slot.p50_ms:.3f}" if run.slot.count else "-"
         print(
             f"{run.name:<22} {run.tasks:>5} {run.completed:>5} {run.requests:>8} {run.rejected_429:>5} "
-            f"{share:>6.1f} {run.wall_s:>7.1f} {slot:>11}"
+            f"{share:>6.1f} {run.wall_s:>7.1f} {slot:>11} {run.standing:>8}"
         )
     limited_run, _, free_run = runs
     verdict = {
