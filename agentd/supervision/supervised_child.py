@@ -145,6 +145,8 @@ class SupervisedChild(SupervisedProcess):
         self.result_at: float | None = None
         self.kill_cause: KillCause | None = None
         self._stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
+        # Frames `tell` handed to a task that has not written them yet.
+        self._told_later = 0
 
     @property
     def result_received(self) -> bool:
@@ -253,11 +255,21 @@ class SupervisedChild(SupervisedProcess):
         return True
 
     def tell(self, message: BaseModel) -> None:
-        """Send `message` without waiting: now when it can go whole, else from a task."""
+        """Send `message` without waiting: now when it can go whole, else from a task. Frames told
+        go in the order told (a standing slot's call-back must never overtake its hand-out), so
+        while one waits for its task, the next waits behind it."""
         if self.exited or self._tg is None:
             return
-        if not self.send_nowait(message):
-            self._tg.start_soon(self.send, message)
+        if self._told_later == 0 and self.send_nowait(message):
+            return
+        self._told_later += 1
+        self._tg.start_soon(self._tell_later, message)
+
+    async def _tell_later(self, message: BaseModel) -> None:
+        try:
+            await self.send(message)  # the write lock is taken in the order the tasks started
+        finally:
+            self._told_later -= 1
 
     async def _answer(self, request: SupRequest) -> None:
         try:

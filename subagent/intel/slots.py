@@ -24,6 +24,10 @@ from protocol import control
 from protocol.spawn import EndpointSpec
 from subagent.errors import IntelTransient
 
+# Call-backs remembered for a standing slot not come yet; those of slots already used are never
+# claimed, and this bounds them.
+MAX_CALLED_BACK = 64
+
 
 class SlotLink(Protocol):
     """How slots are asked for and given back (the control channel, in a subagent)."""
@@ -62,6 +66,8 @@ class Slots:
         self._lock = threading.Lock()
         # endpoint -> the standing slot held and not used yet.
         self._standing: dict[str, control.LeaseParams] = {}
+        # Tickets called back before (or after) they were held: one that comes later goes back.
+        self._called_back: set[int] = set()
 
     def on_lease(self, message: control.Lease | control.Unlease) -> None:
         """The supervisor handed out a standing slot, or calls one back (any thread)."""
@@ -71,6 +77,10 @@ class Slots:
     def _on_lease(self, message: control.Lease | control.Unlease) -> None:
         params = message.params
         if isinstance(message, control.Lease):
+            if params.ticket in self._called_back:
+                self._called_back.discard(params.ticket)
+                self._give_back(message.params)
+                return
             previous = self._standing.get(params.endpoint)
             self._standing[params.endpoint] = message.params
             if previous is not None:
@@ -78,7 +88,9 @@ class Slots:
         elif (held := self._standing.get(params.endpoint)) is not None and held.ticket == params.ticket:
             del self._standing[params.endpoint]
             self._give_back(held)
-        # Else it was used already: its request's end gives it back.
+        elif len(self._called_back) < MAX_CALLED_BACK:
+            # Used already (its request's end gives it back), or not come yet.
+            self._called_back.add(params.ticket)
 
     def _give_back(self, lease: control.LeaseParams) -> None:
         done = control.SlotDoneParams(endpoint=lease.endpoint, ticket=lease.ticket, tokens_used=0)

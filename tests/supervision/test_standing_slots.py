@@ -8,7 +8,7 @@ import functools
 
 import anyio
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentd.supervision.provider_desk import ProviderDesk
@@ -126,6 +126,7 @@ async def test_the_desk_calls_standing_slots_back_on_a_wait_a_hold_and_a_reload(
 Op = tuple[str, int]
 
 
+@settings(deadline=None)
 @given(
     st.lists(
         st.tuples(st.sampled_from(["ask", "lease", "use", "done", "tick", "hold"]), st.integers(0, 7)),
