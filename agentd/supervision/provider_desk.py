@@ -198,11 +198,14 @@ class ProviderDesk:
             call_back(ticket)
 
     def _set_wake(self, endpoint: str, wake_at: float | None) -> None:
-        """Record when `endpoint`'s window frees room. Only an earlier time than the one known
-        wakes a waiter to keep it: the waiter that woke to pump already sleeps until the new one."""
+        """Record when `endpoint`'s window frees room, and wake a waiter to keep that time unless
+        one already sleeps until an earlier one. A known time that has passed keeps no one: the
+        waiter that woke for it may just have been granted its slot, leaving the others asleep
+        until a release that may never come."""
         previous = self._wake_at.get(endpoint)
         self._wake_at[endpoint] = wake_at
-        if wake_at is not None and (previous is None or wake_at < previous):
+        stale = previous is None or previous <= self._clock()
+        if wake_at is not None and (stale or wake_at < previous):
             self._nudge(endpoint)
 
     def _nudge(self, endpoint: str) -> None:

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agentd.supervision import provider_limits
 from agentd.supervision.provider_desk import ProviderDesk
 from agentd.supervision.provider_limits import WINDOW_S, Ask, EndpointLimits, Gate
 
@@ -164,3 +165,31 @@ def test_standing_slots_never_let_concurrency_or_the_rate_past_the_limits(ops: l
         assert len(standing) + len(started) == len(gate.in_flight)
         recent = [at for at in starts_at if at > now - WINDOW_S]
         assert len(recent) + len(standing) <= 6
+
+
+async def test_the_waiter_keeping_the_window_time_is_granted_and_the_next_keeps_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(provider_limits, "WINDOW_S", 0.3)
+    desk = ProviderDesk({"p": EndpointLimits(max_concurrent=2, requests_per_minute=2)})
+    first = desk.acquire_nowait("p", owner=1, task_id="a", tokens=1)
+    await anyio.sleep(0.1)
+    second = desk.acquire_nowait("p", owner=1, task_id="a", tokens=1)
+    assert first is not None and second is not None
+    granted: list[str] = []
+
+    async def wait_and_end(task_id: str) -> None:
+        grant = await desk.acquire("p", owner=1, task_id=task_id, tokens=1)
+        granted.append(task_id)
+        desk.release("p", grant.ticket, tokens_used=1)
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            # Both wait for the concurrency limit first (no window time), then for the window: the
+            # one woken to keep its time is granted, and the other must wake for the next.
+            tg.start_soon(wait_and_end, "b")
+            tg.start_soon(wait_and_end, "c")
+            await anyio.sleep(0.05)
+            desk.release("p", first.ticket, tokens_used=1)
+            desk.release("p", second.ticket, tokens_used=1)
+    assert sorted(granted) == ["b", "c"]
