@@ -204,9 +204,11 @@ class ProviderDesk:
         until a release that may never come."""
         previous = self._wake_at.get(endpoint)
         self._wake_at[endpoint] = wake_at
-        stale = previous is None or previous <= self._clock()
-        if wake_at is not None and (stale or wake_at < previous):
-            self._nudge(endpoint)
+        if wake_at is None:
+            return
+        if previous is not None and self._clock() < previous <= wake_at:
+            return  # a waiter sleeps until an earlier time still to come, and re-reads then
+        self._nudge(endpoint)
 
     def _nudge(self, endpoint: str) -> None:
         """Wake one waiter of `endpoint` to re-read the wake time (waiters sleep until it)."""
