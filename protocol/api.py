@@ -261,6 +261,8 @@ class ListParams(_Model):
     before: str | None = Field(default=None, min_length=1, max_length=64)
     # Only the fires of this schedule.
     schedule_id: str | None = Field(default=None, min_length=1, max_length=64)
+    # Only the deliveries of this reactive trigger (docs/triggers.md).
+    trigger: str | None = Field(default=None, min_length=1, max_length=64)
 
 
 class MatchParams(_Model):

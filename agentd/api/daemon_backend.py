@@ -282,7 +282,7 @@ class DaemonBackend:
     async def list(self, caller: Caller, params: ListParams) -> builtins.list[TaskView]:
         owner = None if caller.is_admin else caller.uid
         records = await self.journal.tasks.list(
-            owner, params.state, params.limit, params.before, params.schedule_id
+            owner, params.state, params.limit, params.before, params.schedule_id, params.trigger
         )
         return [self._view(r) for r in records]
 

@@ -562,6 +562,7 @@ def list_tasks(
     limit: int,
     before: str | None = None,
     schedule_id: str | None = None,
+    trigger: str | None = None,
 ) -> tuple[TaskRecord, ...]:
     """Summaries (see `LIST_INSTRUCTION_CHARS`) of tasks newest first, after the cursor `before`
     (a task id: only tasks submitted before it)."""
@@ -576,6 +577,9 @@ def list_tasks(
     if schedule_id is not None:
         clauses.append("schedule_id = :schedule")
         params["schedule"] = schedule_id
+    if trigger is not None:
+        clauses.append("trigger = :trigger")
+        params["trigger"] = trigger
     if before is not None:
         # A cursor the caller may not see is a missing one: its answer must not tell another
         # user's task id from an unknown one.

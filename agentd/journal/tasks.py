@@ -357,10 +357,11 @@ class Tasks(Repository):
         limit: int = 100,
         before: str | None = None,
         schedule_id: str | None = None,
+        trigger: str | None = None,
     ) -> tuple[TaskRecord, ...]:
         """Summaries of tasks newest first (the instruction cut, no result: `queries.list_tasks`),
-        optionally only one owner's, one state's and/or one schedule's, and only those submitted
-        before the task `before`."""
+        optionally only one owner's, one state's, one schedule's and/or one trigger's, and only
+        those submitted before the task `before`."""
         return await self._read(
             functools.partial(
                 q.list_tasks,
@@ -369,6 +370,7 @@ class Tasks(Repository):
                 limit=limit,
                 before=before,
                 schedule_id=schedule_id,
+                trigger=trigger,
             )
         )
 

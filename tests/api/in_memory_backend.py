@@ -131,7 +131,9 @@ class InMemoryBackend:
     async def list(self, caller: Caller, params: ListParams) -> builtins.list[TaskView]:
         self.callers.append(caller)
         views = [t.view for t in self._tasks.values() if caller.is_admin or t.view.owner_uid == caller.uid]
-        return [v for v in views if params.state in (None, v.state)][: params.limit]
+        views = [v for v in views if params.state in (None, v.state)]
+        views = [v for v in views if params.schedule_id in (None, v.schedule_id)]
+        return [v for v in views if params.trigger in (None, v.trigger)][: params.limit]
 
     async def match(self, caller: Caller, params: MatchParams) -> TaskMatches:
         self.callers.append(caller)

@@ -69,6 +69,25 @@ async def test_list_is_newest_first_and_filters_by_owner_and_state(journal: Jour
     assert await journal.tasks.list(owner_uid=3) == ()
 
 
+async def test_list_filters_by_trigger_within_the_owners_tasks(journal: Journal) -> None:
+    inbox, _ = await journal.tasks.submit(spec("a delivery"), owner_uid=1, trigger="inbox", uri="note://1")
+    theirs, _ = await journal.tasks.submit(spec("theirs"), owner_uid=2, trigger="inbox", uri="note://2")
+    await journal.tasks.submit(spec("another trigger's"), owner_uid=1, trigger="alerts", uri="note://3")
+    await journal.tasks.submit(spec("by hand"), owner_uid=1)
+
+    def ids(records: tuple[TaskRecord, ...]) -> list[str]:
+        return [t.task_id for t in records]
+
+    assert ids(await journal.tasks.list(owner_uid=1, trigger="inbox")) == [inbox.task_id]
+    # Another owner's deliveries of the same trigger never show; an admin (no owner) sees both.
+    assert ids(await journal.tasks.list(owner_uid=2, trigger="inbox")) == [theirs.task_id]
+    assert ids(await journal.tasks.list(trigger="inbox")) == [theirs.task_id, inbox.task_id]
+    assert ids(await journal.tasks.list(owner_uid=1, trigger="inbox", state="running")) == []
+    assert ids(await journal.tasks.list(owner_uid=1, trigger="nothing")) == []
+    # A page of one trigger's tasks goes on from its last task.
+    assert ids(await journal.tasks.list(trigger="inbox", limit=1, before=theirs.task_id)) == [inbox.task_id]
+
+
 async def test_a_before_cursor_of_another_users_task_is_a_missing_one(journal: Journal) -> None:
     mine, _ = await journal.tasks.submit(spec("mine"), owner_uid=1)
     theirs, _ = await journal.tasks.submit(spec("theirs"), owner_uid=2)

@@ -168,6 +168,7 @@ list_requests = st.builds(
         limit=st.integers(1, 1000),
         before=_maybe(task_ids),
         schedule_id=_maybe(task_ids),
+        trigger=_maybe(st.text("abcdefghijklmnopqrstuvwxyz-", min_size=1, max_size=20)),
     ),
 )
 cancel_requests = st.builds(
