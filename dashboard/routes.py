@@ -3,8 +3,8 @@ user who started `agentd web`, so the daemon's scoping (own tasks; admins all) a
 
 A route answers the daemon's view as JSON; a refusal of the daemon is answered with its message
 and a status that says what kind it is (`error_status`). Only `tasks_page` does more than pass a
-view on: the daemon lists by state and schedule, so a filter by trigger reads pages of the list
-until it has a page's worth (bounded by `TRIGGER_SCAN_MAX`).
+view on: the task page's event stream (`fanout.py`), and the reads pages repeat, which are shared
+between them (`task_cache.py`, `shared_reads.py`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from agentd.api.client import BAD_RESPONSE, CONNECTION_LOST, TIMED_OUT, UNREACHA
 from agentd.errors import ApiClientError
 from dashboard.errors import BadInput
 from dashboard.fanout import TaskStreams
-from dashboard.task_cache import TaskSummaries
+from dashboard.shared_reads import TaskLists, Transcripts
 from protocol.api import (
     FORBIDDEN,
     NOT_FOUND,
@@ -31,23 +31,19 @@ from protocol.api import (
     ApprovalListRequest,
     CancelParams,
     CancelRequest,
-    EventView,
     ExtendParams,
     ExtendRequest,
     ForkParams,
     ForkRequest,
     GetRequest,
     ListParams,
-    ListRequest,
     ScheduleListRequest,
     SchedulePauseRequest,
     ScheduleRef,
     ScheduleResumeRequest,
     StatusRequest,
     TaskRef,
-    TaskView,
     TranscriptParams,
-    TranscriptRequest,
     TriggerListRequest,
     TriggerPauseRequest,
     TriggerRef,
@@ -55,7 +51,6 @@ from protocol.api import (
 )
 
 PAGE_SIZE = 50
-TRIGGER_SCAN_MAX = 2000  # tasks read at most to fill one page filtered by trigger
 KEEPALIVE_S = 15.0
 MAX_BODY_BYTES = 64 * 1024
 
@@ -131,8 +126,10 @@ class Api:
 
     def __init__(self, port: DaemonPort, streams: TaskStreams) -> None:
         self.port = port
-        self.summaries = TaskSummaries(port)
         self.streams = streams
+        self.summaries = streams.summaries
+        self.transcripts = Transcripts(port)
+        self.lists = TaskLists(port)
 
     async def tasks_page(self, request: Request) -> Response:
         query = request.query_params
@@ -140,34 +137,14 @@ class Api:
             {
                 "state": query.get("state") or None,
                 "schedule_id": query.get("schedule") or None,
+                "trigger": query.get("trigger") or None,
                 "before": query.get("before") or None,
                 "limit": PAGE_SIZE,
             }
         )
-        trigger = query.get("trigger") or None
-        tasks, before = await self._page(params, trigger)
-        return JSONResponse({"tasks": _dump(tasks), "before": before})
-
-    async def _page(self, params: ListParams, trigger: str | None) -> tuple[list[TaskView], str | None]:
-        if trigger is None:
-            page = await self.port.call(ListRequest(params=params))
-            return page, page[-1].task_id if len(page) == params.limit else None
-        found: list[TaskView] = []
-        scanned = 0
-        cursor = params.before
-        while len(found) < PAGE_SIZE and scanned < TRIGGER_SCAN_MAX:
-            wide = params.model_copy(update={"limit": 500, "before": cursor})
-            page = await self.port.call(ListRequest(params=wide))
-            scanned += len(page)
-            for task in page:
-                if task.trigger == trigger and len(found) < PAGE_SIZE:
-                    found.append(task)
-                cursor = task.task_id
-                if len(found) == PAGE_SIZE:
-                    return found, cursor
-            if len(page) < wide.limit:
-                return found, None
-        return found, cursor
+        page = await self.lists.page(params)
+        before = page[-1].task_id if len(page) == params.limit else None
+        return JSONResponse({"tasks": _dump(page), "before": before})
 
     async def task(self, request: Request) -> Response:
         TaskRef(task_id=request.path_params["task_id"])  # a malformed id is a 400, not a read
@@ -188,15 +165,8 @@ class Api:
 
     async def _stream(self, task_id: str, after: int) -> AsyncIterator[str]:
         yield "retry: 2000\n\n"
-        async for item in self.streams.follow(task_id, after):
-            if isinstance(item, EventView):
-                yield f"id: {item.seq}\ndata: {item.model_dump_json()}\n\n"
-            elif isinstance(item, TaskView):
-                yield f"event: end\ndata: {item.model_dump_json()}\n\n"
-                return
-            else:
-                yield f"event: failed\ndata: {json.dumps({'error': item.message})}\n\n"
-                return
+        async for push in self.streams.follow(task_id, after):
+            yield push.text
 
     async def transcript(self, request: Request) -> Response:
         params = TranscriptParams.model_validate(
@@ -206,7 +176,7 @@ class Api:
                 "after_seq": _query_int(request, "after", 0),
             }
         )
-        return JSONResponse(_dump(await self.port.call(TranscriptRequest(params=params))))
+        return JSONResponse(_dump(await self.transcripts.page(params)))
 
     async def cancel(self, request: Request) -> Response:
         params = CancelParams(task_id=request.path_params["task_id"], reason="cancelled from agentd web")

@@ -117,7 +117,7 @@ class JournalWriter:
         # Invariant: whenever `_events` went from empty to non-empty, a `_WAKE` was queued after
         # that moment, so the thread never sleeps without a deadline while events are buffered.
         self._events: list[_Event] = []
-        self._oldest_at = 0.0  # monotonic time the oldest buffered event arrived
+        self._due_at = 0.0  # monotonic time the buffered events are to be committed by
         self._retry_at = 0.0  # monotonic; events-only flushes wait for this after a failure
         # Invariant: False once `stop` was called; later events would never be flushed.
         self._accepting = True
@@ -140,18 +140,26 @@ class JournalWriter:
     def submit(self, op: Pending[Any]) -> None:
         self._queue.put(op)
 
-    def append_event(self, task_id: str, event: str, fields_json: str, ts: float) -> None:
+    def append_event(
+        self, task_id: str, event: str, fields_json: str, ts: float, *, within_s: float | None = None
+    ) -> None:
+        """Buffer one event, committed within the flush interval, or `within_s` if sooner (someone
+        follows the task live)."""
         item = _Event(task_id, ts, event, fields_json)
+        now = time.monotonic()
         with self._events_lock:
             if not self._accepting or len(self._events) >= self._event_buffer_max:
                 self._count(events_dropped=1)
                 return
             was_empty = not self._events
             if was_empty:
-                self._oldest_at = time.monotonic()
+                self._due_at = now + self._flush_interval_s
+            sooner = within_s is not None and now + within_s < self._due_at
+            if sooner:
+                self._due_at = now + (within_s or 0.0)
             self._events.append(item)
             full = len(self._events) == self._flush_batch
-        if was_empty or full:
+        if was_empty or full or sooner:
             self._queue.put(_WAKE)
 
     def stop(self) -> None:
@@ -219,7 +227,7 @@ class JournalWriter:
                 return None
             if len(self._events) >= self._flush_batch and time.monotonic() >= self._retry_at:
                 return 0.0
-            due = max(self._oldest_at + self._flush_interval_s, self._retry_at)
+            due = max(self._due_at, self._retry_at)
         return max(0.0, due - time.monotonic())
 
     def _take_events(self, *, force: bool) -> list[_Event]:
@@ -228,7 +236,7 @@ class JournalWriter:
             if not self._events:
                 return []
             due = (
-                len(self._events) >= self._flush_batch or now >= self._oldest_at + self._flush_interval_s
+                len(self._events) >= self._flush_batch or now >= self._due_at
             ) and now >= self._retry_at
             if not (force or due):
                 return []
@@ -353,7 +361,7 @@ class JournalWriter:
         now = time.monotonic()
         with self._events_lock:
             if not self._events:
-                self._oldest_at = now
+                self._due_at = now + self._flush_interval_s
             merged = events + self._events
             overflow = max(0, len(merged) - self._event_buffer_max)
             self._events = merged[overflow:]

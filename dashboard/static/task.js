@@ -5,7 +5,7 @@ import { get, post } from './api.js';
 import { cost, el, fill, notice, pageLink, statusClass, when } from './dom.js';
 import { drawTimeline } from './timeline.js';
 
-const REFRESH_MIN_MS = 500;
+const REFRESH_MIN_MS = 500;  // an action's re-read of the task, at most this often
 const TRANSCRIPT_MIN_MS = 2000;  // a live transcript is read again at most this often
 
 export function taskPage(main, taskId) {
@@ -59,6 +59,10 @@ class TaskPage {
       this.main.replaceChildren(el('h1', {}, 'Task'), notice(error.message, 'error'));
       return;
     }
+    this.draw(summary);
+  }
+
+  draw(summary) {
     this.summary = summary;
     this.drawHead(summary.task);
     this.drawActions(summary.task);
@@ -72,7 +76,7 @@ class TaskPage {
     }
   }
 
-  // Refresh at most every REFRESH_MIN_MS while events arrive, and once after the last.
+  // After an action: read the task again, at most every REFRESH_MIN_MS.
   soon() {
     if (this.refreshing) return;
     const wait = Math.max(0, REFRESH_MIN_MS - (Date.now() - this.lastRefresh));
@@ -82,12 +86,14 @@ class TaskPage {
     }, wait);
   }
 
+  // The dashboard pushes each event and, while they arrive, the task's summary (at most twice a
+  // second): the page asks for nothing while it watches.
   follow() {
     const source = new EventSource(`${this.base}/events`);
     source.onmessage = (message) => {
       this.sections.events.append(drawEvent(JSON.parse(message.data)));
-      this.soon();
     };
+    source.addEventListener('summary', (message) => this.draw(JSON.parse(message.data)));
     // The stream ends with the task; a reconnect after that would replay it from the start.
     source.onerror = () => { if (this.sections.events.dataset.ended) source.close(); };
     source.addEventListener('end', () => {

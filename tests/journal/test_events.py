@@ -204,3 +204,22 @@ async def test_closing_wakes_followers_and_drops_later_events(state_dir: Path) -
 
     journal.append_event(task, "loop.step")
     assert journal.stats.events_dropped == 1
+
+
+async def test_a_followed_tasks_events_are_committed_without_waiting_for_the_interval(state_dir: Path) -> None:
+    async with open_journal(state_dir, NEVER_BY_TIME) as journal:
+        followed, other = await new_task(journal), await new_task(journal)
+        woke: list[bool] = []
+
+        async def follow() -> None:
+            woke.append(await journal.wait_events(followed, 0, timeout_s=BOUND_S))
+
+        with anyio.fail_after(BOUND_S):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(follow)
+                await anyio.wait_all_tasks_blocked()
+                journal.append_event(other, "loop.step")  # nobody follows it: the interval holds
+                journal.append_event(followed, "loop.step")
+        assert woke == [True]
+        # One commit took what was buffered, the unfollowed task's event with it.
+        assert len(await journal.events_after(other)) == 1

@@ -63,3 +63,32 @@ async def test_pages_asking_at_once_share_one_read_and_a_fresh_summary_is_served
     now[0] = 0.3
     assert (await summaries.summary("t_1"))["last_seq"] == 4
     assert port.asked_after == [0, 2]  # only the newer events were read
+
+
+class EndedPort(CountingPort):
+    """An ended task with two events."""
+
+    async def call(self, request: Any) -> Any:
+        view = await super().call(request)
+        return view.model_copy(update={"state": "terminal"}) if isinstance(view, TaskView) else view
+
+    async def events(self, task_id: str, after_seq: int = 0) -> tuple[list[EventView], TaskView]:
+        self.asked_after.append(after_seq)
+        held = [EventView(seq=s, ts=float(s), event="loop.step") for s in (1, 2) if s > after_seq]
+        return held, TaskView(task_id=task_id, run_id="r", owner_uid=0, state="terminal")
+
+
+async def test_an_ended_tasks_summary_and_events_are_read_until_they_settle_then_served() -> None:
+    port = EndedPort()
+    now = [0.0]
+    summaries = TaskSummaries(cast(DaemonPort, port), fresh_s=0.25, clock=lambda: now[0])
+    await summaries.summary("t_1")
+    now[0] = 1.5  # past the settling time: one more read, which is then final
+    await summaries.summary("t_1")
+    reads = len(port.calls)
+    now[0] = 100.0
+    assert (await summaries.summary("t_1"))["last_seq"] == 2
+    events, view = await summaries.backlog("t_1", 1)
+    assert [e.seq for e in events] == [2] and view is not None and view.state == "terminal"
+    assert len(port.calls) == reads  # neither the summary nor the events were read again
+    assert port.asked_after == [0, 2]

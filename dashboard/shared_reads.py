@@ -1,0 +1,125 @@
+"""Reads the pages of one dashboard share besides a task's events and summary (`task_cache.py`):
+a node's transcript, extended by asking the daemon only for the steps after the last one held, and
+a page of the task list, reused for `LIST_FRESH_S` — so pages that look again on a timer cost the
+daemon one read between them, not one each.
+
+Every page of a dashboard is its one user's, so sharing between them shows nobody anything new.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+import anyio
+
+from agentd.api.async_port import DaemonPort
+from protocol.api import (
+    ListParams,
+    ListRequest,
+    TaskView,
+    TranscriptParams,
+    TranscriptRequest,
+    TranscriptView,
+)
+
+TRANSCRIPT_FRESH_S = 1.0  # a live transcript is read again at most this often
+LIST_FRESH_S = 1.0  # and a page of the task list
+KEEP = 64  # transcripts (and list pages) held, least recently asked first out
+
+ValueT = TypeVar("ValueT")
+
+
+@dataclass(slots=True)
+class _Held(Generic[ValueT]):
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    value: ValueT | None = None
+    read_at: float = float("-inf")  # never read
+
+
+class _Recent(Generic[ValueT]):
+    """The last `KEEP` values asked for, by key."""
+
+    def __init__(self) -> None:
+        self._held: OrderedDict[Hashable, _Held[ValueT]] = OrderedDict()
+
+    def get(self, key: Hashable) -> _Held[ValueT]:
+        held = self._held.pop(key, None) or _Held[ValueT]()
+        self._held[key] = held
+        while len(self._held) > KEEP:
+            self._held.popitem(last=False)
+        return held
+
+
+class Transcripts:
+    """Nodes' transcripts as the task page shows them: the first page of steps (`limit`)."""
+
+    def __init__(
+        self,
+        port: DaemonPort,
+        *,
+        fresh_s: float = TRANSCRIPT_FRESH_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._port = port
+        self._fresh_s = fresh_s
+        self._clock = clock
+        self._recent = _Recent[TranscriptView]()
+
+    async def page(self, params: TranscriptParams) -> TranscriptView:
+        """The steps after `params.after_seq`; from the start, those held and then only newer ones.
+
+        Raises:
+            ApiClientError: the daemon refused (no such task of the caller's) or is unreachable.
+        """
+        if params.after_seq or params.wait_s:
+            return await self._port.call(TranscriptRequest(params=params))  # a later page: as asked
+        held = self._recent.get((params.task_id, params.handle, params.limit))
+        async with held.lock:
+            known = held.value
+            fresh = self._clock() - held.read_at < self._fresh_s
+            if known is not None and (fresh or _complete(known, params)):
+                return known
+            steps = known.steps if known is not None else []
+            newer = params.model_copy(
+                update={"after_seq": steps[-1].seq if steps else 0, "limit": params.limit - len(steps)}
+            )
+            read = await self._port.call(TranscriptRequest(params=newer))
+            both = [*steps, *read.steps]
+            held.value = read.model_copy(update={"steps": both, "next_seq": both[-1].seq if both else 0})
+            held.read_at = self._clock()
+            return held.value
+
+
+def _complete(view: TranscriptView, params: TranscriptParams) -> bool:
+    """Nothing more can come into this page: it is full, or its task ended and all was read."""
+    return len(view.steps) >= params.limit or (view.state == "terminal" and not view.more)
+
+
+class TaskLists:
+    """Pages of the task list, each read once for every page that shows it within `fresh_s`."""
+
+    def __init__(
+        self, port: DaemonPort, *, fresh_s: float = LIST_FRESH_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._port = port
+        self._fresh_s = fresh_s
+        self._clock = clock
+        self._recent = _Recent[list[TaskView]]()
+
+    async def page(self, params: ListParams) -> list[TaskView]:
+        """The daemon's answer to `task.list` with `params`.
+
+        Raises:
+            ApiClientError: as for `DaemonPort.call`.
+        """
+        held = self._recent.get(params.model_dump_json())
+        async with held.lock:
+            if held.value is not None and self._clock() - held.read_at < self._fresh_s:
+                return held.value
+            held.value = await self._port.call(ListRequest(params=params))
+            held.read_at = self._clock()
+            return held.value
