@@ -23,6 +23,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from agentd.api.async_port import DaemonPort
 from agentd.errors import ApiClientError
+from dashboard.shared_reads import TaskLists
 from dashboard.task_cache import TaskSummaries
 from protocol.api import EventView, TaskView
 
@@ -72,11 +73,13 @@ class TaskStreams:
     def __init__(self, port: DaemonPort, summaries: TaskSummaries | None = None) -> None:
         self._port = port
         self.summaries = summaries or TaskSummaries(port)
+        self.lists = TaskLists(port)
         self._group: anyio.abc.TaskGroup | None = None
         self._shared: dict[str, _Shared] = {}
 
     def attach(self, group: anyio.abc.TaskGroup) -> None:
         self._group = group
+        self.lists.attach(group)
 
     async def follow(self, task_id: str, after_seq: int) -> AsyncIterator[Push]:
         """The task's events after `after_seq` and its summaries as they change, then the task as

@@ -22,7 +22,7 @@ from agentd.api.client import BAD_RESPONSE, CONNECTION_LOST, TIMED_OUT, UNREACHA
 from agentd.errors import ApiClientError
 from dashboard.errors import BadInput
 from dashboard.fanout import TaskStreams
-from dashboard.shared_reads import TaskLists, Transcripts
+from dashboard.shared_reads import Transcripts
 from protocol.api import (
     FORBIDDEN,
     NOT_FOUND,
@@ -129,7 +129,7 @@ class Api:
         self.streams = streams
         self.summaries = streams.summaries
         self.transcripts = Transcripts(port)
-        self.lists = TaskLists(port)
+        self.lists = streams.lists
 
     async def tasks_page(self, request: Request) -> Response:
         query = request.query_params

@@ -1,7 +1,7 @@
 """Reads the pages of one dashboard share besides a task's events and summary (`task_cache.py`):
 a node's transcript, extended by asking the daemon only for the steps after the last one held, and
-a page of the task list, reused for `LIST_FRESH_S` — so pages that look again on a timer cost the
-daemon one read between them, not one each.
+a page of the task list, reused for `LIST_FRESH_S` or until one `task.watch` of the daemon reports
+a change — so pages that look again on a timer cost the daemon one read between them, not one each.
 
 Every page of a dashboard is its one user's, so sharing between them shows nobody anything new.
 """
@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 import anyio
+import anyio.abc
 
 from agentd.api.async_port import DaemonPort
+from agentd.errors import ApiClientError
 from protocol.api import (
     ListParams,
     ListRequest,
@@ -27,7 +29,8 @@ from protocol.api import (
 )
 
 TRANSCRIPT_FRESH_S = 1.0  # a live transcript is read again at most this often
-LIST_FRESH_S = 1.0  # and a page of the task list
+LIST_FRESH_S = 1.0  # and a page of the task list (its steps and tokens change with no state change)
+WATCH_IDLE_S = 10.0  # the list's watch of the daemon ends when no page asked for this long
 KEEP = 64  # transcripts (and list pages) held, least recently asked first out
 
 ValueT = TypeVar("ValueT")
@@ -38,6 +41,7 @@ class _Held(Generic[ValueT]):
     lock: anyio.Lock = field(default_factory=anyio.Lock)
     value: ValueT | None = None
     read_at: float = float("-inf")  # never read
+    changes: int = 0  # `TaskLists`: the count of changes seen when it was read
 
 
 class _Recent(Generic[ValueT]):
@@ -100,7 +104,9 @@ def _complete(view: TranscriptView, params: TranscriptParams) -> bool:
 
 
 class TaskLists:
-    """Pages of the task list, each read once for every page that shows it within `fresh_s`."""
+    """Pages of the task list, each read once for every page that shows it within `fresh_s`, and
+    read again at once after any of the caller's tasks changed state: while pages keep asking,
+    one `task.watch` of the daemon (in the server's task group, `attach`) says when."""
 
     def __init__(
         self, port: DaemonPort, *, fresh_s: float = LIST_FRESH_S, clock: Callable[[], float] = time.monotonic
@@ -109,6 +115,13 @@ class TaskLists:
         self._fresh_s = fresh_s
         self._clock = clock
         self._recent = _Recent[list[TaskView]]()
+        self._group: anyio.abc.TaskGroup | None = None
+        self._watching = False
+        self._asked_at = 0.0
+        self._changes = 0  # bumped by each change the watch reports: what was read before is old
+
+    def attach(self, group: anyio.abc.TaskGroup) -> None:
+        self._group = group
 
     async def page(self, params: ListParams) -> list[TaskView]:
         """The daemon's answer to `task.list` with `params`.
@@ -116,10 +129,33 @@ class TaskLists:
         Raises:
             ApiClientError: as for `DaemonPort.call`.
         """
+        if self._group is None:
+            return await self._port.call(ListRequest(params=params))
+        self._asked_at = self._clock()
+        if not self._watching:
+            self._watching = True
+            self._group.start_soon(self._watch)
         held = self._recent.get(params.model_dump_json())
         async with held.lock:
-            if held.value is not None and self._clock() - held.read_at < self._fresh_s:
+            fresh = self._clock() - held.read_at < self._fresh_s and held.changes == self._changes
+            if held.value is not None and fresh:
                 return held.value
+            held.changes = self._changes
             held.value = await self._port.call(ListRequest(params=params))
             held.read_at = self._clock()
             return held.value
+
+    async def _watch(self) -> None:
+        """Note each change of the caller's tasks until no page asked for `WATCH_IDLE_S`."""
+        try:
+            async with self._port.open_watch([]) as changes:
+                while self._clock() - self._asked_at < WATCH_IDLE_S:
+                    with anyio.move_on_after(WATCH_IDLE_S):
+                        if isinstance(await changes.receive(), ApiClientError):
+                            return
+                        self._changes += 1
+        except anyio.EndOfStream:
+            pass
+        finally:
+            self._watching = False
+            self._changes += 1

@@ -4,6 +4,8 @@ shows it within a second."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any, cast
 
 import anyio
@@ -75,26 +77,54 @@ async def test_a_transcript_is_read_once_for_pages_asking_together_then_only_new
 
 
 class ListPort:
+    """The daemon's list, and its watch of the caller's tasks (fed by `change`)."""
+
     def __init__(self) -> None:
         self.asked: list[ListParams] = []
+        self.send, self.changes = anyio.create_memory_object_stream[Any](10)
+        self.watching = anyio.Event()
 
     async def call(self, request: Any) -> Any:
         self.asked.append(request.params)
         await anyio.sleep(0.01)
         return [TaskView(task_id="t_1", run_id="r", owner_uid=0, state="running", trigger="inbox")]
 
+    @asynccontextmanager
+    async def open_watch(self, task_ids: list[str]) -> AsyncIterator[Any]:
+        self.watching.set()
+        yield self.changes
 
-async def test_a_page_of_the_list_is_read_once_for_every_page_showing_it_within_a_second() -> None:
+
+async def test_a_page_of_the_list_is_read_once_for_every_page_showing_it_until_a_task_changes() -> None:
     port = ListPort()
     now = [0.0]
     lists = TaskLists(cast(DaemonPort, port), fresh_s=1.0, clock=lambda: now[0])
     inbox = ListParams(trigger="inbox")
 
-    async with anyio.create_task_group() as group:
-        for _ in range(10):
-            group.start_soon(lists.page, inbox)
-    await lists.page(ListParams(state="running"))  # another filter: a read of its own
-    assert port.asked == [inbox, ListParams(state="running")]
-    now[0] = 1.5
-    await lists.page(inbox)
-    assert len(port.asked) == 3 and port.asked[-1].trigger == "inbox"
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as server:
+            lists.attach(server)
+            async with anyio.create_task_group() as group:
+                for _ in range(10):
+                    group.start_soon(lists.page, inbox)
+            await lists.page(ListParams(state="running"))  # another filter: a read of its own
+            assert port.asked == [inbox, ListParams(state="running")]
+            now[0] = 1.5  # too old: its steps and tokens may have changed
+            await lists.page(inbox)
+            assert len(port.asked) == 3
+            await port.watching.wait()
+            await port.send.send(TaskView(task_id="t_2", run_id="r", owner_uid=0, state="queued"))
+            await anyio.wait_all_tasks_blocked()
+            await lists.page(inbox)  # fresh, but a task changed since: read again
+            assert len(port.asked) == 4
+            await lists.page(inbox)
+            assert len(port.asked) == 4
+            server.cancel_scope.cancel()
+
+
+async def test_without_the_servers_task_group_each_list_is_read_as_asked() -> None:
+    port = ListPort()
+    lists = TaskLists(cast(DaemonPort, port))
+    await lists.page(ListParams())
+    await lists.page(ListParams())
+    assert len(port.asked) == 2 and not port.watching.is_set()
