@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable
 
+import anyio
+
 from agentd.journal.records import TaskRecord
 from agentd.journal.store import Journal
 from protocol.api import EventsParams, EventView, TaskView, WatchParams
@@ -22,24 +24,31 @@ WATCH_REMEMBERED = 10_000
 
 
 async def task_events(journal: Journal, params: EventsParams) -> AsyncGenerator[EventView, None]:
-    """The task's events after `params.after_seq`; with `follow`, until the task is terminal."""
+    """The task's events after `params.after_seq`; with `follow`, until the task is terminal.
+
+    A follower registers for the journal's wake-up before each read, so a commit landing during the
+    read wakes it at once, and it looks at the task's state only when a read found nothing new: a
+    wake-up costs one read."""
     seq = params.after_seq
     while True:
-        batch = await journal.events_after(params.task_id, seq, EVENTS_PAGE)
-        for event in batch:
-            seq = event.seq
-            yield event.to_view()
-        if len(batch) == EVENTS_PAGE:
-            continue
-        if not params.follow:
-            return
-        record = await journal.tasks.get(params.task_id)
-        if record is None or record.state == "terminal":
-            await journal.flush_events()
-            for event in await journal.events_after(params.task_id, seq, 10_000):
+        with journal.following(params.task_id) as landed:
+            batch = await journal.events_after(params.task_id, seq, EVENTS_PAGE)
+            for event in batch:
+                seq = event.seq
                 yield event.to_view()
-            return
-        await journal.wait_events(params.task_id, seq, timeout_s=FOLLOW_POLL_S)
+            if len(batch) == EVENTS_PAGE:
+                continue
+            if not params.follow:
+                return
+            if not batch:
+                record = await journal.tasks.get(params.task_id)
+                if record is None or record.state == "terminal":
+                    await journal.flush_events()
+                    for event in await journal.events_after(params.task_id, seq, 10_000):
+                        yield event.to_view()
+                    return
+            with anyio.move_on_after(FOLLOW_POLL_S):
+                await landed.wait()
 
 
 async def task_changes(

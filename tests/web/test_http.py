@@ -147,6 +147,8 @@ def test_the_api_shows_a_task_its_tree_its_timeline_and_its_transcript(
     assert [step["item"]["kind"] for step in transcript["steps"]] == ["reply"]
     terminal = client.get("/api/tasks", params={"state": "terminal"}).json()["tasks"]
     assert all(task["state"] == "terminal" for task in terminal)
+    # The daemon filters by trigger: no task here came from one.
+    assert client.get("/api/tasks", params={"trigger": "inbox"}).json() == {"tasks": [], "before": None}
 
 
 def test_an_unknown_task_or_a_bad_filter_is_a_clear_json_error(client: httpx2.Client) -> None:
