@@ -235,9 +235,7 @@ class JournalWriter:
         with self._events_lock:
             if not self._events:
                 return []
-            due = (
-                len(self._events) >= self._flush_batch or now >= self._due_at
-            ) and now >= self._retry_at
+            due = (len(self._events) >= self._flush_batch or now >= self._due_at) and now >= self._retry_at
             if not (force or due):
                 return []
             events, self._events = self._events, []

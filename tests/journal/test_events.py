@@ -206,7 +206,9 @@ async def test_closing_wakes_followers_and_drops_later_events(state_dir: Path) -
     assert journal.stats.events_dropped == 1
 
 
-async def test_a_followed_tasks_events_are_committed_without_waiting_for_the_interval(state_dir: Path) -> None:
+async def test_a_followed_tasks_events_are_committed_without_waiting_for_the_interval(
+    state_dir: Path,
+) -> None:
     async with open_journal(state_dir, NEVER_BY_TIME) as journal:
         followed, other = await new_task(journal), await new_task(journal)
         woke: list[bool] = []
