@@ -117,6 +117,7 @@ class TaskLists:
         self._recent = _Recent[list[TaskView]]()
         self._group: anyio.abc.TaskGroup | None = None
         self._watching = False
+        self._live = False  # the watch answered: the daemon reports every change from here on
         self._asked_at = 0.0
         self._changes = 0  # bumped by each change the watch reports: what was read before is old
 
@@ -132,30 +133,33 @@ class TaskLists:
         if self._group is None:
             return await self._port.call(ListRequest(params=params))
         self._asked_at = self._clock()
-        if not self._watching:
-            self._watching = True
-            self._group.start_soon(self._watch)
         held = self._recent.get(params.model_dump_json())
         async with held.lock:
             fresh = self._clock() - held.read_at < self._fresh_s and held.changes == self._changes
-            if held.value is not None and fresh:
+            if held.value is not None and self._live and fresh:
                 return held.value
             held.changes = self._changes
             held.value = await self._port.call(ListRequest(params=params))
             held.read_at = self._clock()
+            if not self._watching and held.value:
+                # Watched from these tasks on: the daemon's first answer (their views) says the
+                # watch is in place, and only then is a list read kept.
+                self._watching = True
+                self._group.start_soon(self._watch, [task.task_id for task in held.value])
             return held.value
 
-    async def _watch(self) -> None:
+    async def _watch(self, task_ids: list[str]) -> None:
         """Note each change of the caller's tasks until no page asked for `WATCH_IDLE_S`."""
         try:
-            async with self._port.open_watch([]) as changes:
+            async with self._port.open_watch(task_ids) as changes:
                 while self._clock() - self._asked_at < WATCH_IDLE_S:
                     with anyio.move_on_after(WATCH_IDLE_S):
                         if isinstance(await changes.receive(), ApiClientError):
                             return
+                        self._live = True
                         self._changes += 1
         except anyio.EndOfStream:
             pass
         finally:
-            self._watching = False
+            self._watching = self._live = False
             self._changes += 1
