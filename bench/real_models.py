@@ -100,6 +100,8 @@ def run_once(args: argparse.Namespace, task: Task) -> dict[str, Any]:
         config.write_text(config_text(args, task, directory))
         options = ["--config", str(config), "--model", "bench", "--max-steps", str(task.max_steps)]
         options += ["--deadline", f"{args.deadline_s:g}s"]
+        if args.logs is not None:
+            options += ["--log-content", "--log-level", "debug"]
         for name in task.servers:
             options += ["--mcp", name]
         if task.schema is not None:
@@ -112,6 +114,8 @@ def run_once(args: argparse.Namespace, task: Task) -> dict[str, Any]:
         else:
             exit_code, stdout, stderr = command(args, [*args.agentd, "run", *options, instruction], tmp)
         seconds = time.monotonic() - started
+        if args.logs is not None:
+            keep_log(args.logs, task.name, stderr)
         outcome = outcome_of(exit_code, stdout.strip(), stderr, seconds)
         passed = task.check(outcome, directory)
     return {
@@ -124,6 +128,15 @@ def run_once(args: argparse.Namespace, task: Task) -> dict[str, Any]:
         "error": outcome.error,
         "result": outcome.stdout[:500],
     }
+
+
+def keep_log(logs: Path, name: str, stderr: str) -> None:
+    """The run's log (prompts, replies, tool payloads) as `LOGS/TASK-N.log`, N counting from 1."""
+    logs.mkdir(parents=True, exist_ok=True)
+    n = 1
+    while (logs / f"{name}-{n}.log").exists():
+        n += 1
+    (logs / f"{name}-{n}.log").write_text(stderr)
 
 
 def command(args: argparse.Namespace, argv: list[str], cwd: str) -> tuple[int, str, str]:
@@ -265,6 +278,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "`agentd submit --wait` (default run)",
     )
     parser.add_argument("--label", default="", help="a word for this measurement in the JSON (e.g. before)")
+    parser.add_argument(
+        "--logs",
+        type=Path,
+        default=None,
+        help="keep each run's log, with prompts, replies and tool payloads, as LOGS/TASK-N.log "
+        "(the runs log at debug level with --log-content)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS, help="where to write the JSON")
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.tasks.split(",") if n.strip()] or list(BY_NAME)

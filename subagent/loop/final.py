@@ -13,7 +13,7 @@ from dataclasses import replace
 from pydantic import JsonValue
 
 from protocol.result import TerminalStatus
-from subagent.loop import feedback, progress, verify
+from subagent.loop import feedback, grounding, progress, verify
 from subagent.loop.state import LoopState, Terminal
 from subagent.loop.steps import end_idle_turn, finish, note_error, say, step_note
 
@@ -26,9 +26,17 @@ PARROTED_MESSAGE = (
 VACUOUS_REASK = "Your final answer was empty. Give the complete result of the task."
 
 
-def on_final(state: LoopState, result: JsonValue, text: str, now: float, cancelled: bool) -> LoopState:
-    """A final answer: a parrot is re-asked, then ends the run; a vacuous one is re-asked; the
-    rest goes through VERIFY."""
+def on_final(
+    state: LoopState,
+    result: JsonValue,
+    text: str,
+    now: float,
+    cancelled: bool,
+    offered: frozenset[str] = frozenset(),
+) -> LoopState:
+    """A final answer: a parrot is re-asked, then ends the run; a vacuous one is re-asked; one
+    about a named file no call opened is re-asked (`offered`: the turn's tools); the rest goes
+    through VERIFY."""
     if isinstance(result, str) and feedback.parrots(result, state.feedback):
         return on_parrot(state, text, now, cancelled)
     cfg = state.config
@@ -41,6 +49,12 @@ def on_final(state: LoopState, result: JsonValue, text: str, now: float, cancell
         state = replace(state, vacuous_reasks_used=state.vacuous_reasks_used + 1)
         state = note_error(state, "vacuous_final", "empty final answer re-asked")
         return end_idle_turn(state, "vacuous", progress.turn_signature(text, [said]), now, cancelled)
+    unopened = _unopened(state, offered)
+    if unopened:
+        state, said = say(state, grounding.reask(unopened))
+        state = replace(state, grounding_reasks_used=state.grounding_reasks_used + 1)
+        state = note_error(state, "ungrounded_final", f"final answer before opening {', '.join(unopened)}")
+        return end_idle_turn(state, "ungrounded", progress.turn_signature(text, [said]), now, cancelled)
     verdict = verify.verify_final(result, cfg.contract)
     if isinstance(verdict, verify.Verified):
         terminal = Terminal(TerminalStatus.COMPLETED, result=verdict.result, partial=False)
@@ -51,6 +65,17 @@ def on_final(state: LoopState, result: JsonValue, text: str, now: float, cancell
     # Logged without the observation: schema messages quote the model's answer.
     state = note_error(state, "verify_failed", "the final answer does not satisfy the output contract")
     return end_idle_turn(state, "verify_failed", progress.turn_signature(text, [said]), now, cancelled)
+
+
+def _unopened(state: LoopState, offered: frozenset[str]) -> tuple[str, ...]:
+    """The named files the grounding re-ask asks about: none once it was used, after compaction
+    (the calls before it are gone from the transcript) or without a server's tool to open them."""
+    if state.grounding_reasks_used >= grounding.GROUNDING_REASKS or state.compactions:
+        return ()
+    if not grounding.offers_server_tools(offered):
+        return ()
+    asked = (*state.head, state.turn_message) if state.turn_message is not None else state.head
+    return grounding.unopened(asked, state.transcript)
 
 
 def on_refusal(state: LoopState, reason: str, text: str, now: float, cancelled: bool) -> LoopState:

@@ -312,7 +312,7 @@ def on_model_reply(
             cancelled,
             ungranted=action.ungranted,
         )
-    return on_final(append(state, assistant), reply.text, reply.text, now, cancelled)
+    return on_final(append(state, assistant), reply.text, reply.text, now, cancelled, action.offered)
 
 
 def _may_switch(state: LoopState) -> bool:
@@ -396,7 +396,7 @@ def _on_json_reply(
     state = append(state, AssistantMessage(reply.text))
     if isinstance(parsed.result, str):
         state = remember_partial(state, parsed.result)
-    return on_final(state, parsed.result, reply.text, now, cancelled)
+    return on_final(state, parsed.result, reply.text, now, cancelled, offered)
 
 
 def _plan_calls(

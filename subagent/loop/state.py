@@ -116,6 +116,9 @@ class LoopState:
     vacuous_reasks_used: int = 0
     # Answers that only repeated agentd's own messages, re-asked (loop/feedback.py).
     parrot_reasks_used: int = 0
+    # Final answers about a file the instruction names and no call opened, re-asked
+    # (loop/grounding.py).
+    grounding_reasks_used: int = 0
     # The normalised sentences of agentd's own messages this run (loop/feedback.py).
     feedback: tuple[str, ...] = ()
     # The model has made a native tool call this run: its later prose is an answer, not a call.
