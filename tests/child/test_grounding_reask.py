@@ -26,7 +26,8 @@ REASK = "[agentd] The task names `notes.txt`, but no tool call has opened it yet
 
 def last_message(request: Recorded) -> str:
     assert isinstance(request.json, dict)
-    messages: list[Any] = request.json["messages"]
+    messages = request.json["messages"]
+    assert isinstance(messages, list) and isinstance(messages[-1], dict)
     return str(messages[-1]["content"])
 
 
