@@ -119,6 +119,20 @@ async def submit(journal: Journal, supervisor: Supervisor, owner_uid: int) -> Ta
     return record
 
 
+async def the_next_task_starts_and_not(
+    held_id: str, journal: Journal, supervisor: Supervisor, executor: FakeExecutor
+) -> None:
+    """A task submitted now starts and ends, `held_id` never started; then the supervisor drains."""
+    after = await submit(journal, supervisor, owner_uid=1)
+    (await wait_run_started(executor, after.task_id)).finish.set()
+    with anyio.fail_after(BOUND_S):
+        await supervisor.terminal_event(after.task_id).wait()
+    assert held_id not in executor.runs
+    supervisor.drain()
+    with anyio.fail_after(BOUND_S):
+        await supervisor.wait_drained()
+
+
 def count_reads(journal: Journal, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     reads: list[int] = []
     real = journal.tasks.next_queued
@@ -227,14 +241,7 @@ async def test_a_task_forgotten_while_held_back_is_not_started_from_the_copy(jou
         assert await journal.tasks.forget_queued(held_id)
         supervisor.queue_changed()
         supervisor.accepting.discard(held_id)
-        after = await submit(journal, supervisor, owner_uid=1)
-        (await wait_run_started(executor, after.task_id)).finish.set()
-        with anyio.fail_after(BOUND_S):
-            await supervisor.terminal_event(after.task_id).wait()
-        assert held_id not in executor.runs
-        supervisor.drain()
-        with anyio.fail_after(BOUND_S):
-            await supervisor.wait_drained()
+        await the_next_task_starts_and_not(held_id, journal, supervisor, executor)
         tg.cancel_scope.cancel()
 
 
@@ -273,12 +280,5 @@ async def test_a_read_that_went_stale_in_flight_is_not_started_from(
         supervisor.queue_changed()
         supervisor.accepting.discard(held_id)
         release.set()
-        after = await submit(journal, supervisor, owner_uid=1)
-        (await wait_run_started(executor, after.task_id)).finish.set()
-        with anyio.fail_after(BOUND_S):
-            await supervisor.terminal_event(after.task_id).wait()
-        assert held_id not in executor.runs
-        supervisor.drain()
-        with anyio.fail_after(BOUND_S):
-            await supervisor.wait_drained()
+        await the_next_task_starts_and_not(held_id, journal, supervisor, executor)
         tg.cancel_scope.cancel()
