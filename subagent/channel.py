@@ -108,6 +108,10 @@ class ControlChannel:
 
     def flush_notes(self) -> None:
         """Send the notes not sent yet, alone (`ev/batch`)."""
+        if self._notes.empty:
+            # Nothing to send: never wait for the lock, which a writer blocked on a full pipe (a
+            # supervisor that stopped reading) may hold; a note added meanwhile wakes the loop.
+            return
         with self._write_lock:
             notes = self._notes.take()
             if notes is not None and not self._closed:
