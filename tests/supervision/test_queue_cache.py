@@ -119,6 +119,13 @@ async def submit(journal: Journal, supervisor: Supervisor, owner_uid: int) -> Ta
     return record
 
 
+def one_task_at_a_time(journal: Journal) -> tuple[Supervisor, FakeExecutor]:
+    """A supervisor that runs one task at a time on a fake executor the test drives."""
+    executor = FakeExecutor()
+    options = SupervisorOptions(max_concurrent_tasks=1)
+    return Supervisor(journal, placeholder_payload, ExecSpawner(), options, executor=executor), executor
+
+
 async def the_next_task_starts_and_not(
     held_id: str, journal: Journal, supervisor: Supervisor, executor: FakeExecutor
 ) -> None:
@@ -150,14 +157,7 @@ async def test_acknowledged_tasks_start_in_order_without_a_read_each(
     journal: Journal, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     reads = count_reads(journal, monkeypatch)
-    executor = FakeExecutor()
-    supervisor = Supervisor(
-        journal,
-        placeholder_payload,
-        ExecSpawner(),
-        SupervisorOptions(max_concurrent_tasks=1),
-        executor=executor,
-    )
+    supervisor, executor = one_task_at_a_time(journal)
     async with anyio.create_task_group() as tg:
         tg.start_soon(supervisor.serve)
         ids = []
@@ -180,14 +180,7 @@ async def test_acknowledged_tasks_start_in_order_without_a_read_each(
 async def test_a_task_queued_unannounced_or_cancelled_while_cached_is_handled(
     journal: Journal, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    executor = FakeExecutor()
-    supervisor = Supervisor(
-        journal,
-        placeholder_payload,
-        ExecSpawner(),
-        SupervisorOptions(max_concurrent_tasks=1),
-        executor=executor,
-    )
+    supervisor, executor = one_task_at_a_time(journal)
     async with anyio.create_task_group() as tg:
         tg.start_soon(supervisor.serve)
         first = await submit(journal, supervisor, owner_uid=1)
@@ -219,14 +212,7 @@ async def test_a_task_queued_unannounced_or_cancelled_while_cached_is_handled(
 
 @pytestmark_anyio
 async def test_a_task_forgotten_while_held_back_is_not_started_from_the_copy(journal: Journal) -> None:
-    executor = FakeExecutor()
-    supervisor = Supervisor(
-        journal,
-        placeholder_payload,
-        ExecSpawner(),
-        SupervisorOptions(max_concurrent_tasks=1),
-        executor=executor,
-    )
+    supervisor, executor = one_task_at_a_time(journal)
     async with anyio.create_task_group() as tg:
         tg.start_soon(supervisor.serve)
         blocker = await submit(journal, supervisor, owner_uid=1)
@@ -261,14 +247,7 @@ async def test_a_read_that_went_stale_in_flight_is_not_started_from(
             await release.wait()
         return read
 
-    executor = FakeExecutor()
-    supervisor = Supervisor(
-        journal,
-        placeholder_payload,
-        ExecSpawner(),
-        SupervisorOptions(max_concurrent_tasks=1),
-        executor=executor,
-    )
+    supervisor, executor = one_task_at_a_time(journal)
     supervisor.accepting.add(held_id := new_task_id())
     await journal.tasks.submit(TaskSpec(instruction="held"), owner_uid=1, task_id=held_id)
     monkeypatch.setattr(journal.tasks, "next_queued", slow)
