@@ -19,6 +19,7 @@ from agentd.errors import IdempotencyConflict, InvalidTransition, QuotaExceeded,
 from agentd.journal.node_queries import write_node
 from agentd.journal.quota import Quota, quota_problem
 from agentd.journal.records import TASK_STATES, NodeEnd, NodeState, TaskRecord
+from agentd.journal.schema import summary_sql
 from agentd.journal.spend import add_spend, scopes_of
 from agentd.journal.transcripts import append_items
 from protocol.api import TaskSpec, TaskState
@@ -26,6 +27,9 @@ from protocol.result import AbortKind, RunError, RunResult, RunUsage, TerminalSt
 from protocol.transcript import StepItem
 
 ROOT_HANDLE = "0"
+
+# The listing summary of the spec bound as the statement's parameter N (written with the spec).
+_SUMMARY_OF_1, _SUMMARY_OF_4, _SUMMARY_OF_5 = (summary_sql(f"?{n}", task=True) for n in (1, 4, 5))
 
 _TASK_COLUMNS = (
     "task_id, run_id, owner_uid, idempotency_key, spec, state, status, exit_code, result, partial, "
@@ -125,7 +129,8 @@ def insert_task(
     _check_quota(conn, owner_uid, len(spec_json.encode()), quota)
     conn.execute(
         "INSERT INTO tasks (task_id, run_id, owner_uid, idempotency_key, spec, spec_bytes, created_at,"
-        " schedule_id, fire_at, trigger, uri) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " schedule_id, fire_at, trigger, uri, summary)"
+        f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {_SUMMARY_OF_5})",
         (
             task_id,
             run_id,
@@ -204,8 +209,8 @@ def insert_claimed_task(
     spec = spec.model_copy(update={"retry": spec.retry.model_copy(update={"max_attempts": 1})})
     spec_json = spec.model_dump_json()
     conn.execute(
-        "INSERT INTO tasks (task_id, run_id, owner_uid, idempotency_key, spec, spec_bytes, created_at,"
-        " trigger) VALUES (?, ?, ?, NULL, ?, ?, ?, ?)",
+        "INSERT INTO tasks (task_id, run_id, owner_uid, spec, spec_bytes, created_at, trigger, summary)"
+        f" VALUES (?, ?, ?, ?, ?, ?, ?, {_SUMMARY_OF_4})",
         (task_id, run_id, owner_uid, spec_json, len(spec_json.encode()), now, trigger),
     )
     return mark_starting(conn, task_id, grant_steps=grant_steps, grant_tokens=grant_tokens, now=now)
@@ -460,7 +465,8 @@ def extend(conn: sqlite3.Connection, task_id: str, *, spec: TaskSpec) -> TaskRec
     (with the state `queued`) if it is not paused."""
     spec_json = spec.model_dump_json()
     rows = conn.execute(
-        "UPDATE tasks SET spec = ?, spec_bytes = ?, paused_at = NULL, paused_result = NULL"
+        f"UPDATE tasks SET spec = ?1, summary = {_SUMMARY_OF_1}, spec_bytes = ?,"
+        " paused_at = NULL, paused_result = NULL"
         f" WHERE task_id = ? AND state = 'queued' AND paused_at IS NOT NULL RETURNING {_TASK_COLUMNS}",
         (spec_json, len(spec_json.encode()), task_id),
     ).fetchall()
@@ -542,16 +548,10 @@ def get_tasks(conn: sqlite3.Connection, task_ids: Sequence[str]) -> tuple[TaskRe
     return tuple(task_from_row(row) for row in rows.fetchall())
 
 
-# A listing carries a summary of each spec (the instruction cut, no result), so one page costs
-# memory in proportion to its length, never to what clients stored (docs/design.md §14).
-LIST_INSTRUCTION_CHARS = 200
-_INSTRUCTION = "json_extract(spec, '$.instruction')"
-_SUMMARY_COLUMNS = _TASK_COLUMNS.replace(
-    "spec,",
-    "json_object('instruction', CASE WHEN length(" + _INSTRUCTION + ") > :cap"
-    " THEN substr(" + _INSTRUCTION + ", 1, :cap) || '…' ELSE " + _INSTRUCTION + " END,"
-    " 'model', json_extract(spec, '$.model'), 'mcp', json(json_extract(spec, '$.mcp'))) AS spec,",
-).replace(", result,", ", NULL AS result,")
+# A listing carries each task's summary in place of its spec, and no result (`summary_sql`).
+_SUMMARY_COLUMNS = _TASK_COLUMNS.replace("spec,", "summary AS spec,").replace(
+    ", result,", ", NULL AS result,"
+)
 
 
 def list_tasks(
@@ -564,10 +564,10 @@ def list_tasks(
     schedule_id: str | None = None,
     trigger: str | None = None,
 ) -> tuple[TaskRecord, ...]:
-    """Summaries (see `LIST_INSTRUCTION_CHARS`) of tasks newest first, after the cursor `before`
+    """Summaries (`summary_sql`) of tasks newest first, after the cursor `before`
     (a task id: only tasks submitted before it)."""
     clauses: list[str] = []
-    params: dict[str, object] = {"cap": LIST_INSTRUCTION_CHARS, "limit": limit}
+    params: dict[str, object] = {"limit": limit}
     if owner_uid is not None:
         clauses.append("owner_uid = :owner")
         params["owner"] = owner_uid

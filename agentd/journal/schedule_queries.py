@@ -13,12 +13,15 @@ import sqlite3
 from collections.abc import Sequence
 
 from agentd.errors import IdempotencyConflict, QuotaExceeded, ScheduleNotFound
-from agentd.journal.queries import LIST_INSTRUCTION_CHARS, insert_task, pending_bytes, schedule_holdings
+from agentd.journal.queries import insert_task, pending_bytes, schedule_holdings
 from agentd.journal.quota import Quota, schedule_quota_problem
 from agentd.journal.records import ScheduleRecord, TaskRecord
+from agentd.journal.schema import summary_sql
 from protocol.api import ScheduleSpec, ScheduleState, TaskSpec, TaskState
 from protocol.result import TerminalStatus
 
+# The listing summary of a schedule's spec, bound as the insert's seventh parameter.
+_SUMMARY_OF_7 = summary_sql("?7", task=False)
 _COLUMNS = (
     "schedule_id, owner_uid, idempotency_key, name, trigger_spec, spec, state, note, next_fire_at, runs, "
     "failures, skipped, tokens_used, pause_s, last_task_id, last_status, last_error, last_fire_at, created_at"
@@ -88,7 +91,9 @@ def insert_schedule(
     _check_schedule_quota(conn, owner_uid, spec_bytes, quota)
     rows = conn.execute(
         "INSERT INTO schedules (schedule_id, owner_uid, idempotency_key, name, kind, trigger_spec, spec,"
-        f" spec_bytes, next_fire_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING {_COLUMNS}",
+        " spec_bytes, next_fire_at, created_at, summary)"
+        f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {_SUMMARY_OF_7})"
+        f" RETURNING {_COLUMNS}",
         (
             schedule_id,
             owner_uid,
@@ -284,14 +289,8 @@ def get_for_fire(
     return schedule_from_row(rows[0]), rows[0]["last_state"]
 
 
-# A listing carries each schedule's instruction cut as `task.list` cuts a task's, in SQL: a page
-# costs memory in proportion to its length, never to what clients stored (docs/design.md §14).
-_INSTRUCTION = "json_extract(spec, '$.instruction')"
-_SUMMARY_COLUMNS = _COLUMNS.replace(
-    " spec,",
-    " json_object('instruction', CASE WHEN length(" + _INSTRUCTION + ") > :cap"
-    " THEN substr(" + _INSTRUCTION + ", 1, :cap) || '…' ELSE " + _INSTRUCTION + " END) AS spec,",
-)
+# A listing carries each schedule's summary in place of its spec (`summary_sql`).
+_SUMMARY_COLUMNS = _COLUMNS.replace(" spec,", " summary AS spec,")
 
 
 def list_schedules(
@@ -304,9 +303,9 @@ def list_schedules(
 ) -> tuple[ScheduleRecord, ...]:
     """Summaries of schedules oldest first, optionally one owner's and/or one state's, after the
     cursor `after` (a schedule id: only schedules created after it). Each record's spec holds
-    only the instruction, cut to `LIST_INSTRUCTION_CHARS`."""
+    only the instruction, cut to `LIST_INSTRUCTION_CHARS` characters."""
     clauses: list[str] = []
-    params: dict[str, object] = {"cap": LIST_INSTRUCTION_CHARS, "limit": limit}
+    params: dict[str, object] = {"limit": limit}
     if owner_uid is not None:
         clauses.append("owner_uid = :owner")
         params["owner"] = owner_uid

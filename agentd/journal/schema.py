@@ -13,7 +13,7 @@ from pathlib import Path
 
 from agentd.errors import JournalError
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 BUSY_TIMEOUT_MS = 5000
 
 # Invariant: `seq` is the rowid alias, so it is the submission order and survives VACUUM (an
@@ -274,8 +274,37 @@ INSERT INTO spend (scope, bucket, cost_usd, tokens)
     ) GROUP BY scope, bucket;
 """
 
+# A listing (`task.list`, `schedule.list`) shows each spec as a summary: the instruction cut to
+# `LIST_INSTRUCTION_CHARS`, and for a task its model and servers. The summary is written beside the
+# spec when the spec is written, so a page costs time and memory in proportion to its length, never
+# to what clients stored (docs/design.md §14): cutting it from the spec at each read parsed every
+# listed spec whole, five times (SQLite 3.40 keeps no parsed JSON between calls).
+LIST_INSTRUCTION_CHARS = 200
+
+
+def summary_sql(spec: str, *, task: bool) -> str:
+    """The SQL expression of the summary of the spec JSON `spec` (a column, or a parameter such
+    as `?5`): a task's (`task`) or a schedule's."""
+    instruction = f"json_extract({spec}, '$.instruction')"
+    fields = (
+        f"'instruction', CASE WHEN length({instruction}) > {LIST_INSTRUCTION_CHARS}"
+        f" THEN substr({instruction}, 1, {LIST_INSTRUCTION_CHARS}) || '…' ELSE {instruction} END"
+    )
+    if task:
+        fields += f", 'model', json_extract({spec}, '$.model'), 'mcp', json(json_extract({spec}, '$.mcp'))"
+    return f"json_object({fields})"
+
+
+# v13: the listing summary of each task and schedule (above), filled from the specs already stored.
+_V13 = f"""
+ALTER TABLE tasks ADD COLUMN summary TEXT;
+UPDATE tasks SET summary = {summary_sql("spec", task=True)};
+ALTER TABLE schedules ADD COLUMN summary TEXT;
+UPDATE schedules SET summary = {summary_sql("spec", task=False)};
+"""
+
 # Index i holds the script that takes a database from version i to i + 1.
-_MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11, _V12)
+_MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11, _V12, _V13)
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 
 # SQLite primary result codes (the low byte of an extended code) that describe the environment

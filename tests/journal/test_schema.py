@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
 import pytest
 
-from agentd.journal.queries import QUOTA_SUM
-from agentd.journal.schema import _MIGRATIONS, SCHEMA_VERSION, _statements, connect_writer, unavailable_reason
+from agentd.journal.queries import QUOTA_SUM, list_tasks
+from agentd.journal.schema import (
+    _MIGRATIONS,
+    LIST_INSTRUCTION_CHARS,
+    SCHEMA_VERSION,
+    _statements,
+    connect_writer,
+    unavailable_reason,
+)
 
 SQLITE_IOERR_WRITE = sqlite3.SQLITE_IOERR | (3 << 8)  # an extended code keeps its primary low byte
 
@@ -106,6 +114,20 @@ def test_a_v11_journal_migrates_with_its_ended_tasks_spend_counted_for_the_daily
         migrated.close()
 
 
+def test_a_v12_journal_migrates_with_each_listing_summary_cut_from_the_stored_spec(tmp_path: Path) -> None:
+    long_spec = json.dumps({"instruction": "é" * 300, "model": "m", "mcp": ["fs"]})
+    row = "INSERT INTO tasks (task_id, run_id, owner_uid, spec, created_at) VALUES ('t1', 'r1', 7, ?, 0)"
+    migrated = connect_writer(journal_at(tmp_path, 12, row, (long_spec,)))
+    try:
+        (listed,) = list_tasks(migrated, owner_uid=None, state=None, limit=10)
+        assert listed.spec.instruction == "é" * LIST_INSTRUCTION_CHARS + "…"
+        assert listed.spec.model == "m"
+        assert listed.spec.mcp == ["fs"]
+        assert listed.result is None
+    finally:
+        migrated.close()
+
+
 def test_a_v1_journal_migrates_to_v2_with_the_spec_sizes_filled_in(tmp_path: Path) -> None:
     row = "INSERT INTO tasks (task_id, run_id, owner_uid, spec, created_at) VALUES ('t1', 'r1', 7, ?, 0)"
     migrated = connect_writer(journal_at(tmp_path, 1, row, ('{"instruction":"héllo"}',)))
@@ -120,7 +142,7 @@ def test_a_v1_journal_migrates_to_v2_with_the_spec_sizes_filled_in(tmp_path: Pat
 def test_a_v2_journal_migrates_to_the_current_schema_keeping_its_tasks_as_plain_tasks(tmp_path: Path) -> None:
     migrated = connect_writer(journal_at(tmp_path, 2))
     try:
-        assert migrated.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 12
+        assert migrated.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 13
         row = migrated.execute(
             "SELECT schedule_id, fire_at, idle, trigger, uri, executor, worker FROM tasks WHERE task_id = 't1'"
         ).fetchone()
