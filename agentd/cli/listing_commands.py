@@ -42,6 +42,7 @@ def cmd_list(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
         limit=args.limit,
         before=args.before,
         schedule_id=getattr(args, "schedule", None),
+        trigger=getattr(args, "trigger", None),
     )
     return plain_commands.cmd_list(client, args, out)
 

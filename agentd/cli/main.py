@@ -219,6 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=50, help="tasks per page (1 to 1000; default 50)")
     p.add_argument("--before", metavar="TASK", help="only tasks submitted before TASK (the next page)")
     p.add_argument("--schedule", metavar="ID", help="only the fires of schedule ID")
+    p.add_argument("--trigger", metavar="NAME", help="only the deliveries of reactive trigger NAME")
     _socket_arg(p)
     _json_arg(p)
     p = sub.add_parser(

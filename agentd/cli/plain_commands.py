@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 Runner = Callable[[ApiClient, argparse.Namespace, TextIO], int]
 
 # The bounds of the models' fields these commands fill (protocol/api.py), checked before sending.
-ID_CHARS_MAX = 64  # TaskRef.task_id, ListParams.before and schedule_id
+ID_CHARS_MAX = 64  # TaskRef.task_id, ListParams.before, schedule_id and trigger
 LIST_LIMIT_MAX = 1000  # ListParams.limit
 INSTRUCTION_MAX = 1_000_000  # TaskSpec.instruction
 NAMES_MAX = 64  # TaskSpec.mcp, TaskSpec.approve (items)
@@ -98,14 +98,20 @@ def print_result(view: TaskLike, out: TextIO) -> None:
 
 def list_params(args: argparse.Namespace) -> dict[str, Any] | None:
     """`task.list`'s params from the flags, or None when one is outside what ListParams takes."""
-    schedule = getattr(args, "schedule", None)
+    schedule, trigger = getattr(args, "schedule", None), getattr(args, "trigger", None)
     if not 1 <= args.limit <= LIST_LIMIT_MAX:
         return None
     before = normalised(args.before) if args.before is not None else None  # as it will be sent
-    for value in (before, schedule):
+    for value in (before, schedule, trigger):
         if value is not None and not (1 <= len(value) <= ID_CHARS_MAX and _utf8(value)):
             return None
-    return {"state": args.state or None, "limit": args.limit, "before": args.before, "schedule_id": schedule}
+    return {
+        "state": args.state or None,
+        "limit": args.limit,
+        "before": args.before,
+        "schedule_id": schedule,
+        "trigger": trigger,
+    }
 
 
 def terminal_width() -> int:

@@ -179,6 +179,9 @@ def test_triggers_through_the_daemon_and_the_cli(tmp_path: Path) -> None:
         assert _watcher_pids(tmp_path, "files") == [files_pid]
         os.kill(files_pid, 0)  # still alive
         wait_until(lambda: len(trigger_tasks(daemon, "other")) == 1, "other's synthetic delivery", daemon)
+        listed = daemon.cli("list", "--trigger", "other", "--json")
+        assert listed.returncode == 0, listed.stderr
+        assert [json.loads(line)["trigger"] for line in listed.stdout.splitlines()] == ["other"]
     # running_daemon checked a clean drain (exit 0); the processes marker checks no watcher is left.
 
 
