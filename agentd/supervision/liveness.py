@@ -8,9 +8,10 @@ and no clock reads: `now` is an argument.
 from __future__ import annotations
 
 import signal
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
+from agentd.supervision.starvation import Silence, StarvationPolicy
 from protocol.result import RunError, RunResult, TerminalStatus, interrupted_status
 
 
@@ -23,6 +24,10 @@ class LivenessPolicy:
     ready_timeout_s: float = 60.0
     eof_grace_s: float = 2.0
     max_faults: int = 3
+    # How long past its missed pongs a child judged starved of CPU (not stuck) is given before it is
+    # stopped all the same; 0: missed pongs alone decide, as without the starvation check.
+    starved_grace_s: float = 60.0
+    starvation: StarvationPolicy = field(default_factory=StarvationPolicy)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,16 +42,19 @@ class Observation:
     eof_at: float | None = None
     faults: int = 0
     result_received: bool = False
+    # What the scheduler showed of it since its pongs fell overdue (None while they are not).
+    silence: Silence | None = None
 
 
-Verdict = Literal["ok", "deadline", "unresponsive", "wedged", "not_ready", "eof", "faulty"]
+Verdict = Literal["ok", "deadline", "unresponsive", "starved", "wedged", "not_ready", "eof", "faulty"]
 
 
 def classify(obs: Observation, policy: LivenessPolicy, now: float) -> Verdict:
     """Detectors A (deadline backstop), B (wedged loop), C (missed pongs), plus boot/EOF/faults.
 
     A child whose pongs arrive with a fresh `loop_age_ms` is busy in a legitimate long call and
-    is left alone however quiet it is otherwise; only its deadline bounds it.
+    is left alone however quiet it is otherwise; only its deadline bounds it. A child that misses
+    pongs is judged by `silent_verdict`.
     """
     if obs.result_received:
         # It has reported; what is left is its exit, bounded by the caller's teardown timer.
@@ -59,11 +67,33 @@ def classify(obs: Observation, policy: LivenessPolicy, now: float) -> Verdict:
         return "not_ready" if now - obs.spawned_at >= policy.ready_timeout_s else "ok"
     if obs.eof_at is not None and now - obs.eof_at >= policy.eof_grace_s:
         return "eof"
-    if obs.outstanding_pings >= policy.missed_pongs:
-        return "unresponsive"
+    if pongs_overdue(obs, policy):
+        return silent_verdict(obs.silence, policy, now)
     if obs.last_loop_age_ms is not None and obs.last_loop_age_ms > policy.loop_stall_s * 1000:
         return "wedged"
     return "ok"
+
+
+def pongs_overdue(obs: Observation, policy: LivenessPolicy) -> bool:
+    """Whether it has missed enough pongs to be judged (and so to be looked at by the scheduler)."""
+    return obs.outstanding_pings >= policy.missed_pongs
+
+
+def silent_verdict(silence: Silence | None, policy: LivenessPolicy, now: float) -> Verdict:
+    """A child that missed its pongs: `unresponsive`, unless the scheduler shows it starved of CPU.
+
+    A starved child is left alone (`ok`) until `starved_grace_s` after its pongs fell overdue, then
+    stopped with the verdict `starved`, so a spinning child that only looks starved on a loaded
+    machine is still bounded. The first look of a silence waits one check for a window to measure,
+    unless that look already shows it stopped or gone.
+    """
+    if silence is None or policy.starved_grace_s <= 0:
+        return "unresponsive"
+    if silence.judgement == "first_look":
+        return "ok"
+    if silence.judgement != "starved":
+        return "unresponsive"
+    return "starved" if now - silence.since >= policy.starved_grace_s else "ok"
 
 
 # A check this little before a child's ping is due sends it: the shared clock checks children due
@@ -108,6 +138,19 @@ def next_check_time(now: float, tick: float, next_ping: float) -> float:
 KillCause = Literal["cancel", "deadline", "stuck", "faulty", "drain", "park", "teardown"]
 
 
+# What a stuck child's error message says of the detector that stopped it.
+STUCK_REASONS: dict[str, str] = {
+    "unresponsive": "unresponsive: missed its pongs while it was not starved of CPU",
+    "starved": (
+        "starved of CPU: runnable but not scheduled enough to answer its pings, "
+        "stopped when its grace (supervision.starved_grace_s) ran out"
+    ),
+    "wedged": "wedged: its pongs reported an event loop that stopped turning",
+    "not_ready": "not ready: no ev/ready within supervision.ready_timeout_s",
+    "eof": "its control channel closed while the process kept running",
+}
+
+
 @dataclass(frozen=True, slots=True)
 class ExitInfo:
     """How the process ended: exactly one of `exit_code` / `signal` is set."""
@@ -134,13 +177,15 @@ def classify_exit(
     sigkilled_by_us: bool,
     oom_killed: bool = False,
     stderr_tail: str = "",
+    verdict: Verdict | None = None,
 ) -> RunResult:
     """The one terminal result for a reaped child (the EOF×exit half of docs/design.md §6).
 
     A child that reported `ev/result` keeps its own verdict, however it exited afterwards.
     Otherwise the supervisor attributes the status from the first cause it stopped the child for:
     a cancel or drain is `cancelled` and the deadline backstop is `deadline` (`interrupted_status`),
-    everything else is `crashed` with the reason recorded.
+    everything else is `crashed` with the reason recorded: for a child stopped as stuck, the
+    detector's `verdict` says which (a child starved of CPU past its grace is kind `starved`).
     """
     interrupted = interrupted_status(
         cancelled=kill_cause in ("cancel", "drain", "park"), past_deadline=kill_cause == "deadline"
@@ -162,8 +207,11 @@ def classify_exit(
         )
     if oom_killed:
         kind, message = "oom", "killed by the out-of-memory killer (memory limit)"
+    elif kill_cause == "stuck" and verdict == "starved":
+        kind, message = "starved", f"{STUCK_REASONS['starved']}; the child {exit_info.describe}"
     elif kill_cause == "stuck":
-        kind, message = "stuck", f"unresponsive child killed by the supervisor ({exit_info.describe})"
+        reason = STUCK_REASONS.get(verdict or "", "unresponsive child killed by the supervisor")
+        kind, message = "stuck", f"{reason}; the child {exit_info.describe}"
     elif kill_cause == "faulty":
         kind, message = "protocol", f"control-channel protocol faults; the child {exit_info.describe}"
     elif exit_info.signal == signal.SIGKILL and not sigkilled_by_us:
