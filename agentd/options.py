@@ -75,6 +75,7 @@ def supervisor_options(config: Config) -> SupervisorOptions:
         liveness=LivenessPolicy(
             ping_interval_s=sup.ping_interval_s,
             missed_pongs=sup.missed_pongs,
+            starved_grace_s=sup.starved_grace_s,
             loop_stall_s=sup.loop_stall_s,
             deadline_backstop_s=sup.deadline_backstop_s,
             ready_timeout_s=sup.ready_timeout_s,

@@ -22,6 +22,7 @@ EventName = Literal[
     "subagent.ready",
     "subagent.exit",
     "subagent.stuck",
+    "subagent.starved",
     "subagent.signal",
     "subagent.restart",
     "limit.exceeded",

@@ -87,16 +87,21 @@ def render_event(event: EventView) -> str | None:
     if name == "task.resumed":
         node = f" node {_t(f.get('handle'))}" if f.get("handle") else ""
         return f"↻ resumed{node} from step {_t(f.get('from_step'))} (journaled steps replayed, not run again)"
-    if name in ("subagent.stuck", "subagent.signal", "subagent.exit"):
+    if name in ("subagent.stuck", "subagent.starved", "subagent.signal", "subagent.exit"):
         return _subagent_line(name, f)
     return approval_commands.render_approval(event)
 
 
 def _subagent_line(name: str, f: dict[str, JsonValue]) -> str:
-    """What the supervisor saw of one subagent process: it exited, was stuck, or was signalled."""
+    """What the supervisor saw of one subagent process: it exited, was starved or stuck, or was
+    signalled."""
     who = f"subagent {_t(f.get('handle') or '0')} (pid {_t(f.get('pid'))})"
     if name == "subagent.exit":
         return f"  ⏹ {who} {_t(f.get('exit') or f.get('status'))}"
+    if name == "subagent.starved":
+        return f"  … {who} misses its pings while starved of CPU (a loaded machine): given more time"
+    if name == "subagent.stuck" and f.get("verdict") == "starved":
+        return f"  ! {who} stayed starved of CPU past its grace: stopping it"
     if name == "subagent.stuck":
         return f"  ! {who} is stuck ({_t(f.get('verdict'))}): stopping it"
     return f"  ! {who}: {_t(f.get('rung') or f.get('signal'))} ({_t(f.get('cause') or f.get('reason'))})"

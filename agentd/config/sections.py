@@ -255,6 +255,11 @@ class SupervisionSection(Section):
 
     ping_interval_s: Seconds = Field(default=5.0, gt=0, description="How often each child is pinged.")
     missed_pongs: int = Field(default=3, ge=1, description="Unanswered pings before a child is stuck.")
+    starved_grace_s: Seconds = Field(
+        default=60.0,
+        ge=0,
+        description="Past its missed pongs, how long a child starved of CPU is given; 0: none.",
+    )
     loop_stall_s: Seconds = Field(
         default=30.0, gt=0, description="A pong reporting an event-loop age above this means a wedged loop."
     )

@@ -23,7 +23,7 @@ STATUSES = frozenset(s.value for s in TerminalStatus)
 EXIT_CODES = frozenset(str(int(c)) for c in ExitCode)
 RUNGS = frozenset({"cancel", "sigterm", "sigkill"})
 KILL_CAUSES = frozenset({"cancel", "deadline", "stuck", "faulty", "drain", "park", "teardown"})
-VERDICTS = frozenset({"deadline", "unresponsive", "wedged", "not_ready", "eof", "faulty"})
+VERDICTS = frozenset({"deadline", "unresponsive", "starved", "wedged", "not_ready", "eof", "faulty"})
 MODEL_OUTCOMES = frozenset({"ok", "malformed", "retry", "failover", "fatal"})
 # `ok` and every `err` kind of a subagent's `tool.result` (`subagent/tools/router.py` ErrorKind;
 # tests/metrics/test_registry.py keeps the two equal).

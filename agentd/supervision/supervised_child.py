@@ -20,6 +20,7 @@ from agentd.spawning.cgroup import CgroupLeaf
 from agentd.spawning.spawner import SpawnedProcess
 from agentd.supervision.liveness import KillCause, LivenessPolicy, Verdict, classify_exit
 from agentd.supervision.payloads import with_deadline
+from agentd.supervision.starvation import Silence
 from agentd.supervision.supervised_process import STDERR_LINE_CAP, SupervisedProcess
 from agentd.supervision.watch_clock import WatchClock
 from processes.ladder import LadderPolicy, RungAction
@@ -60,6 +61,7 @@ class ChildListener(Protocol):
     def on_turn(self, child: SupervisedChild, params: control.TurnParams) -> None: ...
     def on_stderr(self, child: SupervisedChild, line: str) -> None: ...
     def on_verdict(self, child: SupervisedChild, verdict: Verdict) -> None: ...
+    def on_starved(self, child: SupervisedChild, silence: Silence) -> None: ...
     def on_rung(self, child: SupervisedChild, rung: RungAction, cause: KillCause) -> None: ...
     async def on_request(self, child: SupervisedChild, request: SupRequest) -> JsonValue: ...
 
@@ -97,6 +99,9 @@ class _Detached:
         pass
 
     def on_verdict(self, child: SupervisedChild, verdict: Verdict) -> None:
+        pass
+
+    def on_starved(self, child: SupervisedChild, silence: Silence) -> None:
         pass
 
     def on_rung(self, child: SupervisedChild, rung: RungAction, cause: KillCause) -> None:
@@ -144,6 +149,8 @@ class SupervisedChild(SupervisedProcess):
         self.result: RunResult | None = None
         self.result_at: float | None = None
         self.kill_cause: KillCause | None = None
+        # The first detector verdict it was stopped for, if one was: what its crash says.
+        self.verdict: Verdict | None = None
         self._stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
         # Frames `tell` handed to a task that has not written them yet.
         self._told_later = 0
@@ -171,6 +178,7 @@ class SupervisedChild(SupervisedProcess):
             sigkilled_by_us=self.top_rung == "sigkill",
             oom_killed=self.oom_killed,
             stderr_tail="\n".join(self._stderr_tail) if self.result is None else "",
+            verdict=self.verdict,
         )
 
     def _first_frame(self, payload: SpawnPayload, held: SpawnPayload | None) -> control.Spawn | control.Go:
@@ -296,7 +304,12 @@ class SupervisedChild(SupervisedProcess):
             self.stop("teardown", start="sigterm", reason="did not exit after its result")
         return False
 
+    def _on_starved(self, silence: Silence) -> None:
+        self.listener.on_starved(self, silence)
+
     def _on_verdict(self, verdict: Verdict) -> None:
+        if self.verdict is None:
+            self.verdict = verdict
         self.listener.on_verdict(self, verdict)
         cause: KillCause = (
             "deadline" if verdict == "deadline" else ("faulty" if verdict == "faulty" else "stuck")

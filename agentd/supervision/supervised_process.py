@@ -21,6 +21,7 @@ import random
 import select
 import signal
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import anyio
@@ -41,12 +42,15 @@ from agentd.supervision.liveness import (
     next_check_time,
     next_ping_at,
     ping_due,
+    pongs_overdue,
 )
+from agentd.supervision.starvation import Silence, observe_silence
 from agentd.supervision.watch_clock import MAX_TICK_S, WatchClock
 from processes.climb import LadderTarget, climb
 from processes.ladder import LadderPolicy, RungAction, plan
 from processes.linux import signal_pidfd
 from processes.pipes import read_chunk
+from processes.sched_facts import read_sched_facts
 from protocol import control, jsonrpc
 from protocol.framing import MAX_FRAME, FrameError, LineSplitter, Oversize, decode, encode
 from protocol.spawn import REVEAL_SECRETS
@@ -95,6 +99,10 @@ class SupervisedProcess:
         # The latest ping round trips, oldest first; a reader may drain it (benches, diagnostics).
         self.recent_rtts_s: collections.deque[float] = collections.deque(maxlen=RTT_SAMPLES)
         self.eof_at: float | None = None
+        # What the scheduler showed of it while its pongs are overdue (starvation.py); None while
+        # they are not. `_starved_told`: the policy heard of this silence's starvation.
+        self.silence: Silence | None = None
+        self._starved_told = False
         self.top_rung: RungAction | None = None
         self._ping_seq = 0
         self._ping_sent: dict[int, float] = {}
@@ -135,6 +143,7 @@ class SupervisedProcess:
             eof_at=self.eof_at,
             faults=self.faults,
             result_received=self.result_received,
+            silence=self.silence,
         )
 
     # ---- policy hooks --------------------------------------------------------------------------
@@ -155,6 +164,10 @@ class SupervisedProcess:
 
     def _on_rung(self, rung: RungAction) -> None:
         """Policy: the ladder reached `rung`."""
+
+    def _on_starved(self, silence: Silence) -> None:
+        """Policy: its pongs are overdue but the scheduler shows it starved of CPU, so it is given
+        more time (once per silence)."""
 
     def _stop_within(self, cause: KillCause, start: RungAction, reason: str) -> None:
         """Policy: a stop the core decided (a fault, an unwritable channel, a verdict)."""
@@ -362,9 +375,27 @@ class SupervisedProcess:
             self._ping(self._ping_seq)
             self._next_ping = next_ping_at(self._next_ping, now, self.liveness.ping_interval_s)
         self.next_check_at = next_check_time(now, self.tick_s, self._next_ping)
-        verdict = classify(self.observation(), self.liveness, now)
+        observation = self.observation()
+        if not self._ladder_running:
+            observation = self._look_at_silence(observation, now)
+        verdict = classify(observation, self.liveness, now)
         if verdict != "ok" and not self._ladder_running:
             self._on_verdict(verdict)
+
+    def _look_at_silence(self, observation: Observation, now: float) -> Observation:
+        """While its pongs are overdue, read what the scheduler says of it (only then: a read of
+        /proc per check would cost every child), so `classify` can tell starved from stuck."""
+        if not pongs_overdue(observation, self.liveness) or self.liveness.starved_grace_s <= 0:
+            self.silence = None
+            self._starved_told = False
+            return observation
+        self.silence = observe_silence(
+            self.silence, read_sched_facts(self.pid), now, self.liveness.starvation
+        )
+        if self.silence.judgement == "starved" and not self._starved_told:
+            self._starved_told = True
+            self._on_starved(self.silence)
+        return replace(observation, silence=self.silence)
 
     def send_nowait(self, message: BaseModel) -> bool:
         """Write `message` now when no other frame is being written: a frame of at most PIPE_BUF

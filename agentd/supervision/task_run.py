@@ -31,6 +31,7 @@ from agentd.supervision.ports import RunPorts
 from agentd.supervision.pricing import UNBOUNDED_MICROS, Price, call_cost, to_micros, to_usd, usd_text
 from agentd.supervision.resumption import Resumption
 from agentd.supervision.spawn_window import HOLD_AFTER_READY_S
+from agentd.supervision.starvation import Silence, silence_fields
 from agentd.supervision.supervised_child import SupervisedChild, SupRequest
 from agentd.supervision.tree import Budget, ChildRequest, Defaults, Refusal, Tree
 from processes.ladder import RungAction, bound_s, plan
@@ -205,8 +206,15 @@ class NodeListener:
         # The last pong's loop age: what detector B judged (and what tells a wedged loop from a slow call).
         age_ms = child.last_loop_age_ms
         self.run.ports.metrics.liveness(verdict)
-        self.log.warning("subagent.stuck", pid=child.pid, verdict=verdict, loop_age_ms=age_ms)
-        self._journal("subagent.stuck", {"verdict": verdict, "loop_age_ms": age_ms})
+        fields: dict[str, JsonValue] = {"verdict": verdict, "loop_age_ms": age_ms}
+        fields.update(silence_fields(child.silence))
+        self.log.warning("subagent.stuck", pid=child.pid, **fields)
+        self._journal("subagent.stuck", fields)
+
+    def on_starved(self, child: SupervisedChild, silence: Silence) -> None:
+        fields: dict[str, JsonValue] = dict(silence_fields(silence))
+        self.log.warning("subagent.starved", pid=child.pid, **fields)
+        self._journal("subagent.starved", fields)
 
     def on_rung(self, child: SupervisedChild, rung: RungAction, cause: KillCause) -> None:
         self.run.ports.metrics.rung(rung, cause)

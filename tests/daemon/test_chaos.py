@@ -120,6 +120,10 @@ def test_a_sigstopped_real_subagent_is_detected_as_stuck_and_killed(tmp_path: Pa
         assert view.error is not None
         assert view.error.kind == "stuck"
         assert signals_used(daemon, task_id)[-1] == "sigkill"  # a stopped process only dies by SIGKILL
+        # Stopped is not starved: no thread of it can run, so it gets no grace.
+        (stuck,) = [line for line in daemon.log() if line.get("event") == "subagent.stuck"]
+        assert (stuck["verdict"], stuck["cpu"]) == ("unresponsive", "halted")
+        assert not [line for line in daemon.log() if line.get("event") == "subagent.starved"]
 
 
 def test_a_child_that_never_reads_its_channel_is_killed_when_a_write_times_out(tmp_path: Path) -> None:
