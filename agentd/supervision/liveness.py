@@ -140,7 +140,7 @@ KillCause = Literal["cancel", "deadline", "stuck", "faulty", "drain", "park", "t
 
 # What a stuck child's error message says of the detector that stopped it.
 STUCK_REASONS: dict[str, str] = {
-    "unresponsive": "unresponsive: missed its pongs while it was not starved of CPU",
+    "unresponsive": "unresponsive: missed its pongs",
     "starved": (
         "starved of CPU: runnable but not scheduled enough to answer its pings, "
         "stopped when its grace (supervision.starved_grace_s) ran out"
@@ -148,6 +148,14 @@ STUCK_REASONS: dict[str, str] = {
     "wedged": "wedged: its pongs reported an event loop that stopped turning",
     "not_ready": "not ready: no ev/ready within supervision.ready_timeout_s",
     "eof": "its control channel closed while the process kept running",
+}
+
+# What the scheduler showed of an unresponsive child, as its crash message says it.
+SEEN: dict[str, str] = {
+    "halted": "stopped: every thread was stopped or exiting",
+    "busy": "it had the CPU and did not answer",
+    "blocked": "asleep without answering, not waiting for a CPU",
+    "unseen": "its scheduling could not be read",
 }
 
 
@@ -178,6 +186,7 @@ def classify_exit(
     oom_killed: bool = False,
     stderr_tail: str = "",
     verdict: Verdict | None = None,
+    silence: Silence | None = None,
 ) -> RunResult:
     """The one terminal result for a reaped child (the EOF×exit half of docs/design.md §6).
 
@@ -185,7 +194,8 @@ def classify_exit(
     Otherwise the supervisor attributes the status from the first cause it stopped the child for:
     a cancel or drain is `cancelled` and the deadline backstop is `deadline` (`interrupted_status`),
     everything else is `crashed` with the reason recorded: for a child stopped as stuck, the
-    detector's `verdict` says which (a child starved of CPU past its grace is kind `starved`).
+    detector's `verdict` says which (a child starved of CPU past its grace is kind `starved`), and
+    what the scheduler showed of a silent child (`silence`), when it was looked at.
     """
     interrupted = interrupted_status(
         cancelled=kill_cause in ("cancel", "drain", "park"), past_deadline=kill_cause == "deadline"
@@ -211,6 +221,8 @@ def classify_exit(
         kind, message = "starved", f"{STUCK_REASONS['starved']}; the child {exit_info.describe}"
     elif kill_cause == "stuck":
         reason = STUCK_REASONS.get(verdict or "", "unresponsive child killed by the supervisor")
+        if verdict == "unresponsive" and silence is not None and silence.judgement in SEEN:
+            reason = f"{reason} ({SEEN[silence.judgement]})"
         kind, message = "stuck", f"{reason}; the child {exit_info.describe}"
     elif kill_cause == "faulty":
         kind, message = "protocol", f"control-channel protocol faults; the child {exit_info.describe}"

@@ -179,6 +179,7 @@ class SupervisedChild(SupervisedProcess):
             oom_killed=self.oom_killed,
             stderr_tail="\n".join(self._stderr_tail) if self.result is None else "",
             verdict=self.verdict,
+            silence=self.silence,
         )
 
     def _first_frame(self, payload: SpawnPayload, held: SpawnPayload | None) -> control.Spawn | control.Go:

@@ -177,9 +177,7 @@ def test_classify_gives_a_starved_child_its_grace_and_only_missed_pongs_are_judg
     ("verdict", "kind", "says"),
     [
         pytest.param("starved", "starved", "starved of CPU", id="starved"),
-        pytest.param(
-            "unresponsive", "stuck", "unresponsive: missed its pongs while it was not starved", id="unresp"
-        ),
+        pytest.param("unresponsive", "stuck", "unresponsive: missed its pongs", id="unresponsive"),
         pytest.param("wedged", "stuck", "wedged", id="wedged"),
         pytest.param(None, "stuck", "unresponsive child killed by the supervisor", id="no-verdict"),
     ],
@@ -202,3 +200,28 @@ def test_an_event_says_what_the_scheduler_showed() -> None:
     seen = observe_silence(observe_silence(None, facts(100, 50), 10.0, RULES), facts(105, 950), 11.0, RULES)
     assert silence_fields(seen) == {"cpu": "starved", "overdue_s": 1.0, "ran_ms": 5, "waited_ms": 900}
     assert silence_fields(None) == {}
+
+
+@pytest.mark.parametrize(
+    ("judgement", "says"),
+    [
+        pytest.param("halted", "(stopped: every thread was stopped or exiting)", id="halted"),
+        pytest.param("busy", "(it had the CPU and did not answer)", id="busy"),
+        pytest.param("blocked", "(asleep without answering, not waiting for a CPU)", id="blocked"),
+    ],
+)
+def test_an_unresponsive_child_s_crash_says_what_the_scheduler_showed(
+    judgement: Judgement, says: str
+) -> None:
+    result = classify_exit(
+        None,
+        ExitInfo(signal=signal.SIGKILL),
+        kill_cause="stuck",
+        sigkilled_by_us=True,
+        verdict="unresponsive",
+        silence=silence(judgement),
+    )
+    assert result.error is not None
+    assert result.error.message.startswith(
+        f"unresponsive: missed its pongs {says}; the child killed by SIGKILL"
+    )
