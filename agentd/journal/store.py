@@ -30,6 +30,7 @@ from agentd.errors import JournalError, JournalUnavailable
 from agentd.journal import event_queries as eq
 from agentd.journal.approvals import Approvals
 from agentd.journal.files import DB_NAME, open_state_dir
+from agentd.journal.read_pool import ReadPool
 from agentd.journal.records import (
     EventRecord,
     JournalHealth,
@@ -41,7 +42,7 @@ from agentd.journal.records import (
     new_task_id,
 )
 from agentd.journal.schedules import Schedules
-from agentd.journal.schema import unavailable_reason
+from agentd.journal.schema import connect_reader
 from agentd.journal.spend import Spending
 from agentd.journal.tasks import Tasks
 from agentd.journal.transcripts import Transcripts
@@ -145,11 +146,7 @@ class Journal:
         self.state_dir = state_dir
         self.db_path = state_dir / DB_NAME
         self._writer = writer
-        # Invariant: holds every reader not in use by a read thread; the limiter's token count
-        # equals the pool size, so a thread admitted by the limiter always finds one here.
-        self._readers = deque(readers)
-        self._reader_count = len(self._readers)
-        self._read_limiter = anyio.CapacityLimiter(self._reader_count)
+        self._pool = ReadPool(readers, lambda: self._closing)
         self._options = options
         self._followers: dict[str, _Followers] = {}
         self._watchers: set[TouchedTasks] = set()
@@ -329,21 +326,7 @@ class Journal:
     # ---- reads -----------------------------------------------------------------------------------
 
     async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        if self._closing:
-            raise JournalUnavailable("journal is closed")
-        return await anyio.to_thread.run_sync(self._read_sync, fn, limiter=self._read_limiter)
-
-    def _read_sync(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        conn = self._readers.pop()
-        try:
-            return fn(conn)
-        except sqlite3.Error as exc:
-            reason = unavailable_reason(exc)
-            if reason is not None:
-                raise JournalUnavailable(f"journal read failed: {reason}") from exc
-            raise JournalError(f"journal read failed: {exc}") from exc
-        finally:
-            self._readers.append(conn)
+        return await self._pool.read(fn)
 
     # ---- completions (event loop) ----------------------------------------------------------------
 
@@ -401,13 +384,52 @@ class Journal:
             return False
         return await anyio.to_thread.run_sync(self._writer.join, self._options.close_timeout_s)
 
+    @asynccontextmanager
+    async def open_reads(self, connections: int) -> AsyncIterator[JournalReads]:
+        """Read-only repositories over `connections` connections of their own, for the running
+        event loop (another than the journal's); closed, once no read uses them, on exit."""
+
+        def connect() -> list[sqlite3.Connection]:
+            opened: list[sqlite3.Connection] = []
+            try:
+                opened.extend(connect_reader(self.db_path) for _ in range(connections))
+            except sqlite3.Error as exc:
+                for conn in opened:
+                    conn.close()
+                raise JournalError(f"cannot open journal {self.db_path}: {exc}") from exc
+            return opened
+
+        with anyio.CancelScope(shield=True):
+            readers = await anyio.to_thread.run_sync(connect)
+        pool = ReadPool(readers, lambda: self._closing)
+        try:
+            yield JournalReads(self, pool)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await pool.close(self._options.close_timeout_s)
+
     async def _close_readers(self) -> None:
-        # Take every reader token so no read is still using a connection we close.
-        with anyio.move_on_after(self._options.close_timeout_s):
-            for _ in range(self._reader_count):
-                await self._read_limiter.acquire_on_behalf_of(object())
-            for conn in self._readers:
-                conn.close()
+        await self._pool.close(self._options.close_timeout_s)
+
+
+class JournalReads:
+    """The journal's read-only repositories over a read pool of their own, for another event loop
+    (the API's): `tasks`, `schedules`, `approvals`. A write through them is refused."""
+
+    def __init__(self, journal: Journal, pool: ReadPool) -> None:
+        self._journal = journal
+        self.tasks = Tasks(_refuse_write, pool.read)
+        self.schedules = Schedules(_refuse_write, pool.read)
+        self.approvals = Approvals(_refuse_write, pool.read)
+
+    @property
+    def health(self) -> JournalHealth:
+        return self._journal.health
+
+
+async def _refuse_write(fn: Callable[[sqlite3.Connection], T], *, wakes: str | None = None) -> T:
+    del fn, wakes
+    raise JournalError("a read view of the journal cannot write")
 
 
 def _no_op(conn: sqlite3.Connection) -> None:
