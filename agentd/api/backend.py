@@ -95,6 +95,21 @@ class Backend(Protocol):
     async def budget_list(self, caller: Caller) -> BudgetsView: ...
 
 
+# The methods that change nothing and need only the journal and the supervisor's `LiveFigures`:
+# when the API runs on a loop of its own, these are answered there (`ReadMethods`), every other
+# method on the daemon's loop (docs/decisions.md, "API reads on a loop of their own").
+READ_METHODS = frozenset({"task.get", "task.list", "task.match", "daemon.status"})
+
+
+class ReadMethods(Protocol):
+    """The part of `Backend` that answers `READ_METHODS`, with the same ownership rule."""
+
+    async def get(self, caller: Caller, params: TaskRef) -> TaskView: ...
+    async def list(self, caller: Caller, params: ListParams) -> builtins.list[TaskView]: ...
+    async def match(self, caller: Caller, params: MatchParams) -> TaskMatches: ...
+    async def status(self, caller: Caller) -> DaemonStatus: ...
+
+
 def task_not_found(task_id: str | None = None) -> ApiError:
     """The one NOT_FOUND error for a task, whether it is missing or belongs to someone else."""
     what = f"no task {task_id!r}" if task_id is not None else "no such task"

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import select
 import socket
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import assert_never
 
 import anyio
@@ -18,7 +19,7 @@ import anyio.lowlevel
 import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from agentd.api.backend import Backend
+from agentd.api.backend import READ_METHODS, Backend, ReadMethods
 from agentd.api.frames import (
     FrameFault,
     error_frame,
@@ -29,6 +30,7 @@ from agentd.api.frames import (
     task_changed_frame,
 )
 from agentd.api.limits import FAREWELL_WRITE_S, ApiLimits
+from agentd.api.loop_bridge import LoopBridge
 from agentd.api.peercred import Caller
 from agentd.errors import AgentdError, ApiError
 from protocol.api import (
@@ -90,6 +92,17 @@ class _ConnectionLost(AgentdError):
         self.reason = reason
 
 
+@dataclass(frozen=True, slots=True)
+class Split:
+    """How requests are answered when the API runs on a loop of its own: `READ_METHODS` there by
+    `reads`, every other method by the `Backend` on the daemon's loop, after which `handed_off`
+    is called (so later reads see its effects)."""
+
+    bridge: LoopBridge
+    reads: ReadMethods
+    handed_off: Callable[[], None]
+
+
 class Connection:
     """One client: its reader, its in-order processor, and the accounting logged at close."""
 
@@ -100,10 +113,14 @@ class Connection:
         backend: Backend,
         limits: ApiLimits,
         log: structlog.typing.FilteringBoundLogger,
+        split: Split | None = None,
     ) -> None:
         self._sock = sock
         self._caller = caller
         self._backend = backend
+        # Invariant: with a split, this object lives on the API's loop; only `_dispatch_on` and
+        # what it calls (`_stream_*`, `_send`) run on the daemon's loop, for a handed-off request.
+        self._split = split
         self._limits = limits
         self._log = log
         self._write_lock = anyio.Lock()
@@ -298,8 +315,34 @@ class Connection:
         self._consecutive_faults += 1
 
     async def _dispatch(self, request: ApiRequest) -> bytes:
-        """Run the request against the backend; its result serialised by the request's type."""
-        backend, caller = self._backend, self._caller
+        """Answer the request where it belongs; its result serialised by the request's type."""
+        split = self._split
+        if split is None:
+            return await self._dispatch_on(self._backend, request)
+        if request.method in READ_METHODS:
+            return await self._dispatch_read(split.reads, request)
+        try:
+            return await split.bridge.on_main(self._dispatch_on, self._backend, request)
+        finally:
+            split.handed_off()
+
+    async def _dispatch_read(self, reads: ReadMethods, request: ApiRequest) -> bytes:
+        caller = self._caller
+        match request:
+            case GetRequest():
+                return request.dump_result(await reads.get(caller, request.params))
+            case ListRequest():
+                return request.dump_result(await reads.list(caller, request.params))
+            case MatchRequest():
+                return request.dump_result(await reads.match(caller, request.params))
+            case StatusRequest():
+                return request.dump_result(await reads.status(caller))
+            case _:
+                raise AssertionError(f"{request.method} is not a read method")
+
+    async def _dispatch_on(self, backend: Backend, request: ApiRequest) -> bytes:
+        """Run the request against `backend`; its result serialised by the request's type."""
+        caller = self._caller
         match request:
             case SubmitRequest():
                 return request.dump_result(await backend.submit(caller, request.params))
@@ -378,6 +421,14 @@ class Connection:
 
     async def _send(self, frame: bytes) -> None:
         """Write one frame within the write deadline. Raises `_ConnectionLost`."""
+        split = self._split
+        if split is not None and not split.bridge.on_api_loop:
+            # A handed-off stream: the socket and its write lock are the API loop's.
+            await split.bridge.on_api(self._send_here, frame)
+        else:
+            await self._send_here(frame)
+
+    async def _send_here(self, frame: bytes) -> None:
         async with self._write_lock:
             with anyio.move_on_after(self._limits.write_deadline_s) as scope:
                 try:

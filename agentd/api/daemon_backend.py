@@ -19,6 +19,7 @@ from pydantic import JsonValue
 from agentd.admission import Requester, SpecRejected, check_spec
 from agentd.api.backend import check_owner, schedule_not_found, task_not_found
 from agentd.api.budget_views import budgets_view
+from agentd.api.live_figures import LiveFigures, daemon_status, live_task, take_figures, task_view
 from agentd.api.peercred import Caller
 from agentd.api.task_streams import task_changes, task_events
 from agentd.config.load import Config
@@ -73,7 +74,6 @@ from protocol.api import (
     TaskRef,
     TaskSpec,
     TaskView,
-    ThrottleView,
     TranscriptParams,
     TranscriptStep,
     TranscriptView,
@@ -85,7 +85,6 @@ from protocol.api import (
 from protocol.jsonrpc import INVALID_PARAMS
 from protocol.transcript import StepItem, approx_bytes, first_steps, steps_of
 
-VERSION = "0.1.0"
 WAIT_CAP_S = 24 * 3600.0
 # A transcript page holds items of about this many bytes at most (at least one item), well within
 # what a client reads in one reply.
@@ -371,33 +370,22 @@ class DaemonBackend:
         return [NodeView(handle="0", parent=None, depth=0, state="starting")]
 
     async def status(self, caller: Caller) -> DaemonStatus:
-        """The daemon's health for everyone; its load (counts) and its triggers only for admins:
-        a non-admin gets the counts of its own tasks (`scope: caller`) and no trigger (the
-        operator's configuration, and a failing one's error, are not every user's to read)."""
         owner = None if caller.is_admin else caller.uid
         counts = await self.journal.tasks.counts(owner)
-        health = self.journal.health
-        degraded = [] if health.healthy else [f"journal: {health.last_error}"]
-        if owner is None:
-            running, children = len(self.supervisor.running), self._children_now()
-        else:
-            running = sum(1 for slot in self.supervisor.running.values() if slot.record.owner_uid == owner)
-            children = 0
-        return DaemonStatus(
+        figures = self.live_figures(with_tasks=False)
+        return daemon_status(
+            figures,
+            counts,
+            self.journal.health,
+            owner=owner,
             pid=os.getpid(),
-            version=VERSION,
             uptime_s=time.monotonic() - self.started,
-            draining=self.supervisor.draining,
-            queued=counts.get("queued", 0),
-            running=running,
-            max_concurrent_tasks=self.supervisor.options.max_concurrent_tasks,
-            journal_ok=health.healthy,
-            degraded=degraded,
-            children=children,
-            scope="daemon" if owner is None else "caller",
-            zygote=self.supervisor.spawner.state,
-            triggers=self.triggers.summary() if self.triggers is not None and owner is None else {},
-            failed_triggers=self.triggers.failed() if self.triggers is not None and owner is None else [],
+        )
+
+    def live_figures(self, *, with_tasks: bool = True) -> LiveFigures:
+        """What the API reads of the supervisor, taken now (on the supervisor's loop)."""
+        return take_figures(
+            self.supervisor, self.triggers, self._children_now, anyio.current_time(), with_tasks=with_tasks
         )
 
     # ---- schedules (docs/design.md §11) ---------------------------------------------------------------
@@ -588,20 +576,4 @@ class DaemonBackend:
             raise ApiError(UNAVAILABLE, f"the trigger was not changed: {exc}", retryable=True) from None
 
     def _view(self, record: TaskRecord) -> TaskView:
-        view = record.to_view()
-        slot = self.supervisor.running.get(record.task_id)
-        run = slot.run if slot is not None else None
-        child = run.root_child if run is not None else None
-        if child is not None and view.pid is None:
-            view = view.model_copy(update={"pid": child.pid})
-        if run is not None and view.state == "running" and run.awaiting_approval():
-            view = view.model_copy(update={"state": "awaiting_approval"})
-        waiting = self.supervisor.providers.throttled(record.task_id) if run is not None else None
-        if waiting is not None:
-            throttled = ThrottleView(
-                endpoint=waiting.endpoint,
-                blocked_by=waiting.blocked_by,
-                waiting_s=max(anyio.current_time() - waiting.since, 0.0),
-            )
-            view = view.model_copy(update={"throttled": throttled})
-        return view
+        return task_view(record, live_task(self.supervisor, record.task_id), anyio.current_time())

@@ -20,7 +20,7 @@ import anyio.lowlevel
 import structlog
 
 from agentd.api.backend import Backend
-from agentd.api.connection import Connection
+from agentd.api.connection import Connection, Split
 from agentd.api.frames import error_frame
 from agentd.api.limits import ApiLimits
 from agentd.api.peercred import Caller, caller_from_socket
@@ -45,6 +45,7 @@ async def serve_api(
     limits: ApiLimits = _DEFAULT_LIMITS,
     admin_gid: int | None = None,
     stop_accepting: anyio.Event | None = None,
+    split: Split | None = None,
 ) -> None:
     """Accept and serve API connections on `listener` until cancelled.
 
@@ -52,6 +53,8 @@ async def serve_api(
     stays the caller's to close. `admin_gid` members may see and cancel every task. Once
     `stop_accepting` is set (a drain began), new clients are left in the listen backlog — with
     socket activation the next daemon serves them — while open connections are still served.
+    With `split`, this runs on the API's own loop and hands what it does not answer there to the
+    daemon's (`agentd.api.api_loop`).
     """
     build_all()  # the API's models are built at first use (protocol/api.py): all of them now, once
     listener.setblocking(False)
@@ -62,7 +65,7 @@ async def serve_api(
         with anyio.CancelScope() as accepting:
             if stop_accepting is not None:
                 tg.start_soon(_cancel_when_set, stop_accepting, accepting)
-            await _accept_forever(listener, tg, daemon_uid, admin_gid, backend, limits, table, numbers)
+            await _accept_forever(listener, tg, daemon_uid, admin_gid, backend, limits, table, numbers, split)
         await anyio.sleep_forever()
 
 
@@ -80,6 +83,7 @@ async def _accept_forever(
     limits: ApiLimits,
     table: ConnectionTable,
     numbers: Iterator[int],
+    split: Split | None,
 ) -> None:
     while True:
         await anyio.wait_readable(listener)
@@ -105,7 +109,7 @@ async def _accept_forever(
             if refusal is not None:
                 _refuse(conn, caller, refusal)
                 continue
-            tg.start_soon(_serve_connection, conn, caller, next(numbers), backend, limits, table)
+            tg.start_soon(_serve_connection, conn, caller, next(numbers), backend, limits, table, split)
         await anyio.lowlevel.checkpoint()  # a full batch: let the connections being served run
 
 
@@ -164,12 +168,13 @@ async def _serve_connection(
     backend: Backend,
     limits: ApiLimits,
     table: ConnectionTable,
+    split: Split | None,
 ) -> None:
     """Serve an admitted connection; its place in `table` is released when it ends."""
     conn.setblocking(False)
     log = _log.bind(comp="supervisor", conn=number, uid=caller.uid, pid=caller.pid)
     with conn:
         try:
-            await Connection(conn, caller, backend, limits, log).run()
+            await Connection(conn, caller, backend, limits, log, split).run()
         finally:
             table.release(caller.uid)

@@ -166,6 +166,17 @@ class ProviderDesk:
             self._call_back_leases(endpoint)
             self._set_wake(endpoint, gate.hold_until)
 
+    def all_throttled(self) -> dict[str, Waiting]:
+        """`throttled` of every task that has a request held by a limit, in one pass."""
+        out: dict[str, Waiting] = {}
+        for w in self._waiters.values():
+            if w.blocked_by is None:
+                continue
+            first = out.get(w.ask.task_id)
+            if first is None or w.since < first.since:
+                out[w.ask.task_id] = Waiting(w.endpoint, w.since, w.blocked_by)
+        return out
+
     def throttled(self, task_id: str) -> Waiting | None:
         """The longest-waiting request of `task_id` that is held by a limit, if any."""
         held = [w for w in self._waiters.values() if w.ask.task_id == task_id and w.blocked_by is not None]

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.api.harness import Server, serving
+from tests.api.harness import Server, serving, serving_on_own_loop
 
 
 @pytest.fixture
@@ -18,6 +18,14 @@ def anyio_backend() -> str:
 @pytest.fixture
 def socket_path(tmp_path: Path) -> Path:
     return tmp_path / "run" / "agentd.sock"
+
+
+@pytest.fixture(autouse=True, params=[False, True], ids=["one-loop", "own-loop"])
+def api_loop(request: pytest.FixtureRequest) -> Iterator[bool]:
+    """Every test here twice: the server on the test's loop, and on a loop of its own as the
+    daemon runs it (`serving`)."""
+    with serving_on_own_loop(request.param):
+        yield request.param
 
 
 @pytest.fixture

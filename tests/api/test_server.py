@@ -318,7 +318,8 @@ async def test_after_stop_accepting_new_clients_wait_in_the_backlog_while_open_o
     ):
         assert "result" in await old.request("task.submit", SUBMIT)
         stop.set()
-        await anyio.lowlevel.checkpoint()  # let the accept loop observe it
+        with anyio.fail_after(5):
+            await server.stopped_accepting.wait()
         async with await RawConnection.open(server.path) as new:  # connect() lands in the backlog
             await new.send(request_line("daemon.status"))
             with anyio.move_on_after(0.5) as waited:
