@@ -167,6 +167,7 @@ class InMemoryBackend:
         try:
             seq = params.after_seq  # events are numbered 1, 2, ...: seq is also an index
             while True:
+                changed = self._changed  # taken before reading (see `watch`)
                 while seq < len(task.events):
                     event = task.events[seq]
                     seq = event.seq
@@ -174,7 +175,7 @@ class InMemoryBackend:
                     yield event
                 if not params.follow or task.view.state == "terminal":
                     return
-                await self._changed.wait()
+                await changed.wait()
         finally:
             self.iterators_closed += 1
             self.iterator_closed.set()
@@ -184,6 +185,9 @@ class InMemoryBackend:
         sent: dict[str, tuple[str, str | None]] = {}
         pending = set(params.task_ids)
         while True:
+            # Taken before reading, as the journal's `watching` is: a change made while a view is
+            # being sent (on another loop, the send takes a while) is not missed.
+            changed = self._changed
             for task_id in sorted(pending):
                 task = self._tasks.get(task_id)
                 if task is None or not (caller.is_admin or task.view.owner_uid == caller.uid):
@@ -192,7 +196,7 @@ class InMemoryBackend:
                     sent[task_id] = (task.view.state, task.view.status)
                     self.streaming.set()
                     yield task.view
-            await self._changed.wait()
+            await changed.wait()
             pending = set(self._tasks)
 
     async def tree(self, caller: Caller, params: TaskRef) -> builtins.list[NodeView]:
