@@ -68,14 +68,13 @@ from agentd.supervision.task_payloads import CatalogueBoard, TaskPayloads
 from agentd.tracing import NULL_TRACING, Tracing, from_environment
 from agentd.triggers.manager import TriggerConfig, TriggerManager
 from agentd.triggers.warm import WarmRoute
-from processes.linux import fix_malloc_mmap_threshold, set_child_subreaper
+from processes.linux import set_child_subreaper
 from protocol.exit_codes import ExitCode
 from protocol.spawn import SpawnPayload
 
 SD_LISTEN_FDS_START = 3
 HANDLED_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
 MAX_OPEN_FILES = 1 << 16  # the soft limit to take when the hard one is unlimited
-DAEMON_MMAP_THRESHOLD = 128 * 1024  # glibc's own initial value, kept
 # With a remote executor the front door follows every accepted task at once (a cheap poll each);
 # `max_concurrent_tasks` is then each worker's own cap (docs/temporal.md).
 REMOTE_FOLLOW_CAP = 100_000
@@ -538,10 +537,6 @@ def run_serve(
     # taken by `sigwaitinfo` (see `_signals`), so none can ever kill the daemon by default action,
     # and one sent during start-up is held pending until the daemon can drain.
     signal.pthread_sigmask(signal.SIG_BLOCK, daemon_signals())
-    # Large buffers (a journal row read whole, a big frame) are freed as soon as they are used; on
-    # several threads' heaps glibc would keep them once it raised its threshold, and a burst of
-    # big reads on the API loop's threads left that much RSS behind (tests/hostile/test_quotas.py).
-    fix_malloc_mmap_threshold(DAEMON_MMAP_THRESHOLD)
     overrides: dict[str, object] | None = {"daemon": {"log_content": True}} if log_content else None
     fmt = log_format or logs.default_format(sys.stderr)
     try:

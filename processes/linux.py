@@ -1,7 +1,7 @@
-"""Thin wrappers over the Linux process primitives agentd relies on: prctl, pidfds and mallopt.
+"""Thin wrappers over the Linux process primitives agentd relies on: prctl and pidfds.
 
-Every `prctl`, `pidfd_open`, `pidfd_send_signal`, `waitid(P_PIDFD)` and `mallopt` in the
-supervisor, the subagent and the zygote goes through here. The child imports this module before its first
+Every `prctl`, `pidfd_open`, `pidfd_send_signal` and `waitid(P_PIDFD)` in the supervisor, the
+subagent and the zygote goes through here. The child imports this module before its first
 frame, so it loads only `ctypes`, `os` and `signal`.
 """
 
@@ -15,7 +15,6 @@ import signal
 PR_SET_PDEATHSIG = 1
 PR_SET_NAME = 15
 PR_SET_CHILD_SUBREAPER = 36
-M_MMAP_THRESHOLD = -3
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 # Resolved once at import so a post-fork caller (preexec) touches no loader state.
@@ -44,16 +43,6 @@ def set_process_name(name: str) -> None:
 def set_child_subreaper() -> None:
     """Make this process the reaper of its orphaned descendants."""
     _call_prctl(PR_SET_CHILD_SUBREAPER, 1)
-
-
-def fix_malloc_mmap_threshold(size: int) -> bool:
-    """Serve every allocation of `size` bytes or more from its own mapping, returned to the system
-    when freed (glibc otherwise raises the threshold after such a free, and keeps later large
-    buffers in its heap); False if the C library has no such setting."""
-    mallopt = getattr(_libc, "mallopt", None)
-    if mallopt is None:
-        return False
-    return bool(mallopt(M_MMAP_THRESHOLD, size))
 
 
 def pdeathsig_preexec(expected_parent: int) -> None:
