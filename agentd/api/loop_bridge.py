@@ -129,5 +129,5 @@ class _LoopThread:
         await anyio.to_thread.run_sync(self.thread.join, STOP_S)
         if self.thread.is_alive():
             structlog.get_logger("agentd.api").error(
-                "api.stop", comp="supervisor", err=f"the API loop did not stop within {STOP_S:g} s"
+                "api.error", comp="supervisor", err=f"the API loop did not stop within {STOP_S:g} s"
             )
