@@ -107,7 +107,9 @@ def start_http_server(socket: Path, token_file: Path, *extra: str) -> HttpServer
     """Start the server on a free loopback port; wait (bounded) until it says where it listens."""
     command = [sys.executable, "-m", "agentd", "mcp", "serve", "--socket", str(socket)]
     command += ["--http", "127.0.0.1:0", "--token-file", str(token_file), *extra]
-    proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # Unbuffered: a buffered readline can take the next line into its buffer too, where `select`
+    # does not see it, and the wait would then miss "listening on" written right after the token.
+    proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, bufsize=0)
     assert proc.stderr is not None
     lines: list[str] = []
     deadline = time.monotonic() + CONNECT_TIMEOUT_S
