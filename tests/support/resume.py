@@ -14,18 +14,25 @@ from tests.support.daemon import LEAN_SERVER, Daemon, scripted, start_daemon, wr
 
 SLOW_S = 1.0
 FINAL_DELAY_S = 0.5
+TURN_DELAY_S = 0.3
 
 
 # The root: two recorded calls, a slow one (a kill lands while it runs), a nested child that
 # records its own call, one more call, then the answer. Arguments carry the instruction, so each
 # round's calls are told apart in the one log.
+# The replies after R1 and R2 take a moment too, so a kill once R1 (or R2) ran lands before the
+# next call on a fast machine as on a slow one, and the kills resume from several different steps.
 ROOT_TURNS: list[dict[str, object]] = [
     {"tool_calls": [{"name": "demo__record", "arguments": {"text": "{instruction}/R1"}}]},
-    {"tool_calls": [{"name": "demo__record", "arguments": {"text": "{instruction}/R2"}}]},
+    {
+        "tool_calls": [{"name": "demo__record", "arguments": {"text": "{instruction}/R2"}}],
+        "delay_s": TURN_DELAY_S,
+    },
     {
         "tool_calls": [
             {"name": "demo__slow_record", "arguments": {"text": "{instruction}/R3", "seconds": SLOW_S}}
-        ]
+        ],
+        "delay_s": TURN_DELAY_S,
     },
     {"tool_calls": [{"name": "subagent_spawn", "arguments": {"instruction": "child of {instruction}"}}]},
     {"tool_calls": [{"name": "demo__record", "arguments": {"text": "{instruction}/R4"}}]},
