@@ -10,4 +10,6 @@ from typing import Annotated
 from pydantic import Field
 
 Name = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
-Handle = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^0(\.[0-9]{1,4})*$")]
+# A handle: `0` for the root, then one `.N` per level below it.
+HANDLE_PATTERN = r"^0(\.[0-9]{1,4})*$"
+Handle = Annotated[str, Field(min_length=1, max_length=64, pattern=HANDLE_PATTERN)]

@@ -5,6 +5,10 @@ spawn chokepoint, which mints the child's identity and grant. A refusal (a cap, 
 budget, a draining daemon) comes back as a successful response and becomes an `isError`
 observation the model can adapt to; the child's outcome arrives as a distillate only.
 
+Arguments are the model's writing too: each request is checked against the control channel's own
+model of its parameters before it is sent, so what the model wrote is an error observation here,
+never a frame the channel refuses to build (which would end the run).
+
 An output schema is the model's own writing, so it is evaluated here and never by the supervisor:
 its validity before the request is sent, and a child's result against it when a distillate comes
 back (`schema_valid`, `schema_errors`), by the same `protocol.contract` check the child's VERIFY
@@ -14,13 +18,16 @@ gate applied to that result.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Awaitable, Callable
 from typing import Literal
 
 import anyio
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
 
+from protocol import control
 from protocol.contract import contract_problem, result_errors
+from protocol.names import HANDLE_PATTERN
 from protocol.spawn import OutputContract
 from subagent.messages import JsonObject, ToolOutcome, ToolSpec
 from subagent.tracing import current_traceparent
@@ -56,6 +63,16 @@ class SpawnArgs(_Args):
 class HandleArgs(_Args):
     handle: str = Field(min_length=1, max_length=64)
     timeout_s: float | None = Field(default=None, ge=0)
+
+    @field_validator("handle")
+    @classmethod
+    def _spawned_handle(cls, value: str) -> str:
+        if not _HANDLE_RE.fullmatch(value):
+            raise ValueError("not a handle subagent_spawn returned (handles look like 0.1 or 0.1.2)")
+        return value
+
+
+_HANDLE_RE = re.compile(HANDLE_PATTERN)
 
 
 def _schema(properties: JsonObject, required: list[str]) -> JsonObject:
@@ -118,6 +135,14 @@ SPECS: tuple[ToolSpec, ...] = (
 
 Method = Literal["sup/spawn", "sup/wait", "sup/status", "sup/cancel"]
 
+# The control channel's model of each request's parameters (protocol/control.py).
+_FRAME_PARAMS: dict[Method, type[BaseModel]] = {
+    "sup/spawn": control.SpawnRequestParams,
+    "sup/wait": control.HandleParams,
+    "sup/status": control.HandleParams,
+    "sup/cancel": control.HandleParams,
+}
+
 
 def _params(
     tool: str, arguments: JsonObject, canonical: Callable[[str], str], call_id: str | None
@@ -167,6 +192,7 @@ async def call(
     """
     try:
         method, params = _params(tool, arguments, canonical, call_id)
+        _FRAME_PARAMS[method].model_validate(params)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"

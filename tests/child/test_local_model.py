@@ -49,3 +49,17 @@ async def test_every_request_carries_the_temperature_the_union_and_the_laid_out_
     prompt = system(first)
     assert '- demo__add {"a": integer, "b": integer}' in prompt
     assert GROUNDING in prompt and "Example (a different task" in prompt
+
+
+async def test_a_made_up_subagent_handle_is_told_to_the_model_and_the_run_goes_on(fake_llm: FakeLLM) -> None:
+    # A small model cancels "a subagent" by a name it made up (SmolLM2-135M did, on the rig of
+    # docs/models.md): the handle is not one the channel can carry, and the model is told so.
+    cancel = {"action": "tool", "tool": "subagent_cancel", "arguments": {"handle": "files__stat_4000"}}
+    fake_llm.enqueue(chat(json.dumps(cancel)), chat(FIVE))
+    endpoint = openai_endpoint(fake_llm, tool_mode="json", temperature=0)
+    async with spawn_child(payload(endpoint, demo_server())) as child:
+        result = await child.result()
+        assert result.status is S.COMPLETED and result.result == "5", result
+    observation = body(fake_llm.requests[1])["messages"][-1]["content"]
+    assert "invalid arguments for `subagent_cancel`: handle:" in observation
+    assert "not a handle subagent_spawn returned" in observation

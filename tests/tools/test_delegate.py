@@ -176,3 +176,28 @@ async def test_a_background_childs_distillate_is_checked_when_waited_for() -> No
         "subagent_wait", {"handle": "0.2"}, Supervisor(other).request, timeout_s=5, schemas=schemas
     )
     assert json.loads(unchecked.text) == other
+
+
+@pytest.mark.parametrize("tool", ["subagent_wait", "subagent_status", "subagent_cancel"])
+async def test_a_handle_the_model_made_up_is_an_observation_and_never_a_request(tool: str) -> None:
+    # A small model wrote this one (a tool's name and a user id as the handle).
+    sup = Supervisor({"handle": "0.1", "state": "running"})
+    outcome = await delegate.call(
+        tool, {"handle": "files__stat_cant_be_completed_by_user_id_4000"}, sup.request, timeout_s=5
+    )
+    assert outcome.is_error
+    assert outcome.text.startswith(f"invalid arguments for `{tool}`: handle:")
+    assert "not a handle subagent_spawn returned (handles look like 0.1 or 0.1.2)" in outcome.text
+    assert sup.requests == []
+
+
+async def test_spawn_arguments_the_control_channel_would_refuse_are_an_observation() -> None:
+    # The tool's own arguments allow any tool name; a spawn request's scope holds names of at most
+    # 200 characters. The request is checked as the channel checks it, before it is sent.
+    sup = Supervisor({"handle": "0.1", "status": "completed", "result": "x"})
+    outcome = await delegate.call(
+        "subagent_spawn", {"instruction": "go", "tools": ["t" * 201]}, sup.request, timeout_s=5
+    )
+    assert outcome.is_error
+    assert outcome.text.startswith("invalid arguments for `subagent_spawn`: tool_scope.0:")
+    assert sup.requests == []
