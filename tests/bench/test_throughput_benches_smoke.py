@@ -117,6 +117,16 @@ def test_cli_latency_bench_times_status_list_and_submit(tmp_path: Path) -> None:
     assert all(row["runs"] == 3 and row["wall_median_s"] > 0 and row["cpu_median_s"] > 0 for row in rows)
 
 
+def test_startup_cpu_bench_reads_the_daemon_its_zygote_and_a_client_command(tmp_path: Path) -> None:
+    results = run_bench("startup_cpu.py", tmp_path / "startup_cpu.json")
+    rows = results["rows"]
+    assert isinstance(rows, list)
+    assert [row["process"] for row in rows] == ["daemon_s", "zygote_s", "list_s"]
+    # Each is a whole interpreter's start: well above nothing, well below a minute of CPU.
+    assert all(row["runs"] == 1 and 0.01 < row["cpu_median_s"] < 60 for row in rows), rows
+    assert results["strays"] == 0
+
+
 def test_first_request_hops_bench_times_every_hop_of_every_task(tmp_path: Path) -> None:
     results = run_bench("first_request_hops.py", tmp_path / "first_request_hops.json")
     hops = results["hops_ms"]
