@@ -64,7 +64,10 @@ def server_argv(package: str, directory: Path) -> list[str]:
 
 
 def config_text(args: argparse.Namespace, task: Task, directory: Path) -> str:
+    # A kept log is at debug level: `agentd run` is told so by its flags, the daemon by its config.
+    daemon = ["[daemon]", 'log_level = "debug"'] if args.logs is not None and args.via == "daemon" else []
     lines = [
+        *daemon,
         "[intelligence.bench]",
         'kind = "openai"',
         f"base_url = {json.dumps(args.intelligence)}",
@@ -100,8 +103,6 @@ def run_once(args: argparse.Namespace, task: Task) -> dict[str, Any]:
         config.write_text(config_text(args, task, directory))
         options = ["--config", str(config), "--model", "bench", "--max-steps", str(task.max_steps)]
         options += ["--deadline", f"{args.deadline_s:g}s"]
-        if args.logs is not None:
-            options += ["--log-content", "--log-level", "debug"]
         for name in task.servers:
             options += ["--mcp", name]
         if task.schema is not None:
@@ -112,7 +113,9 @@ def run_once(args: argparse.Namespace, task: Task) -> dict[str, Any]:
         if args.via == "daemon":
             exit_code, stdout, stderr = through_daemon(args, Path(tmp), [*options, "--wait", instruction])
         else:
-            exit_code, stdout, stderr = command(args, [*args.agentd, "run", *options, instruction], tmp)
+            logging = ["--log-content", "--log-level", "debug"] if args.logs is not None else []
+            argv = [*args.agentd, "run", *options, *logging, instruction]
+            exit_code, stdout, stderr = command(args, argv, tmp)
         seconds = time.monotonic() - started
         if args.logs is not None:
             keep_log(args.logs, task.name, stderr)
@@ -156,6 +159,8 @@ def through_daemon(args: argparse.Namespace, tmp: Path, submit: list[str]) -> tu
     socket_path, log_path = tmp / "agentd.sock", tmp / "daemon.log"
     serve = [*args.agentd, "serve", "--config", submit[1], "--socket", str(socket_path)]
     serve += ["--state-dir", str(tmp / "state"), "--log-format", "json"]
+    if args.logs is not None:
+        serve.append("--log-content")  # and `log_level = "debug"` in its config (`config_text`)
     with log_path.open("w") as log:
         daemon = subprocess.Popen(serve, stdout=subprocess.DEVNULL, stderr=log, cwd=tmp)
         try:

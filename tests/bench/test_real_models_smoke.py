@@ -53,6 +53,8 @@ def test_the_real_model_bench_runs_its_tasks_and_writes_pass_rates(tmp_path: Pat
                 via,
                 "--temperature",
                 "0",
+                "--logs",
+                str(tmp_path / "logs"),
             ],
             cwd=REPO,
             capture_output=True,
@@ -71,6 +73,9 @@ def test_the_real_model_bench_runs_its_tasks_and_writes_pass_rates(tmp_path: Pat
     assert arithmetic["runs"][0]["status"] == "completed" and arithmetic["mean_tokens"] > 0
     assert results["tasks"]["must_refuse"]["runs"][0]["status"] == "refused"
     assert "overall" in done.stdout and "100%" in done.stdout
+    # Each run's log is kept at debug level with content, through `run` and through the daemon.
+    log = (tmp_path / "logs" / "arithmetic-1.log").read_text()
+    assert '"event": "intel.result"' in log and "17 x 23 = 391" in log
 
 
 def test_an_unknown_task_is_a_usage_error_naming_the_flag() -> None:
