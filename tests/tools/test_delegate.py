@@ -6,8 +6,11 @@ import json
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import JsonValue
 
+from protocol import control
 from subagent.tools import delegate
 
 pytestmark = pytest.mark.anyio
@@ -201,3 +204,31 @@ async def test_spawn_arguments_the_control_channel_would_refuse_are_an_observati
     assert outcome.is_error
     assert outcome.text.startswith("invalid arguments for `subagent_spawn`: tool_scope.0:")
     assert sup.requests == []
+
+
+# Whatever a model writes as a delegation tool's arguments: JSON values, and the tool's own keys
+# among them so that some calls get past the tool's own checks.
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=30),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+    max_leaves=12,
+)
+_KEYS = st.sampled_from(["instruction", "context", "tools", "output_schema", "max_steps", "handle", "wait"])
+_ARGUMENTS = st.dictionaries(_KEYS | st.text(max_size=10), _JSON, max_size=6)
+
+
+@settings(max_examples=300)
+@given(tool=st.sampled_from(list(delegate.TOOLS)), arguments=_ARGUMENTS)
+def test_whatever_the_model_writes_is_an_outcome_and_only_a_frame_the_channel_carries_is_sent(
+    tool: str, arguments: dict[str, JsonValue]
+) -> None:
+    sup = Supervisor({"handle": "0.1", "status": "completed", "result": "x"})
+
+    async def one_call() -> delegate.ToolOutcome:
+        return await delegate.call(tool, arguments, sup.request, timeout_s=5)
+
+    outcome = anyio.run(one_call)
+    assert isinstance(outcome.text, str)
+    for method, params in sup.requests:
+        # What the subagent's channel builds before it writes the frame (subagent/channel.py).
+        control.UP_ADAPTER.validate_python({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
