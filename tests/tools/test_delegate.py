@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from pydantic import JsonValue
 
 from protocol import control
+from subagent.messages import ToolOutcome
 from subagent.tools import delegate
 
 pytestmark = pytest.mark.anyio
@@ -224,7 +225,7 @@ def test_whatever_the_model_writes_is_an_outcome_and_only_a_frame_the_channel_ca
 ) -> None:
     sup = Supervisor({"handle": "0.1", "status": "completed", "result": "x"})
 
-    async def one_call() -> delegate.ToolOutcome:
+    async def one_call() -> ToolOutcome:
         return await delegate.call(tool, arguments, sup.request, timeout_s=5)
 
     outcome = anyio.run(one_call)
