@@ -4,7 +4,9 @@ Both loops drive the same fake OpenAI-compatible model (streamed replies, each a
 of the fixture MCP server's `counter` tool, over a real stdio connection) for `--turns` turns.
 The figure is the CPU of the whole process tree — the loop's process and its MCP server — between
 the model's 10th request and its last, divided by the turns in between: boot, connect and the
-first turns (imports, warm caches) are left out, and so is the final turn.
+first turns (imports, warm caches) are left out, and so is the final turn. The final reply is
+streamed slowly, so that the loop is still waiting on it, and its MCP server still alive, when the
+window closes; a window whose server did not live through it is refused, not reported.
 
 - **subagent**: the real `python -m subagent` (exec'd), driven by a harness that plays the
   supervisor over the control channel (`tests/support/child.py`); every frame it sends is read.
@@ -47,6 +49,10 @@ BARE = str(REPO / "bench" / "bare_loop.py")
 FIRST_MEASURED = 10
 TARGET_RATIO = 1.5
 TIMEOUT_S = 120.0
+# Before each chunk of the final reply: the time the sampler has, after the last request arrives, to
+# read the tree before the loop can finish and close its MCP server (a loaded machine can take
+# hundreds of milliseconds to schedule it).
+FINAL_CHUNK_DELAY_S = 0.4
 
 
 def process_cpu_s(pid: int) -> float:
@@ -64,28 +70,33 @@ def process_cpu_s(pid: int) -> float:
     return total_ns / 1e9
 
 
-def tree_cpu_s(pid: int) -> tuple[float, float]:
-    """CPU of `pid` itself, and of its live descendants (the MCP server), in seconds."""
+def tree_cpu_s(pid: int) -> tuple[float, float, frozenset[int]]:
+    """CPU of `pid` itself and of its live descendants (the MCP server), in seconds, and the
+    descendants' pids."""
     try:
-        below = [p.pid for p in psutil.Process(pid).children(recursive=True)]
+        below = frozenset(p.pid for p in psutil.Process(pid).children(recursive=True))
     except psutil.Error:
-        below = []
-    return process_cpu_s(pid), sum(process_cpu_s(p) for p in below)
+        below = frozenset()
+    return process_cpu_s(pid), sum(process_cpu_s(p) for p in below), below
 
 
 def enqueue_turns(fake: FakeLLM, turns: int) -> None:
     for i in range(turns - 1):
         calls = [(f"c{i}", "demo__counter", "{}")]
         fake.enqueue(sse(chat_chunks(f"turn {i}", tool_calls=calls, usage=(1000, 20))))
-    fake.enqueue(sse(chat_chunks("all done", usage=(1000, 5))))
+    fake.enqueue(sse(chat_chunks("all done", usage=(1000, 5)), delay_s=FINAL_CHUNK_DELAY_S))
 
 
 async def sample_window(fake: FakeLLM, turns: int, pid: Callable[[], int]) -> Turn:
     """CPU per turn (ms) of `pid`'s tree between the 10th request and the last."""
     await fake.wait_requests(FIRST_MEASURED, timeout_s=TIMEOUT_S)
-    loop_0, server_0 = tree_cpu_s(pid())
+    loop_0, server_0, below_0 = tree_cpu_s(pid())
     await fake.wait_requests(turns, timeout_s=TIMEOUT_S)
-    loop_1, server_1 = tree_cpu_s(pid())
+    loop_1, server_1, below_1 = tree_cpu_s(pid())
+    if not below_0 or below_1 != below_0:
+        # The server's CPU would be counted at one end of the window and not the other.
+        changed = f"{sorted(below_0)} -> {sorted(below_1)}"
+        raise RuntimeError(f"the loop's MCP server changed during the window: {changed}")
     n = turns - FIRST_MEASURED
     return Turn((loop_1 - loop_0) * 1000 / n, (server_1 - server_0) * 1000 / n)
 
