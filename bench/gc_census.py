@@ -7,7 +7,12 @@ runs `agentd` in this process (the daemon keeps this pid), with a thread that wa
 (frozen ones included, and frozen again after: a census leaves every survivor frozen), by type
 — coroutines and functions by their qualified name, so a task's own coroutines show — after a
 `gc.collect()`, and the pauses
-every collection took so far. `take(DIR, label)` asks for one and waits (bounded) for the answer;
+every collection took so far. A census and the daemon's collector step (`daemon.gc_freeze`, which
+freezes and unfreezes from the event loop's thread) exclude each other: a step between a census's
+own unfreeze and freeze would move what the census is about to count out of its sight. A label
+starting `promote` runs a young collection instead, as the daemon's own allocations would, so that
+the collector's next step has promotions to act on.
+`take(DIR, label)` asks for one and waits (bounded) for the answer;
 `per_task(before, after, n)` is the difference per task. `bench/tracked_objects.py` and
 `tests/daemon/test_tracked_objects.py` drive it.
 """
@@ -23,11 +28,18 @@ import signal
 import sys
 import threading
 import time
+import weakref
 from collections import Counter
 from pathlib import Path
 from types import CoroutineType, GeneratorType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agentd.service.collector_policy import Step
 
 POLL_S = 0.02
+# Held by a census, and by the daemon's collector step (`_serialise_collector`).
+CENSUS_LOCK = threading.Lock()
 DAEMON_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR2}
 
 
@@ -91,7 +103,13 @@ def census(*, garbage: bool = False) -> dict[str, object]:
         gc.set_debug(0)
         gc.garbage.clear()
         gc.collect()
-    objects = gc.get_objects()
+    # Dead weak references are counted apart: sqlite3 keeps one for every cursor a connection made
+    # and drops the dead ones only every 200 cursors, so how many there are depends on where in that
+    # cycle the census falls, not on what the tasks hold.
+    tracked = gc.get_objects()
+    objects = [obj for obj in tracked if not (type(obj) is weakref.ReferenceType and obj() is None)]
+    dead_weakrefs = len(tracked) - len(objects)
+    del tracked
     kinds = [_kind(obj) for obj in objects]
     owners = _owners(objects, kinds)
     del objects
@@ -100,6 +118,7 @@ def census(*, garbage: bool = False) -> dict[str, object]:
     return {
         "walked_before_collect": before,
         "tracked": len(kinds),
+        "dead_weakrefs": dead_weakrefs,
         "frozen_before": frozen,
         "collect_s": round(collect_s, 4),
         "collect_cpu_s": round(collect_cpu_s, 4),
@@ -149,10 +168,15 @@ def serve_requests(directory: Path, pauses: Pauses) -> None:
             if label.startswith("disable"):  # no automatic collection until the next census
                 gc.disable()
                 result: dict[str, object] = {"label": label, "disabled": True}
+            elif label.startswith("promote"):
+                with CENSUS_LOCK:
+                    gc.collect(1)
+                result = {"label": label, "promoted": True}
             else:
                 pauses.enabled = False  # the census's own collection is not the daemon's pause
                 try:
-                    result = {"label": label, **census(garbage=label.startswith("garbage"))}
+                    with CENSUS_LOCK:
+                        result = {"label": label, **census(garbage=label.startswith("garbage"))}
                 except Exception as exc:  # noqa: BLE001 - answered, so the asker fails at once
                     result = {"label": label, "error": repr(exc)}
                 finally:
@@ -194,12 +218,27 @@ def per_task(
     return {"total": round(total, 1), **shown}
 
 
+def _serialise_collector() -> None:
+    """Make the daemon's collector step take `CENSUS_LOCK` (the class is the daemon's own: it is
+    imported here first, and the daemon imports the same module)."""
+    from agentd.service.collector import Collector
+
+    step = Collector.step
+
+    def locked_step(self: Collector, now: float) -> Step:
+        with CENSUS_LOCK:
+            return step(self, now)
+
+    Collector.step = locked_step  # type: ignore[method-assign]
+
+
 def main() -> None:
     directory = Path(sys.argv[1])
     directory.mkdir(parents=True, exist_ok=True)
     module_at = sys.argv.index("-m")
     module = sys.argv[module_at + 1]
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    _serialise_collector()
     pauses = Pauses()
     gc.callbacks.append(pauses.on_gc)
     threading.Thread(target=serve_requests, args=(directory, pauses), name="gc-census", daemon=True).start()

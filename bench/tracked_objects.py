@@ -89,12 +89,17 @@ def censused_daemon(
 
 
 def settled(bench: BenchDaemon, label: str) -> dict[str, object]:
-    """A census once every spawn-window hold has ended (each at most `HOLD_AFTER_READY_S`) and the
-    collector policy has had two of its once-a-second steps since (what it freezes is counted)."""
+    """A census once every spawn-window hold has ended (each at most `HOLD_AFTER_READY_S`), then a
+    young collection has promoted what survives (as the daemon's own allocations would, sooner or
+    later) and the collector policy has had two of its steps since: what it froze is counted."""
+    from agentd.service.collector import TICK_S
     from agentd.supervision.spawn_window import HOLD_AFTER_READY_S
 
-    time.sleep(HOLD_AFTER_READY_S + 2.5)
-    return gc_census.take(bench.daemon.workdir / "census", label)
+    census_dir = bench.daemon.workdir / "census"
+    time.sleep(HOLD_AFTER_READY_S + 0.5)
+    gc_census.take(census_dir, f"promote-{label}")
+    time.sleep(2 * TICK_S + 0.5)
+    return gc_census.take(census_dir, label)
 
 
 def measure_live(workdir: Path, tasks: int) -> Census:
