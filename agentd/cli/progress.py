@@ -92,6 +92,14 @@ def render_event(event: EventView) -> str | None:
     return approval_commands.render_approval(event)
 
 
+# What a subagent starved of CPU is late with (`subagent.starved`'s `late`).
+_LATE = {
+    "not_ready": "is not ready yet",
+    "unresponsive": "misses its pings",
+    "wedged": "reports an event loop that stopped turning",
+}
+
+
 def _subagent_line(name: str, f: dict[str, JsonValue]) -> str:
     """What the supervisor saw of one subagent process: it exited, was starved or stuck, or was
     signalled."""
@@ -99,7 +107,8 @@ def _subagent_line(name: str, f: dict[str, JsonValue]) -> str:
     if name == "subagent.exit":
         return f"  ⏹ {who} {_t(f.get('exit') or f.get('status'))}"
     if name == "subagent.starved":
-        return f"  … {who} misses its pings while starved of CPU (a loaded machine): given more time"
+        late = _LATE.get(str(f.get("late")), "misses its pings")
+        return f"  … {who} {late} while starved of CPU (a loaded machine): given more time"
     if name == "subagent.stuck" and f.get("verdict") == "starved":
         return f"  ! {who} stayed starved of CPU past its grace: stopping it"
     if name == "subagent.stuck":

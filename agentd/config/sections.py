@@ -258,7 +258,8 @@ class SupervisionSection(Section):
     starved_grace_s: Seconds = Field(
         default=60.0,
         ge=0,
-        description="Past its missed pongs, how long a child starved of CPU is given; 0: none.",
+        description="Past a missed timeout (ready, pongs, loop age), how long a child starved of CPU is "
+        "given; 0: none.",
     )
     loop_stall_s: Seconds = Field(
         default=30.0, gt=0, description="A pong reporting an event-loop age above this means a wedged loop."
@@ -266,7 +267,11 @@ class SupervisionSection(Section):
     deadline_backstop_s: Seconds = Field(
         default=5.0, ge=0, description="Grace past a child's deadline before the supervisor stops it."
     )
-    ready_timeout_s: Seconds = Field(default=60.0, gt=0, description="Spawn to `ev/ready`, at most.")
+    ready_timeout_s: Seconds = Field(
+        default=60.0,
+        gt=0,
+        description="Spawn to `ev/ready`, at most (unless starved of CPU: starved_grace_s).",
+    )
     eof_grace_s: Seconds = Field(
         default=2.0, gt=0, description="After the control channel closes, time for the process to exit."
     )

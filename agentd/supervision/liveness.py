@@ -53,8 +53,9 @@ def classify(obs: Observation, policy: LivenessPolicy, now: float) -> Verdict:
     """Detectors A (deadline backstop), B (wedged loop), C (missed pongs), plus boot/EOF/faults.
 
     A child whose pongs arrive with a fresh `loop_age_ms` is busy in a legitimate long call and
-    is left alone however quiet it is otherwise; only its deadline bounds it. A child that misses
-    pongs is judged by `silent_verdict`.
+    is left alone however quiet it is otherwise; only its deadline bounds it. A child overdue —
+    not ready in time, missing its pongs, or reporting a loop that stopped turning — is judged by
+    `silent_verdict`: each of these is what a child kept off the CPU looks like too.
     """
     if obs.result_received:
         # It has reported; what is left is its exit, bounded by the caller's teardown timer.
@@ -63,36 +64,48 @@ def classify(obs: Observation, policy: LivenessPolicy, now: float) -> Verdict:
         return "deadline"
     if obs.faults >= policy.max_faults:
         return "faulty"
-    if not obs.ready:
-        return "not_ready" if now - obs.spawned_at >= policy.ready_timeout_s else "ok"
-    if obs.eof_at is not None and now - obs.eof_at >= policy.eof_grace_s:
+    if obs.ready and obs.eof_at is not None and now - obs.eof_at >= policy.eof_grace_s:
         return "eof"
+    suspected = overdue(obs, policy, now)
+    return "ok" if suspected is None else silent_verdict(obs.silence, policy, now, suspected)
+
+
+SilentVerdict = Literal["not_ready", "unresponsive", "wedged"]
+
+
+def overdue(obs: Observation, policy: LivenessPolicy, now: float) -> SilentVerdict | None:
+    """What the child would be stopped as if it is not starved of CPU, or None while nothing is
+    overdue (only then is it looked at by the scheduler)."""
+    if not obs.ready:
+        return "not_ready" if now - obs.spawned_at >= policy.ready_timeout_s else None
     if pongs_overdue(obs, policy):
-        return silent_verdict(obs.silence, policy, now)
+        return "unresponsive"
     if obs.last_loop_age_ms is not None and obs.last_loop_age_ms > policy.loop_stall_s * 1000:
         return "wedged"
-    return "ok"
+    return None
 
 
 def pongs_overdue(obs: Observation, policy: LivenessPolicy) -> bool:
-    """Whether it has missed enough pongs to be judged (and so to be looked at by the scheduler)."""
+    """Whether it has missed enough pongs to be judged."""
     return obs.outstanding_pings >= policy.missed_pongs
 
 
-def silent_verdict(silence: Silence | None, policy: LivenessPolicy, now: float) -> Verdict:
-    """A child that missed its pongs: `unresponsive`, unless the scheduler shows it starved of CPU.
+def silent_verdict(
+    silence: Silence | None, policy: LivenessPolicy, now: float, suspected: SilentVerdict = "unresponsive"
+) -> Verdict:
+    """An overdue child: `suspected`, unless the scheduler shows it starved of CPU.
 
-    A starved child is left alone (`ok`) until `starved_grace_s` after its pongs fell overdue, then
+    A starved child is left alone (`ok`) until `starved_grace_s` after it fell overdue, then
     stopped with the verdict `starved`, so a spinning child that only looks starved on a loaded
     machine is still bounded. The first look of a silence waits one check for a window to measure,
     unless that look already shows it stopped or gone.
     """
     if silence is None or policy.starved_grace_s <= 0:
-        return "unresponsive"
+        return suspected
     if silence.judgement == "first_look":
         return "ok"
     if silence.judgement != "starved":
-        return "unresponsive"
+        return suspected
     return "starved" if now - silence.since >= policy.starved_grace_s else "ok"
 
 
@@ -142,8 +155,8 @@ KillCause = Literal["cancel", "deadline", "stuck", "faulty", "drain", "park", "t
 STUCK_REASONS: dict[str, str] = {
     "unresponsive": "unresponsive: missed its pongs",
     "starved": (
-        "starved of CPU: runnable but not scheduled enough to answer its pings, "
-        "stopped when its grace (supervision.starved_grace_s) ran out"
+        "starved of CPU: runnable but not scheduled enough to get ready, answer its pings or turn "
+        "its event loop, stopped when its grace (supervision.starved_grace_s) ran out"
     ),
     "wedged": "wedged: its pongs reported an event loop that stopped turning",
     "not_ready": "not ready: no ev/ready within supervision.ready_timeout_s",
@@ -221,7 +234,7 @@ def classify_exit(
         kind, message = "starved", f"{STUCK_REASONS['starved']}; the child {exit_info.describe}"
     elif kill_cause == "stuck":
         reason = STUCK_REASONS.get(verdict or "", "unresponsive child killed by the supervisor")
-        if verdict == "unresponsive" and silence is not None and silence.judgement in SEEN:
+        if verdict in ("unresponsive", "not_ready") and silence is not None and silence.judgement in SEEN:
             reason = f"{reason} ({SEEN[silence.judgement]})"
         kind, message = "stuck", f"{reason}; the child {exit_info.describe}"
     elif kill_cause == "faulty":

@@ -18,7 +18,7 @@ from pydantic import BaseModel, JsonValue
 
 from agentd.spawning.cgroup import CgroupLeaf
 from agentd.spawning.spawner import SpawnedProcess
-from agentd.supervision.liveness import KillCause, LivenessPolicy, Verdict, classify_exit
+from agentd.supervision.liveness import KillCause, LivenessPolicy, SilentVerdict, Verdict, classify_exit
 from agentd.supervision.payloads import with_deadline
 from agentd.supervision.starvation import Silence
 from agentd.supervision.supervised_process import STDERR_LINE_CAP, SupervisedProcess
@@ -61,7 +61,7 @@ class ChildListener(Protocol):
     def on_turn(self, child: SupervisedChild, params: control.TurnParams) -> None: ...
     def on_stderr(self, child: SupervisedChild, line: str) -> None: ...
     def on_verdict(self, child: SupervisedChild, verdict: Verdict) -> None: ...
-    def on_starved(self, child: SupervisedChild, silence: Silence) -> None: ...
+    def on_starved(self, child: SupervisedChild, silence: Silence, late: SilentVerdict) -> None: ...
     def on_rung(self, child: SupervisedChild, rung: RungAction, cause: KillCause) -> None: ...
     async def on_request(self, child: SupervisedChild, request: SupRequest) -> JsonValue: ...
 
@@ -101,7 +101,7 @@ class _Detached:
     def on_verdict(self, child: SupervisedChild, verdict: Verdict) -> None:
         pass
 
-    def on_starved(self, child: SupervisedChild, silence: Silence) -> None:
+    def on_starved(self, child: SupervisedChild, silence: Silence, late: SilentVerdict) -> None:
         pass
 
     def on_rung(self, child: SupervisedChild, rung: RungAction, cause: KillCause) -> None:
@@ -305,8 +305,8 @@ class SupervisedChild(SupervisedProcess):
             self.stop("teardown", start="sigterm", reason="did not exit after its result")
         return False
 
-    def _on_starved(self, silence: Silence) -> None:
-        self.listener.on_starved(self, silence)
+    def _on_starved(self, silence: Silence, late: SilentVerdict) -> None:
+        self.listener.on_starved(self, silence, late)
 
     def _on_verdict(self, verdict: Verdict) -> None:
         if self.verdict is None:

@@ -36,13 +36,14 @@ from agentd.supervision.liveness import (
     KillCause,
     LivenessPolicy,
     Observation,
+    SilentVerdict,
     Verdict,
     classify,
     first_ping_at,
     next_check_time,
     next_ping_at,
+    overdue,
     ping_due,
-    pongs_overdue,
 )
 from agentd.supervision.starvation import Silence, observe_silence
 from agentd.supervision.watch_clock import MAX_TICK_S, WatchClock
@@ -165,9 +166,9 @@ class SupervisedProcess:
     def _on_rung(self, rung: RungAction) -> None:
         """Policy: the ladder reached `rung`."""
 
-    def _on_starved(self, silence: Silence) -> None:
-        """Policy: its pongs are overdue but the scheduler shows it starved of CPU, so it is given
-        more time (once per silence)."""
+    def _on_starved(self, silence: Silence, late: SilentVerdict) -> None:
+        """Policy: it is overdue (`late`: what it would be stopped as otherwise) but the scheduler
+        shows it starved of CPU, so it is given more time (once per silence)."""
 
     def _stop_within(self, cause: KillCause, start: RungAction, reason: str) -> None:
         """Policy: a stop the core decided (a fault, an unwritable channel, a verdict)."""
@@ -383,9 +384,11 @@ class SupervisedProcess:
             self._on_verdict(verdict)
 
     def _look_at_silence(self, observation: Observation, now: float) -> Observation:
-        """While its pongs are overdue, read what the scheduler says of it (only then: a read of
-        /proc per check would cost every child), so `classify` can tell starved from stuck."""
-        if not pongs_overdue(observation, self.liveness) or self.liveness.starved_grace_s <= 0:
+        """While it is overdue (not ready in time, its pongs missed, its loop reported stopped),
+        read what the scheduler says of it (only then: a read of /proc per check would cost every
+        child), so `classify` can tell starved from stuck."""
+        late = overdue(observation, self.liveness, now)
+        if late is None or self.liveness.starved_grace_s <= 0:
             self.silence = None
             self._starved_told = False
             return observation
@@ -394,7 +397,7 @@ class SupervisedProcess:
         )
         if self.silence.judgement == "starved" and not self._starved_told:
             self._starved_told = True
-            self._on_starved(self.silence)
+            self._on_starved(self.silence, late)
         return replace(observation, silence=self.silence)
 
     def send_nowait(self, message: BaseModel) -> bool:

@@ -23,7 +23,7 @@ from agentd import logs
 from agentd.errors import JournalError, SpawnError
 from agentd.journal.records import NodeEnd, TaskRecord
 from agentd.supervision.approvals import Asker, result_json
-from agentd.supervision.liveness import KillCause, Verdict
+from agentd.supervision.liveness import KillCause, SilentVerdict, Verdict
 from agentd.supervision.node_launch import NodeLaunch, NodeRun, TaskGone
 from agentd.supervision.node_slots import NodeSlots
 from agentd.supervision.payloads import child_payload, scope_of
@@ -211,8 +211,8 @@ class NodeListener:
         self.log.warning("subagent.stuck", pid=child.pid, **fields)
         self._journal("subagent.stuck", fields)
 
-    def on_starved(self, child: SupervisedChild, silence: Silence) -> None:
-        fields: dict[str, JsonValue] = dict(silence_fields(silence))
+    def on_starved(self, child: SupervisedChild, silence: Silence, late: SilentVerdict) -> None:
+        fields: dict[str, JsonValue] = {"late": late, **silence_fields(silence)}
         self.log.warning("subagent.starved", pid=child.pid, **fields)
         self._journal("subagent.starved", fields)
 

@@ -47,6 +47,24 @@ def test_progress_and_serious_server_logs_are_shown(event: EventView, expected: 
 
 
 @pytest.mark.parametrize(
+    ("late", "says"),
+    [
+        pytest.param("not_ready", "is not ready yet", id="booting"),
+        pytest.param("unresponsive", "misses its pings", id="silent"),
+        pytest.param("wedged", "reports an event loop that stopped turning", id="loop-stopped"),
+        pytest.param(None, "misses its pings", id="journaled-before-late-was-said"),
+    ],
+)
+def test_a_starved_subagent_is_said_to_be_late_with_what_it_is_late_with(late: JsonValue, says: str) -> None:
+    fields: dict[str, JsonValue] = {"handle": "0.1", "pid": 42, "cpu": "starved"}
+    if late is not None:
+        fields["late"] = late
+    assert render_event(view("subagent.starved", **fields)) == (
+        f"  … subagent 0.1 (pid 42) {says} while starved of CPU (a loaded machine): given more time"
+    )
+
+
+@pytest.mark.parametrize(
     ("event", "expected"),
     [
         pytest.param(

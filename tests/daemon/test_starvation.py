@@ -79,3 +79,41 @@ def test_a_child_starved_past_its_grace_is_stopped_as_starved_not_stuck(tmp_path
         assert view.error.kind == "starved"
         assert "starved of CPU" in view.error.message
         assert task_lines(daemon, "subagent.starved", task_id)  # told when it was given the time
+
+
+# Booting: `ready-on` spins on the CPU until its gate opens, then sends `ev/ready` and completes.
+BOOTING = "ready_timeout_s = 1\nstarved_grace_s = 60\n"
+
+
+def test_a_child_starved_of_cpu_while_it_boots_is_given_more_time_and_completes(tmp_path: Path) -> None:
+    body = rogue_daemon(tmp_path, supervision=BOOTING)
+    with gate(tmp_path) as (path, fd), running_daemon(tmp_path, body) as daemon, starving_cgroup() as group:
+        task_id = daemon.submit(f"ready-on {path}")
+        spawned = daemon.wait_log("subagent.spawn", task_id=task_id)
+        group.starve(int(str(spawned["pid"])))
+        starved = daemon.wait_log("subagent.starved", timeout_s=20, task_id=task_id)
+        assert (starved["late"], starved["cpu"]) == ("not_ready", "starved")
+        time.sleep(STARVED_FOR_S)  # three ready timeouts over, and it is left alone
+        assert task_lines(daemon, "subagent.stuck", task_id) == []
+        group.release()
+        os.write(fd, b"go\n")
+        view = daemon.wait(task_id, timeout_s=30)
+        assert view.status is S.COMPLETED
+        assert view.result == "released"
+        assert task_lines(daemon, "subagent.stuck", task_id) == []
+
+
+def test_a_child_that_has_the_cpu_and_is_still_not_ready_is_stopped_as_not_ready(tmp_path: Path) -> None:
+    body = rogue_daemon(tmp_path, supervision=BOOTING)
+    with gate(tmp_path) as (path, _), running_daemon(tmp_path, body) as daemon:
+        task_id = daemon.submit(f"ready-on {path}")
+        # On a loaded machine it may look starved at first; its second of CPU makes it busy.
+        stuck = daemon.wait_log("subagent.stuck", timeout_s=30, task_id=task_id)
+        assert (stuck["verdict"], stuck["cpu"]) == ("not_ready", "busy")
+        view = daemon.wait(task_id, timeout_s=30)
+        assert view.status is S.CRASHED
+        assert view.error is not None
+        assert view.error.kind == "stuck"
+        assert view.error.message.startswith(
+            "not ready: no ev/ready within supervision.ready_timeout_s (it had the CPU and did not answer)"
+        )

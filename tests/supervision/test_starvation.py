@@ -1,5 +1,6 @@
-"""Starved or stuck: the pure judgement of a child whose pongs are overdue (agentd/supervision/starvation.py)
-and the verdicts and exit reasons it leads to (agentd/supervision/liveness.py)."""
+"""Starved or stuck: the pure judgement of an overdue child — not ready in time, its pongs missed, its
+loop reported stopped — (agentd/supervision/starvation.py) and the verdicts and exit reasons it leads
+to (agentd/supervision/liveness.py)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ from agentd.supervision.liveness import (
     ExitInfo,
     LivenessPolicy,
     Observation,
+    SilentVerdict,
     classify,
     classify_exit,
+    overdue,
     silent_verdict,
 )
 from agentd.supervision.starvation import (
@@ -171,6 +174,43 @@ def test_classify_gives_a_starved_child_its_grace_and_only_missed_pongs_are_judg
     assert classify(replace(base, silence=silence("starved")), POLICY, 161.0) == "starved"
     assert classify(replace(base, silence=silence("starved")), POLICY, 1006.0) == "deadline"
     assert classify(replace(base, outstanding_pings=2, silence=silence("busy")), POLICY, 120.0) == "ok"
+
+
+READY = Observation(spawned_at=0.0, deadline=1000.0, ready=True)
+
+
+@pytest.mark.parametrize(
+    ("obs", "now", "late"),
+    [
+        pytest.param(replace(READY, ready=False), 59.9, None, id="booting-within-its-timeout"),
+        pytest.param(replace(READY, ready=False), 60.0, "not_ready", id="not-ready-in-time"),
+        pytest.param(replace(READY, outstanding_pings=3), 10.0, "unresponsive", id="pongs-missed"),
+        pytest.param(replace(READY, last_loop_age_ms=30_001), 10.0, "wedged", id="loop-stopped"),
+        pytest.param(replace(READY, outstanding_pings=2, last_loop_age_ms=29_000), 10.0, None, id="on-time"),
+    ],
+)
+def test_overdue_names_what_a_child_is_late_with(obs: Observation, now: float, late: str | None) -> None:
+    assert overdue(obs, LivenessPolicy(), now) == late
+
+
+@pytest.mark.parametrize(
+    ("obs", "late"),
+    [
+        pytest.param(replace(READY, ready=False), "not_ready", id="booting"),
+        pytest.param(replace(READY, outstanding_pings=3), "unresponsive", id="silent"),
+        pytest.param(replace(READY, last_loop_age_ms=60_000), "wedged", id="loop-stopped"),
+    ],
+)
+def test_whatever_it_is_late_with_a_starved_child_gets_its_grace_and_no_more(
+    obs: Observation, late: SilentVerdict
+) -> None:
+    # Overdue from 100 s on (a ready timeout of 60 s is past by then too).
+    assert classify(replace(obs, silence=silence("first_look")), POLICY, 100.0) == "ok"
+    assert classify(replace(obs, silence=silence("starved")), POLICY, 159.9) == "ok"
+    assert classify(replace(obs, silence=silence("starved")), POLICY, 160.0) == "starved"
+    for judgement in ("busy", "blocked", "halted", "unseen"):
+        assert classify(replace(obs, silence=silence(judgement)), POLICY, 100.0) == late
+    assert classify(obs, POLICY, 100.0) == late  # not looked at: as without the starvation check
 
 
 @pytest.mark.parametrize(

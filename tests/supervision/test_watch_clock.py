@@ -14,7 +14,7 @@ import pytest
 from anyio.abc import TaskGroup
 
 from agentd.supervision.liveness import first_ping_at, next_check_time, next_ping_at, ping_due
-from agentd.supervision.watch_clock import WatchClock
+from agentd.supervision.watch_clock import COALESCE_S, WatchClock
 
 pytestmark = pytest.mark.anyio
 
@@ -72,7 +72,9 @@ async def test_each_child_is_checked_once_per_tick_and_left_children_watch_thems
         tg.cancel_scope.cancel()
     for child in (early, late):
         gaps = [b - a for a, b in zip(child.checks, child.checks[1:], strict=False)]
-        assert all(gap >= child.tick_s - 1e-9 for gap in gaps), gaps  # never more than once a tick
+        # Never more than once a tick: a child due within COALESCE_S of a wake-up is checked in it,
+        # so a wake-up another child's check delayed (a loaded machine) may take it that much early.
+        assert all(gap >= child.tick_s - COALESCE_S - 1e-9 for gap in gaps), gaps
     assert late.alone and not early.alone  # discarded before the stop: not told
     assert not clock.serving and len(clock) == 0
 

@@ -61,11 +61,14 @@ class StarvingCgroup:
     def release(self) -> None:
         """Give the CPU back: the spinners end, the quota goes, every starved process returns to
         the group it came from. Safe to call twice."""
+        # The quota goes first: a killed spinner must run to exit, and in a group throttled by
+        # the other spinners it could wait for the CPU longer than any bound here.
+        (self.path / "cpu.cfs_quota_us").write_text("-1")
         for spinner in self.spinners:
             spinner.kill()
+        for spinner in self.spinners:
             spinner.wait(timeout=10)
         self.spinners.clear()
-        (self.path / "cpu.cfs_quota_us").write_text("-1")
         for pid, home in self._moved.items():
             with contextlib.suppress(ProcessLookupError, OSError):
                 (home / "cgroup.procs").write_text(str(pid))
