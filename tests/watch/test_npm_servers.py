@@ -1,10 +1,10 @@
 """The watcher against the npm reference servers (2025-11-25, TypeScript SDK), over stdio.
 
 Their changes can only be caused on the watcher's own connection, so `stdio_injector.py` sits in
-between and calls the server's tool right after the watcher's first `resources/subscribe`:
-`server-memory`'s `create_entities` (the graph changes: `resources/updated`), and
-`server-everything`'s `toggle-subscriber-updates` (an update for each URI subscribed so far at
-once, then for every subscribed URI each 5 s).
+between and calls the server's tool after the watcher's first `resources/subscribe`:
+`server-memory`'s `create_entities` (the graph changes: `resources/updated`), once the test has
+seen the synthetic delivery, and `server-everything`'s `toggle-subscriber-updates` (an update for
+each URI subscribed so far at once, then for every subscribed URI each 5 s) at once.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.processes]
 GRAPH = "memory://knowledge-graph"
 
 
-def injected(call: str, arguments: dict[str, object], server: list[str]) -> list[str]:
+def injected(call: str, arguments: dict[str, object], server: list[str], go: Path | None = None) -> list[str]:
     injector = str(FIXTURES / "stdio_injector.py")
     return [
         sys.executable,
@@ -36,6 +36,7 @@ def injected(call: str, arguments: dict[str, object], server: list[str]) -> list
         call,
         "--args",
         json.dumps(arguments),
+        *(["--go", str(go)] if go is not None else []),
         "--",
         *server,
     ]
@@ -48,13 +49,17 @@ def payload(command: list[str], target: WatchTarget, env: dict[str, str] | None 
 
 async def test_server_memory_notifies_a_graph_change(tmp_path: Path) -> None:
     entity = {"name": "watcher", "entityType": "test", "observations": ["seen"]}
-    command = injected(
-        "create_entities", {"entities": [entity]}, [node(), str(server_script("server-memory"))]
-    )
+    go = tmp_path / "go"
+    server = [node(), str(server_script("server-memory"))]
+    command = injected("create_entities", {"entities": [entity]}, server, go)
     env = {"MEMORY_FILE_PATH": str(tmp_path / "memory.jsonl")}
     async with spawn_watcher(payload(command, WatchTarget(trigger="graph", uri=GRAPH), env)) as watcher:
         state = await watcher.state("armed")
         assert (state.era, state.subscribed) == ("2025-11-25", [GRAPH])
+        # The graph changes only after the synthetic delivery: a change that came while the
+        # watcher was still subscribing would be a real delivery before it, or folded into it.
+        assert [(c.uri, c.synthetic) for c in await watcher.resources_for(1)] == [(GRAPH, True)]
+        go.touch()
         changes = await watcher.resources_for(2)
         assert [(c.uri, c.synthetic) for c in changes[:2]] == [(GRAPH, True), (GRAPH, False)]
         await watcher.wait_stderr(b"create_entities answered with a result")
