@@ -8,6 +8,7 @@ import fcntl
 import os
 import re
 import select
+import signal
 import struct
 import subprocess
 import sys
@@ -78,6 +79,9 @@ def open_terminal(argv: Sequence[str], *, columns: int = 160, rows: int = 40) ->
 
     def controlling_tty() -> None:  # runs after setsid: the pty becomes its terminal (for ^C)
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+        # As an interactive shell starts a command: SIGINT at its default even when the tests
+        # themselves run with it ignored (a background job of a shell without job control).
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
 
     env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(columns), "LINES": str(rows)}
     proc = subprocess.Popen(
