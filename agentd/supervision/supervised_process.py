@@ -369,36 +369,41 @@ class SupervisedProcess:
         """One check: a ping when due (and the policy allows it), then the detectors."""
         if self.exited or self._tg is None:
             return
-        if self._pinging(now) and self.ready and ping_due(now, self._next_ping) and self.eof_at is None:
+        pinging = self._pinging(now) and self.ready and ping_due(now, self._next_ping) and self.eof_at is None
+        if not self._ladder_running:
+            # Looked at before this check's ping goes out: the ping wakes the child's control
+            # thread, which a look just after would find queued for a CPU, as if starved.
+            self._look_at_silence(now, pinging=pinging)
+        if pinging:
             self._ping_seq += 1
             self._ping_sent[self._ping_seq] = now
             self.outstanding_pings = len(self._ping_sent)
             self._ping(self._ping_seq)
             self._next_ping = next_ping_at(self._next_ping, now, self.liveness.ping_interval_s)
         self.next_check_at = next_check_time(now, self.tick_s, self._next_ping)
-        observation = self.observation()
-        if not self._ladder_running:
-            observation = self._look_at_silence(observation, now)
-        verdict = classify(observation, self.liveness, now)
+        verdict = classify(self.observation(), self.liveness, now)
         if verdict != "ok" and not self._ladder_running:
             self._on_verdict(verdict)
 
-    def _look_at_silence(self, observation: Observation, now: float) -> Observation:
-        """While it is overdue (not ready in time, its pongs missed, its loop reported stopped),
-        read what the scheduler says of it (only then: a read of /proc per check would cost every
-        child), so `classify` can tell starved from stuck."""
+    def _look_at_silence(self, now: float, *, pinging: bool) -> None:
+        """While it is overdue (not ready in time, its pongs missed, its loop reported stopped;
+        `pinging`: counting the ping this check is about to send), read what the scheduler says of
+        it (only then: a read of /proc per check would cost every child), so `classify` can tell
+        starved from stuck."""
+        observation = self.observation()
+        if pinging:
+            observation = replace(observation, outstanding_pings=observation.outstanding_pings + 1)
         late = overdue(observation, self.liveness, now)
         if late is None or self.liveness.starved_grace_s <= 0:
             self.silence = None
             self._starved_told = False
-            return observation
+            return
         self.silence = observe_silence(
             self.silence, read_sched_facts(self.pid), now, self.liveness.starvation
         )
         if self.silence.judgement == "starved" and not self._starved_told:
             self._starved_told = True
             self._on_starved(self.silence, late)
-        return replace(observation, silence=self.silence)
 
     def send_nowait(self, message: BaseModel) -> bool:
         """Write `message` now when no other frame is being written: a frame of at most PIPE_BUF

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import psutil
@@ -20,6 +20,7 @@ from protocol.environment import TEST_FAULT_ENV
 from protocol.result import TerminalStatus as S
 from tests.support.daemon import FAST_SUPERVISION, Daemon, lean_mcp, running_daemon, scripted
 from tests.support.rogue_daemon import signals_used
+from tests.support.spinners import busy_cpus
 
 pytestmark = pytest.mark.processes
 
@@ -146,18 +147,35 @@ def test_a_real_subagent_ignoring_cancel_and_sigterm_dies_at_the_sigkill_rung(tm
         assert_gone([proc, *servers])  # its MCP server too (PDEATHSIG: it is in its own session)
 
 
-def test_a_real_subagent_with_a_wedged_loop_is_found_by_loop_age_and_laddered(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "cpus",
+    [
+        "idle",
+        # Each ping wakes the child's control thread, which at nice 19 then waits for a taken CPU:
+        # the scheduler is read before a check's ping goes out, so that wait is not taken for
+        # starvation (with the default 60 s grace this test would time out).
+        pytest.param("taken", marks=pytest.mark.alone),  # takes every CPU for seconds
+    ],
+)
+def test_a_real_subagent_with_a_wedged_loop_is_found_by_loop_age_and_laddered(
+    tmp_path: Path, cpus: str
+) -> None:
     # Detector B: the control thread answers every ping, but the loop_age_ms it reports grows.
     supervision = FAST_SUPERVISION + "loop_stall_s = 1\n"
-    with faulty_daemon(tmp_path, "wedge-loop", supervision=supervision) as daemon:
+    with (
+        faulty_daemon(tmp_path, "wedge-loop", supervision=supervision) as daemon,
+        busy_cpus() if cpus == "taken" else nullcontext(),
+    ):
         task_id = daemon.submit("wedge")
         proc, servers = real_subagent(daemon, task_id)
-        view = daemon.wait(task_id)
+        view = daemon.wait(task_id, timeout_s=30)
         assert view.status is S.CRASHED
         assert view.error is not None
         assert view.error.kind == "stuck"
         (stuck,) = [line for line in daemon.log() if line.get("event") == "subagent.stuck"]
         assert stuck["verdict"] == "wedged"  # not "unresponsive": the pongs kept coming
+        assert stuck["cpu"] == "blocked"  # its loop sleeps: neither running nor kept from a CPU
+        assert not [line for line in daemon.log() if line.get("event") == "subagent.starved"]
         assert isinstance(stuck["loop_age_ms"], int)
         assert stuck["loop_age_ms"] > 1000
         # A stuck child could not act on a cancel: the ladder starts at SIGTERM, which ends it.

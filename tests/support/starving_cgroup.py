@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
+from tests.support.spinners import start_spinners, stop_spinners
 
 CPU_HIERARCHY = Path("/sys/fs/cgroup/cpu")
 PERIOD_US = 1_000_000
@@ -33,22 +33,10 @@ class StarvingCgroup:
         self._moved: dict[int, Path] = {}
 
     def _start_spinners(self) -> None:
-        # One pinned to each CPU: two on one CPU would leave the starved process alone on the other.
-        # Each moves in once it spins: one still starting (reading its modules) sleeps on the disk
-        # at times, and a starved process would run in those gaps.
-        for cpu in sorted(os.sched_getaffinity(0)):
-            spinner = subprocess.Popen(
-                [sys.executable, "-c", "print('spinning', flush=True)\nwhile True: pass"],
-                stdout=subprocess.PIPE,
-            )
-            self.spinners.append(spinner)
-            os.sched_setaffinity(spinner.pid, {cpu})
-        for spinner in self.spinners:
-            assert spinner.stdout is not None
-            readable, _, _ = select.select([spinner.stdout], [], [], 30)
-            assert readable, "a spinner did not start within 30 s"
-            assert spinner.stdout.readline() == b"spinning\n"
-            (self.path / "cgroup.procs").write_text(str(spinner.pid))
+        def move_in(pid: int) -> None:
+            (self.path / "cgroup.procs").write_text(str(pid))
+
+        self.spinners = start_spinners(move_in)
 
     def starve(self, pid: int) -> None:
         """Move `pid` (every thread of it) in, at nice 19."""
@@ -64,11 +52,7 @@ class StarvingCgroup:
         # The quota goes first: a killed spinner must run to exit, and in a group throttled by
         # the other spinners it could wait for the CPU longer than any bound here.
         (self.path / "cpu.cfs_quota_us").write_text("-1")
-        for spinner in self.spinners:
-            spinner.kill()
-        for spinner in self.spinners:
-            spinner.wait(timeout=10)
-        self.spinners.clear()
+        stop_spinners(self.spinners)
         for pid, home in self._moved.items():
             with contextlib.suppress(ProcessLookupError, OSError):
                 (home / "cgroup.procs").write_text(str(pid))
