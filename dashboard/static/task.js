@@ -129,11 +129,21 @@ class TaskPage {
         `waiting for ${task.throttled.endpoint}: ${task.throttled.blocked_by}`) : null);
   }
 
+  // The controls are made once and only their state follows the task: a summary pushed while a
+  // person types (twice a second while events arrive) must not take away what they typed.
   drawActions(task) {
-    const live = task.state !== 'terminal';
-    const cancel = el('button', { type: 'button', id: 'cancel', disabled: live ? null : 'disabled' }, 'Cancel');
+    if (!this.controls) this.controls = this.makeActions();
+    const { cancel, step, extend } = this.controls;
+    cancel.disabled = task.state === 'terminal';
+    extend.disabled = task.state !== 'awaiting_budget';
+    if (!step.dataset.edited) step.value = String(task.usage.steps);
+  }
+
+  makeActions() {
+    const cancel = el('button', { type: 'button', id: 'cancel' }, 'Cancel');
     cancel.addEventListener('click', () => this.act('cancel', {}, 'cancel asked'));
-    const step = el('input', { type: 'number', min: '0', id: 'fork-step', value: String(task.usage.steps), size: '4' });
+    const step = el('input', { type: 'number', min: '0', id: 'fork-step', size: '4' });
+    for (const edit of ['input', 'change']) step.addEventListener(edit, () => { step.dataset.edited = 'true'; });
     const fork = el('button', { type: 'button', id: 'fork' }, 'Fork');
     fork.addEventListener('click', async () => {
       const done = await this.act('fork', { from_step: Number(step.value) }, null);
@@ -143,17 +153,19 @@ class TaskPage {
     });
     const steps = el('input', { type: 'number', min: '1', id: 'extend-steps', placeholder: 'steps', size: '5' });
     const tokens = el('input', { type: 'number', min: '1', id: 'extend-tokens', placeholder: 'tokens', size: '7' });
-    const extend = el('button', {
-      type: 'button', id: 'extend', disabled: task.state === 'awaiting_budget' ? null : 'disabled',
-    }, 'Extend');
-    extend.addEventListener('click', () => {
+    const extend = el('button', { type: 'button', id: 'extend' }, 'Extend');
+    extend.addEventListener('click', async () => {
       const more = {};
       if (steps.value) more.steps = Number(steps.value);
       if (tokens.value) more.tokens = Number(tokens.value);
-      this.act('extend', more, 'extended');
+      if (await this.act('extend', more, 'extended')) {
+        steps.value = '';
+        tokens.value = '';
+      }
     });
     this.sections.actions.replaceChildren(
       cancel, ' ', el('label', {}, 'from step ', step), ' ', fork, ' ', steps, ' ', tokens, ' ', extend);
+    return { cancel, step, extend };
   }
 
   async act(action, body, said) {

@@ -223,8 +223,12 @@ def test_cancel_fork_and_extend_from_the_task_page(site: Site, clean_console: No
     pending_request(site.daemon, waiting)
     site.open(f"/tasks/{waiting}")
     wait_for(lambda: site.text("#task-state") == "awaiting_approval", "the task waiting")
+    typed = site.css("#extend-steps")[0]
+    typed.send_keys("5")
     site.click("#cancel", "the cancel button")
     wait_for(lambda: site.text("#task-state") == "cancelled", "the cancel, live")
+    # The page was redrawn for the new state, and what was typed is still there, in the same field.
+    assert typed.get_attribute("value") == "5"
     site.css("#fork-step")[0].clear()
     site.css("#fork-step")[0].send_keys("0")
     site.click("#fork", "the fork button")
