@@ -20,8 +20,14 @@ export function approvalsPage(main) {
     }
     const key = pending.map((a) => a.call).join(',');
     if (!force && key === shown) return;
+    // A reason being typed holds the list still; one typed and left is carried into the new list.
+    if (!force && list.contains(document.activeElement)) return;
+    const reasons = new Map();
+    for (const row of list.querySelectorAll('tr[data-call]')) {
+      reasons.set(row.dataset.call, row.querySelector('input.reason').value);
+    }
     shown = key;
-    list.replaceChildren(pending.length ? render(pending, decide) : notice('No tool call is waiting.'));
+    list.replaceChildren(pending.length ? render(pending, decide, reasons) : notice('No tool call is waiting.'));
   }
 
   async function decide(approval, approve, reason) {
@@ -41,9 +47,10 @@ export function approvalsPage(main) {
   setInterval(() => { if (!document.hidden) load(false); }, REFRESH_MS);
 }
 
-function render(pending, decide) {
+function render(pending, decide, reasons) {
   const rows = pending.map((approval) => {
     const reason = el('input', { class: 'reason', placeholder: 'reason', maxlength: '1000' });
+    reason.value = reasons.get(approval.call) || '';
     const approve = el('button', { type: 'button', class: 'approve' }, 'Approve');
     const deny = el('button', { type: 'button', class: 'deny' }, 'Deny');
     approve.addEventListener('click', () => decide(approval, true, reason.value));

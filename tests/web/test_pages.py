@@ -165,8 +165,18 @@ def test_an_approval_approved_on_the_page_runs_its_call_once(site: Site, clean_c
     row = wait_for(lambda: site.css(f'tr[data-call="{call}"]'), "the waiting call")[0]
     assert '"approve-me"' in row.text  # its arguments
     row.find_element("css selector", "input.reason").send_keys("looks right")
+    # Another call comes to wait while the reason is typed: once the reason is left, the list
+    # shows both, the typed reason still in its row.
+    other = site.daemon.submit("approve-me as well")
+    other_call = pending_request(site.daemon, other)["call"]
+    site.browser.find_element("css selector", "h1").click()
+    wait_for(lambda: site.css(f'tr[data-call="{other_call}"]'), "the second waiting call")
+    row = site.css(f'tr[data-call="{call}"]')[0]
+    assert row.find_element("css selector", "input.reason").get_attribute("value") == "looks right"
     screenshot(site.browser, "approvals")
     row.find_element("css selector", "button.approve").click()
+    wait_for(lambda: not site.css(f'tr[data-call="{call}"]'), "the approved call leaving the list")
+    site.css(f'tr[data-call="{other_call}"] button.deny')[0].click()
     wait_for(lambda: "No tool call is waiting" in site.text("#approval-list"), "the emptied list")
     assert site.daemon.wait(task_id, timeout_s=WAIT_S).status == "completed"
     assert recorded_calls(site.daemon, "approve-me") == 1
