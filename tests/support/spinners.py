@@ -21,12 +21,16 @@ def start_spinners(started: Callable[[int], None] = lambda _pid: None) -> list[s
         )
         spinners.append(spinner)
         os.sched_setaffinity(spinner.pid, {cpu})
-    for spinner in spinners:
-        assert spinner.stdout is not None
-        readable, _, _ = select.select([spinner.stdout], [], [], 30)
-        assert readable, "a spinner did not start within 30 s"
-        assert spinner.stdout.readline() == b"spinning\n"
-        started(spinner.pid)
+    try:
+        for spinner in spinners:
+            assert spinner.stdout is not None
+            readable, _, _ = select.select([spinner.stdout], [], [], 30)
+            assert readable, "a spinner did not start within 30 s"
+            assert spinner.stdout.readline() == b"spinning\n"
+            started(spinner.pid)
+    except BaseException:
+        stop_spinners(spinners)  # none left spinning when starting fails
+        raise
     return spinners
 
 
